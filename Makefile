@@ -1,0 +1,148 @@
+# mcpgate — build, run and test.
+#
+#   make run     build and start the gateway on examples/demo.toml
+#   make check   install what the tests need, then run every test
+#   make install install into $(DESTDIR)$(PREFIX) (default /usr), /etc/mcpgate
+#                and systemd's directories
+#   make deb     build dist/mcpgate_<version>_<arch>.deb
+#   make man     build the manual pages into man/build/
+
+GO        ?= go
+VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+LDFLAGS   := -X github.com/mcpgate/mcpgate/internal/daemon.Version=$(VERSION) \
+             -X github.com/mcpgate/mcpgate/internal/ctl.Version=$(VERSION)
+BIN       := bin
+DIST      ?= dist
+
+# Installation directories, GNU style; DESTDIR stages an installation.
+# /etc/mcpgate is where mcpgated looks by default, whatever the PREFIX.
+PREFIX     ?= /usr
+bindir     ?= $(PREFIX)/bin
+datadir    ?= $(PREFIX)/share
+mandir     ?= $(datadir)/man
+sysconfdir ?= /etc
+# systemd's directories as systemd.pc names them (on Debian bookworm
+# /lib/systemd/system, /usr/lib/sysusers.d, /usr/lib/tmpfiles.d).
+systemd_dir     = $(or $(shell pkg-config --variable=$(1) systemd 2>/dev/null),$(2))
+SYSTEMDUNITDIR ?= $(call systemd_dir,systemdsystemunitdir,/usr/lib/systemd/system)
+SYSUSERSDIR    ?= $(call systemd_dir,sysusersdir,/usr/lib/sysusers.d)
+TMPFILESDIR    ?= $(call systemd_dir,tmpfilesdir,/usr/lib/tmpfiles.d)
+
+# Release binaries, the ones install and the package ship. They are linked
+# dynamically against glibc on purpose: lintian rejects statically linked
+# binaries (statically-linked-binary, an error, is what CGO_ENABLED=0
+# gives), and the external linker adds what its hardening checks look for:
+# PIE, RELRO and BIND_NOW; the C parts of the runtime are compiled with
+# Debian's hardening flags. -s -w strips the symbol table and DWARF
+# (unstripped-binary-or-object is an error too), strip the notes the C
+# toolchain adds. The package's libc6 dependency is computed from the
+# symbols used, by dpkg-shlibdeps.
+RELEASE_LDFLAGS := $(LDFLAGS) -s -w -linkmode=external -extldflags '-Wl,-z,relro,-z,now'
+RELEASE_CGO     := CGO_ENABLED=1 CGO_CPPFLAGS='-D_FORTIFY_SOURCE=2' CGO_CFLAGS='-O2 -fstack-protector-strong'
+RELEASE   := $(BIN)/release
+
+MAN_PAGES := $(patsubst man/%.scd,man/build/%,$(wildcard man/*.scd))
+
+.PHONY: all build run check test test-deps vet conformance e2e bench clean \
+        build-release man install install-bin install-systemd install-dbus \
+        install-man install-config deb deb-version
+
+all: build
+
+build:
+	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/ ./cmd/mcpgated ./cmd/mcpgatectl
+	$(GO) build -trimpath -o $(BIN)/mcpgate-demoserver ./examples/demoserver
+
+run: build
+	@./$(BIN)/mcpgated --check-config --config examples/demo.toml >/dev/null
+	@echo "mcpgate: serving the demo backend at http://127.0.0.1:7431/mcp"
+	@echo "try it:  curl -s http://127.0.0.1:7431/mcp -H 'Content-Type: application/json' -H 'Accept: application/json, text/event-stream' -d '{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"initialize\",\"params\":{\"protocolVersion\":\"2025-11-25\",\"capabilities\":{},\"clientInfo\":{\"name\":\"curl\",\"version\":\"1\"}}}'"
+	exec ./$(BIN)/mcpgated --config examples/demo.toml
+
+# check runs everything CI runs. Tests that need root, the network-free
+# npm servers, Node 22 or a booted container are part of it.
+check: test-deps vet test conformance e2e
+
+test-deps:
+	packaging/ci/deps.sh
+
+vet:
+	$(GO) vet ./...
+	@test -z "$$(gofmt -l cmd internal examples)" || (gofmt -l cmd internal examples; echo "gofmt: files above need formatting"; exit 1)
+
+test:
+	$(GO) test -race -count=1 -timeout 20m ./...
+
+conformance:
+	MCPGATE_CONFORMANCE=1 $(GO) test -count=1 -v -timeout 10m -run TestConformance ./internal/conformance
+
+e2e:
+	MCPGATE_E2E=1 $(GO) test -count=1 -v -timeout 15m ./internal/e2e
+
+bench:
+	$(GO) test -run '^$$' -bench . -benchmem ./internal/jsonrpc ./internal/gateway
+
+build-release:
+	$(RELEASE_CGO) $(GO) build -trimpath -buildmode=pie -ldflags "$(RELEASE_LDFLAGS)" -o $(RELEASE)/ ./cmd/mcpgated ./cmd/mcpgatectl
+	strip --remove-section=.comment --remove-section=.note $(RELEASE)/mcpgated $(RELEASE)/mcpgatectl
+
+man: $(MAN_PAGES)
+
+man/build/%: man/%.scd
+	@mkdir -p man/build
+	scdoc < $< > $@.tmp && mv $@.tmp $@
+
+install: install-bin install-systemd install-dbus install-man install-config
+
+install-bin: build-release
+	install -d $(DESTDIR)$(bindir)
+	install -m 0755 $(RELEASE)/mcpgated $(RELEASE)/mcpgatectl $(DESTDIR)$(bindir)/
+
+# The units name /usr/bin; another bindir is substituted.
+install-systemd:
+	install -d $(DESTDIR)$(SYSTEMDUNITDIR) $(DESTDIR)$(SYSUSERSDIR) $(DESTDIR)$(TMPFILESDIR)
+	for u in mcpgate.service mcpgate.socket; do \
+		sed 's|/usr/bin/mcpgate|$(bindir)/mcpgate|g' systemd/$$u > $(DESTDIR)$(SYSTEMDUNITDIR)/$$u && \
+		chmod 0644 $(DESTDIR)$(SYSTEMDUNITDIR)/$$u || exit 1; \
+	done
+	install -m 0644 systemd/mcpgate.sysusers $(DESTDIR)$(SYSUSERSDIR)/mcpgate.conf
+	install -m 0644 systemd/mcpgate.tmpfiles $(DESTDIR)$(TMPFILESDIR)/mcpgate.conf
+
+# The system bus policy, bus activation, introspection data and polkit
+# action of org.mcpgate.Gateway1.
+install-dbus:
+	install -d $(DESTDIR)$(datadir)/dbus-1/system.d $(DESTDIR)$(datadir)/dbus-1/system-services \
+		$(DESTDIR)$(datadir)/dbus-1/interfaces $(DESTDIR)$(datadir)/polkit-1/actions
+	install -m 0644 packaging/dbus/org.mcpgate.Gateway1.conf $(DESTDIR)$(datadir)/dbus-1/system.d/
+	sed 's|/usr/bin/mcpgate|$(bindir)/mcpgate|g' packaging/dbus/org.mcpgate.Gateway1.service \
+		> $(DESTDIR)$(datadir)/dbus-1/system-services/org.mcpgate.Gateway1.service
+	chmod 0644 $(DESTDIR)$(datadir)/dbus-1/system-services/org.mcpgate.Gateway1.service
+	install -m 0644 packaging/dbus/org.mcpgate.Gateway1.xml $(DESTDIR)$(datadir)/dbus-1/interfaces/
+	install -m 0644 packaging/polkit/org.mcpgate.Gateway1.policy $(DESTDIR)$(datadir)/polkit-1/actions/
+
+install-man: man
+	for p in $(MAN_PAGES); do \
+		install -d $(DESTDIR)$(mandir)/man$${p##*.} && \
+		install -m 0644 $$p $(DESTDIR)$(mandir)/man$${p##*.}/ || exit 1; \
+	done
+
+# An existing configuration is never overwritten.
+install-config:
+	install -d $(DESTDIR)$(sysconfdir)/mcpgate/conf.d
+	test -e $(DESTDIR)$(sysconfdir)/mcpgate/mcpgate.toml || \
+		install -m 0644 packaging/config/mcpgate.toml $(DESTDIR)$(sysconfdir)/mcpgate/
+	test -e $(DESTDIR)$(sysconfdir)/mcpgate/conf.d/example.toml || \
+		install -m 0644 packaging/config/example.toml $(DESTDIR)$(sysconfdir)/mcpgate/conf.d/
+
+# deb stages `make install` and packs it with dpkg-deb; see
+# packaging/deb/mkdeb.sh. DEB_VERSION defaults to one derived from git
+# describe (packaging/deb/version.sh).
+deb:
+	MAKE="$(MAKE)" DIST="$(DIST)" DEB_VERSION="$(DEB_VERSION)" packaging/deb/mkdeb.sh
+
+# deb-version prints the version `make deb` would use.
+deb-version:
+	@packaging/deb/version.sh
+
+clean:
+	rm -rf $(BIN) $(DIST) man/build

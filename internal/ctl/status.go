@@ -1,0 +1,231 @@
+package ctl
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/mcpgate/mcpgate/internal/dbusapi"
+)
+
+// statusJSON is what "status --json" prints.
+type statusJSON struct {
+	Gateway  dbusapi.ManagerStatus   `json:"gateway"`
+	Backends []dbusapi.BackendStatus `json:"backends"`
+}
+
+func (c *cli) status(args []string) int {
+	client, code := c.dial()
+	if client == nil {
+		return code
+	}
+	defer client.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), readTimeout)
+	defer cancel()
+	if len(args) == 1 {
+		b, err := client.Backend(ctx, args[0])
+		if err != nil {
+			return c.fail(err)
+		}
+		if c.opts.json {
+			c.printJSON(b)
+		} else {
+			printBackend(c.stdout, b, time.Now(), colour(c.stdout))
+		}
+		if b.State != "healthy" {
+			return exitNotHealthy
+		}
+		return exitOK
+	}
+	m, err := client.Manager(ctx)
+	if err != nil {
+		return c.fail(err)
+	}
+	refs, err := client.ListBackends(ctx)
+	if err != nil {
+		return c.fail(err)
+	}
+	out := statusJSON{Gateway: m, Backends: []dbusapi.BackendStatus{}}
+	for _, ref := range refs {
+		b, err := client.Backend(ctx, ref.Name)
+		if dbusapi.ErrorName(err) == dbusapi.ErrorNoSuchBackend {
+			continue // removed by a reload meanwhile
+		}
+		if err != nil {
+			return c.fail(err)
+		}
+		out.Backends = append(out.Backends, b)
+	}
+	if c.opts.json {
+		c.printJSON(out)
+	} else {
+		printOverview(c.stdout, out, colour(c.stdout))
+	}
+	return exitOK
+}
+
+func (c *cli) printJSON(v any) {
+	enc := json.NewEncoder(c.stdout)
+	enc.SetIndent("", "  ")
+	enc.Encode(v)
+}
+
+// Colours of the state dot, as systemctl uses them.
+const (
+	ansiGreen  = "\x1b[0;1;32m"
+	ansiYellow = "\x1b[0;1;33m"
+	ansiRed    = "\x1b[0;1;31m"
+	ansiReset  = "\x1b[0m"
+)
+
+// dot returns "●", coloured for state when colour is set.
+func dot(state string, colour bool) string {
+	const d = "●"
+	if !colour {
+		return d
+	}
+	switch state {
+	case "healthy":
+		return ansiGreen + d + ansiReset
+	case "starting", "unhealthy":
+		return ansiYellow + d + ansiReset
+	case "failed":
+		return ansiRed + d + ansiReset
+	}
+	return d
+}
+
+// printOverview prints the gateway's summary and one line per backend.
+func printOverview(w io.Writer, s statusJSON, colour bool) {
+	overall := "healthy"
+	for _, b := range s.Backends {
+		if b.State == "failed" {
+			overall = "failed"
+			break
+		}
+		if b.State != "healthy" && b.State != "stopped" {
+			overall = "starting"
+		}
+	}
+	fmt.Fprintf(w, "%s mcpgate %s - %s\n", dot(overall, colour), s.Gateway.Version, s.Gateway.Status)
+	fmt.Fprintf(w, "  Sessions: %d\n", s.Gateway.NSessions)
+	if len(s.Backends) == 0 {
+		fmt.Fprintln(w, "\nNo backends are configured.")
+		return
+	}
+	// The dots stay out of the table: their colour codes would upset the
+	// column widths.
+	var table bytes.Buffer
+	tw := tabwriter.NewWriter(&table, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "BACKEND\tSTATE\tPID\tRESTARTS\tTOOLS\tLAST ERROR")
+	for _, b := range s.Backends {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%s\n", b.Name, b.State, pid(b.MainPID), b.NRestarts, len(b.Tools), oneLine(b.LastError))
+	}
+	tw.Flush()
+	fmt.Fprintln(w)
+	lines := strings.Split(strings.TrimSuffix(table.String(), "\n"), "\n")
+	for i, line := range lines {
+		prefix := "  "
+		if i > 0 {
+			prefix = dot(s.Backends[i-1].State, colour) + " "
+		}
+		fmt.Fprintln(w, strings.TrimRight(prefix+line, " "))
+	}
+}
+
+// printBackend prints one backend like "systemctl status" prints a unit.
+func printBackend(w io.Writer, b dbusapi.BackendStatus, now time.Time, colour bool) {
+	fmt.Fprintf(w, "%s %s\n", dot(b.State, colour), b.Name)
+	state := b.State
+	if b.StateChangeTimestamp != 0 {
+		since := time.UnixMicro(int64(b.StateChangeTimestamp))
+		state += " since " + since.Format("Mon 2006-01-02 15:04:05 MST") + "; " + ago(now.Sub(since))
+	}
+	row := func(label, value string) { fmt.Fprintf(w, "%12s: %s\n", label, value) }
+	row("State", state)
+	row("Command", strings.Join(b.Command, " "))
+	row("Main PID", pid(b.MainPID))
+	row("Restarts", strconv.Itoa(int(b.NRestarts)))
+	tools := strconv.Itoa(len(b.Tools))
+	if len(b.Tools) > 0 {
+		tools += " (" + strings.Join(b.Tools, ", ") + ")"
+	}
+	row("Tools", tools)
+	if b.LastExitStatus != 0 {
+		row("Last exit", strconv.Itoa(int(b.LastExitStatus)))
+	}
+	lastError := "-"
+	if b.LastError != "" {
+		lastError = oneLine(b.LastError)
+	}
+	row("Last error", lastError)
+	if len(b.StderrTail) > 0 {
+		fmt.Fprintln(w)
+		tail := b.StderrTail
+		if len(tail) > 10 {
+			tail = tail[len(tail)-10:]
+		}
+		for _, line := range tail {
+			fmt.Fprintln(w, line)
+		}
+	}
+}
+
+func pid(p uint32) string {
+	if p == 0 {
+		return "-"
+	}
+	return strconv.FormatUint(uint64(p), 10)
+}
+
+func oneLine(s string) string { return strings.ReplaceAll(s, "\n", "; ") }
+
+// ago says how long ago d was, as systemctl does: "3min 5s ago".
+func ago(d time.Duration) string {
+	switch {
+	case d < time.Second:
+		return "just now"
+	case d < time.Minute:
+		return fmt.Sprintf("%ds ago", int(d.Seconds()))
+	case d < time.Hour:
+		return fmt.Sprintf("%dmin %ds ago", int(d.Minutes()), int(d.Seconds())%60)
+	case d < 24*time.Hour:
+		return fmt.Sprintf("%dh %dmin ago", int(d.Hours()), int(d.Minutes())%60)
+	}
+	return fmt.Sprintf("%d days ago", int(d.Hours()/24))
+}
+
+func (c *cli) tools(_ []string) int {
+	client, code := c.dial()
+	if client == nil {
+		return code
+	}
+	defer client.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), readTimeout)
+	defer cancel()
+	tools, err := client.ListTools(ctx)
+	if err != nil {
+		return c.fail(err)
+	}
+	if c.opts.json {
+		if tools == nil {
+			tools = []dbusapi.Tool{}
+		}
+		c.printJSON(tools)
+		return exitOK
+	}
+	tw := tabwriter.NewWriter(c.stdout, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "TOOL\tBACKEND\tDESCRIPTION")
+	for _, t := range tools {
+		desc, _, _ := strings.Cut(t.Description, "\n")
+		fmt.Fprintf(tw, "%s\t%s\t%s\n", t.Name, t.Backend, desc)
+	}
+	tw.Flush()
+	return exitOK
+}
