@@ -1,0 +1,131 @@
+package jsonrpc
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+)
+
+// ErrLineTooLong is returned by LineReader.Next for a line over the limit.
+// The rest of that line has been discarded; the next call reads the next line.
+type ErrLineTooLong struct {
+	Limit int64
+	Head  []byte // the line's first bytes, enough to find its id
+}
+
+// headLen is how much of a discarded line ErrLineTooLong keeps.
+const headLen = 256
+
+func (e *ErrLineTooLong) Error() string {
+	return fmt.Sprintf("message longer than max_message_bytes (%d bytes)", e.Limit)
+}
+
+// LineReader reads newline-delimited messages of bounded size.
+type LineReader struct {
+	r     *bufio.Reader
+	limit int64
+}
+
+// NewLineReader returns a reader of lines no longer than limit bytes.
+func NewLineReader(r io.Reader, limit int64) *LineReader {
+	return &LineReader{r: bufio.NewReaderSize(r, 64<<10), limit: limit}
+}
+
+// Next returns the next non-empty line without its line ending, in a freshly
+// allocated slice the caller owns. At the end of input it returns io.EOF; a
+// final line without a newline is still returned first.
+func (lr *LineReader) Next() ([]byte, error) {
+	for {
+		line, err := lr.readLine()
+		if len(line) > 0 || err != nil {
+			return line, err
+		}
+	}
+}
+
+func (lr *LineReader) readLine() ([]byte, error) {
+	var line, head []byte
+	var tooLong bool
+	for {
+		chunk, err := lr.r.ReadSlice('\n')
+		if !tooLong {
+			if int64(len(line)+len(chunk)) > lr.limit+2 {
+				tooLong = true
+				head = append(line, chunk[:min(len(chunk), headLen)]...)
+				head = head[:min(len(head), headLen):min(len(head), headLen)]
+				line = nil
+			} else if line == nil && err == nil {
+				line = append(make([]byte, 0, len(chunk)), chunk...)
+			} else {
+				line = append(line, chunk...)
+			}
+		}
+		switch {
+		case err == nil || (errors.Is(err, io.EOF) && len(line) > 0):
+			line = trimEOL(line)
+			if tooLong || int64(len(line)) > lr.limit {
+				if head == nil {
+					head = line[:min(len(line), headLen)]
+				}
+				return nil, &ErrLineTooLong{Limit: lr.limit, Head: head}
+			}
+			return line, nil
+		case errors.Is(err, bufio.ErrBufferFull):
+			continue
+		default:
+			return nil, err
+		}
+	}
+}
+
+func trimEOL(b []byte) []byte {
+	if n := len(b); n > 0 && b[n-1] == '\n' {
+		b = b[:n-1]
+	}
+	if n := len(b); n > 0 && b[n-1] == '\r' {
+		b = b[:n-1]
+	}
+	return b
+}
+
+// LeadingID finds the id of a message from its first bytes, for a message
+// too large to parse whole. It recognises an integer id that comes before
+// any params, result or error member, as messages are normally written.
+func LeadingID(head []byte) (int64, bool) {
+	i := 0
+	for depth := 0; i < len(head); i++ {
+		switch head[i] {
+		case '{':
+			depth++
+		case '}':
+			depth--
+		case '"':
+			end, err := skipString(head, i)
+			if err != nil {
+				return 0, false
+			}
+			if depth == 1 && string(head[i:end]) == `"id"` {
+				j := skipSpace(head, end)
+				if j < len(head) && head[j] == ':' {
+					j = skipSpace(head, j+1)
+					k := j
+					for k < len(head) && (head[k] == '-' || head[k] >= '0' && head[k] <= '9') {
+						k++
+					}
+					n, err := strconv.ParseInt(string(head[j:k]), 10, 64)
+					if err != nil || k == len(head) {
+						return 0, false // not a number, or it may go on
+					}
+					return n, true
+				}
+			}
+			if depth == 1 && (string(head[i:end]) == `"params"` || string(head[i:end]) == `"result"` || string(head[i:end]) == `"error"`) {
+				return 0, false
+			}
+			i = end - 1
+		}
+	}
+	return 0, false
+}
