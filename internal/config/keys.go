@@ -1,0 +1,16 @@
+package config
+
+// Keys returns every configuration key mcpgate accepts, as dotted paths in
+// the order the decoder knows them: the [gateway] keys as "gateway.KEY",
+// then the backend keys as "backends.NAME.KEY" with NAME spelled literally.
+// It is the list the manual page mcpgate.toml(5) must document.
+func Keys() []string {
+	var keys []string
+	for _, f := range gatewayFields() {
+		keys = append(keys, "gateway."+f.key)
+	}
+	for _, f := range backendFields() {
+		keys = append(keys, "backends.NAME."+f.key)
+	}
+	return keys
+}
