@@ -1,0 +1,610 @@
+// Package backend runs one MCP server as a supervised child process and
+// speaks MCP to it over stdin and stdout.
+package backend
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/mcpgate/mcpgate/internal/config"
+	"github.com/mcpgate/mcpgate/internal/jsonrpc"
+)
+
+// State is a backend's public state.
+type State int
+
+// The states a backend can be in.
+const (
+	Starting  State = iota // spawning, in its handshake, or waiting to restart
+	Healthy                // handshake done, serving calls
+	Unhealthy              // running, but a call timed out and it is being probed
+	Stopped                // not running, by configuration or operator
+	Failed                 // gave up after too many restarts
+)
+
+var stateNames = [...]string{"starting", "healthy", "unhealthy", "stopped", "failed"}
+
+func (s State) String() string { return stateNames[s] }
+
+// Status is a snapshot of a backend.
+type Status struct {
+	Name      string
+	State     State
+	PID       int  // 0 when no child runs
+	Restarts  int  // automatic restarts since the daemon or the operator last started it
+	InWindow  int  // crashes within the restart window, as counted against MaxRestarts
+	Retrying  bool // waiting to restart after a crash
+	LastExit  ExitInfo
+	LastError string
+	Since     time.Time // when State last changed
+	Server    *ServerInfo
+}
+
+// Options are what a backend needs besides its configuration.
+type Options struct {
+	Version         string        // the gateway's version, sent as clientInfo.version
+	GracePeriod     time.Duration // per step of a graceful shutdown
+	MaxMessageBytes int64         // longest line accepted from the child
+	Env             []string      // environment the child inherits, before config env
+	Handler         Handler       // receives the child's notifications and requests
+	Stderr          LineSink      // receives the child's stderr lines; may be nil
+	Logger          *slog.Logger
+	// OnChange is called after every change of Status or Lists, never with
+	// a lock held. It must not block for long.
+	OnChange func(*Backend)
+}
+
+// Backend is one configured MCP server. Run supervises it: spawns it,
+// restarts it after crashes and stops it on command.
+type Backend struct {
+	name   string
+	cfg    *config.Backend
+	opts   Options
+	log    *slog.Logger
+	stderr *ring
+	cmds   chan command
+
+	mu    sync.Mutex
+	st    Status
+	conn  *Conn
+	lists atomic.Pointer[Lists]
+
+	settled     chan struct{} // closed when the first start attempt is decided
+	settledOnce sync.Once
+}
+
+type op int
+
+const (
+	opStart op = iota
+	opStop
+	opRestart
+)
+
+type command struct {
+	op   op
+	done chan error
+}
+
+// Command errors.
+var (
+	// ErrStopped is returned for calls to a backend that is not running.
+	ErrStopped = errors.New("backend is not running")
+	// ErrShutdown is returned for commands sent while the daemon shuts down.
+	ErrShutdown = errors.New("gateway is shutting down")
+)
+
+// New returns a backend for cfg. Nothing runs until Run is called.
+func New(cfg *config.Backend, opts Options) *Backend {
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	if opts.Stderr == nil {
+		opts.Stderr = logSink{opts.Logger.With("backend", cfg.Name)}
+	}
+	b := &Backend{
+		name:    cfg.Name,
+		cfg:     cfg,
+		opts:    opts,
+		log:     opts.Logger.With("backend", cfg.Name),
+		stderr:  newRing(),
+		cmds:    make(chan command),
+		settled: make(chan struct{}),
+	}
+	b.st = Status{Name: cfg.Name, State: Stopped, Since: time.Now()}
+	b.lists.Store(&Lists{})
+	return b
+}
+
+// Name returns the backend's configured name.
+func (b *Backend) Name() string { return b.name }
+
+// Config returns the configuration the backend runs with.
+func (b *Backend) Config() *config.Backend { return b.cfg }
+
+// Status returns a snapshot of the backend's state.
+func (b *Backend) Status() Status {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.st
+}
+
+// Lists returns the backend's current lists. They are empty unless the
+// backend is healthy or unhealthy.
+func (b *Backend) Lists() *Lists { return b.lists.Load() }
+
+// Conn returns the connection to the running child if it has finished its
+// handshake, or nil.
+func (b *Backend) Conn() *Conn {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.st.State != Healthy && b.st.State != Unhealthy {
+		return nil
+	}
+	return b.conn
+}
+
+// StderrTail returns up to n of the child's most recent stderr lines.
+func (b *Backend) StderrTail(n int) []string { return b.stderr.tail(n) }
+
+// Settled is closed once the first start attempt is decided: the backend is
+// healthy, has failed for good, or is not meant to run.
+func (b *Backend) Settled() <-chan struct{} { return b.settled }
+
+// Start starts a stopped or failed backend and waits for its handshake.
+func (b *Backend) Start(ctx context.Context) error { return b.command(ctx, opStart) }
+
+// Stop stops the backend and keeps it stopped, through crashes and restarts
+// of others, until Start.
+func (b *Backend) Stop(ctx context.Context) error { return b.command(ctx, opStop) }
+
+// Restart stops the backend gracefully, starts it at once with its restart
+// counters reset, and waits for the new child's handshake.
+func (b *Backend) Restart(ctx context.Context) error { return b.command(ctx, opRestart) }
+
+func (b *Backend) command(ctx context.Context, o op) error {
+	cmd := command{op: o, done: make(chan error, 1)}
+	select {
+	case b.cmds <- cmd:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	select {
+	case err := <-cmd.done:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Run supervises the backend until ctx ends, then shuts the child down
+// gracefully and returns. It must be called once.
+func (b *Backend) Run(ctx context.Context) {
+	s := supervision{b: b, want: b.cfg.Enabled, backoff: b.cfg.RestartBackoffInitial}
+	if !s.want {
+		b.setState(Stopped, func(st *Status) { st.LastError = "" })
+		b.settle()
+	}
+	s.loop(ctx)
+	b.setState(Stopped, func(st *Status) { st.PID = 0; st.Retrying = false })
+	b.settle()
+	// Nobody answers commands any more: fail those that raced with the end.
+	for {
+		select {
+		case cmd := <-b.cmds:
+			cmd.done <- ErrShutdown
+		default:
+			return
+		}
+	}
+}
+
+// supervision is the state of Run's loop; only Run's goroutine touches it.
+type supervision struct {
+	b       *Backend
+	want    bool        // the backend should be running
+	crashes []time.Time // crashes within the restart window
+	backoff time.Duration
+	waiters []chan error // commands waiting for the next start attempt
+}
+
+func (s *supervision) loop(ctx context.Context) {
+	b := s.b
+	for ctx.Err() == nil {
+		if !s.want {
+			select {
+			case <-ctx.Done():
+				return
+			case cmd := <-b.cmds:
+				s.idleCommand(cmd)
+			}
+			continue
+		}
+		conn, started, err := s.start(ctx)
+		switch {
+		case ctx.Err() != nil:
+			return
+		case errors.Is(err, errCommand):
+			continue
+		case err == nil:
+			if !s.serve(ctx, conn) {
+				continue // ended by a command or the shutdown
+			}
+		}
+		s.crashed(ctx, started, err)
+	}
+}
+
+var (
+	// errCommand marks a start attempt interrupted by an operator command.
+	errCommand = errors.New("interrupted by a command")
+	// errDied marks a child that exited during its handshake.
+	errDied = errors.New("exited during its handshake")
+)
+
+// start spawns the child and runs its handshake. Commands that arrive
+// meanwhile are obeyed at once: a Stop need not wait for a slow handshake.
+func (s *supervision) start(ctx context.Context) (*Conn, time.Time, error) {
+	b := s.b
+	started := time.Now()
+	b.setState(Starting, func(st *Status) { st.Retrying = false })
+	argv := append([]string{b.cfg.Command}, b.cfg.Args...)
+	proc, err := spawn(argv, ChildEnv(b.opts.Env, b.cfg.Env), b.cfg.Cwd)
+	if err != nil {
+		return nil, started, fmt.Errorf("spawn %s: %w", b.cfg.Command, err)
+	}
+	conn := newConn(b, proc)
+	b.mu.Lock()
+	b.conn = conn
+	b.mu.Unlock()
+	conn.start()
+	b.setState(Starting, func(st *Status) { st.PID = proc.pid })
+	b.log.Info("spawned backend", "pid", proc.pid, "command", strings.Join(argv, " "), "event", "spawn")
+
+	hctx, cancel := context.WithTimeout(ctx, b.cfg.Timeout)
+	defer cancel()
+	type result struct {
+		lists *Lists
+		err   error
+	}
+	hs := make(chan result, 1)
+	go func() {
+		lists, err := conn.handshake(hctx)
+		hs <- result{lists, err}
+	}()
+	for {
+		select {
+		case r := <-hs:
+			if r.err != nil {
+				if errors.Is(r.err, context.DeadlineExceeded) {
+					r.err = fmt.Errorf("no answer to the handshake within %s (timeout)", b.cfg.Timeout)
+				}
+				select {
+				case <-conn.Done():
+					return nil, started, errDied // its exit status says more
+				default:
+				}
+				conn.reason.Store(ptr("handshake failed: " + r.err.Error()))
+				conn.kill()
+				return nil, started, fmt.Errorf("handshake: %w", r.err)
+			}
+			b.lists.Store(r.lists)
+			b.setState(Healthy, func(st *Status) { st.Server = conn.Server(); st.LastError = "" })
+			b.log.Info("backend ready", "pid", proc.pid, "tools", len(r.lists.Tools), "protocol_version", conn.Server().ProtocolVersion, "event", "ready")
+			s.answer(nil)
+			b.settle()
+			return conn, started, nil
+		case cmd := <-b.cmds:
+			if cmd.op == opStart {
+				s.waiters = append(s.waiters, cmd.done) // answered when the attempt is decided
+				continue
+			}
+			cancel()
+			<-hs
+			s.stopConn(conn, "interrupted by the operator during its handshake")
+			s.obey(cmd)
+			return nil, started, errCommand
+		case <-ctx.Done():
+			cancel()
+			<-hs
+			s.stopConn(conn, "the gateway is shutting down")
+			return nil, started, ctx.Err()
+		}
+	}
+}
+
+// serve waits while the child runs. It reports whether the child died;
+// otherwise a command or the shutdown ended it.
+func (s *supervision) serve(ctx context.Context, conn *Conn) (died bool) {
+	b := s.b
+	for {
+		select {
+		case <-ctx.Done():
+			s.stopConn(conn, "the gateway is shutting down")
+			return false
+		case <-conn.Done():
+			return true
+		case cmd := <-b.cmds:
+			if cmd.op == opStart {
+				cmd.done <- nil // already running
+				continue
+			}
+			s.stopConn(conn, "stopped by the operator")
+			s.obey(cmd)
+			return false
+		}
+	}
+}
+
+// stopConn shuts the child down gracefully and forgets it.
+func (s *supervision) stopConn(conn *Conn, why string) {
+	b := s.b
+	conn.reason.Store(ptr(why))
+	conn.shutdown(b.opts.GracePeriod)
+	b.lists.Store(&Lists{})
+	b.mu.Lock()
+	if b.conn == conn {
+		b.conn = nil
+	}
+	b.mu.Unlock()
+	b.update(func(st *Status) { st.PID = 0; st.LastExit = conn.exit })
+	b.log.Info("backend stopped", "pid", conn.PID(), "reason", why, "exit", conn.exit.Text, "event", "stop")
+}
+
+// obey carries out Stop or Restart once the child is gone.
+func (s *supervision) obey(cmd command) {
+	b := s.b
+	switch cmd.op {
+	case opStop:
+		s.want = false
+		b.setState(Stopped, func(st *Status) { st.Retrying = false })
+		cmd.done <- nil
+	case opRestart:
+		s.want = true
+		s.reset()
+		s.answer(ErrStopped) // Starts waiting on the interrupted attempt
+		s.waiters = append(s.waiters, cmd.done)
+	}
+}
+
+// idleCommand handles a command while the backend is stopped or failed.
+func (s *supervision) idleCommand(cmd command) {
+	switch cmd.op {
+	case opStop:
+		s.b.setState(Stopped, nil)
+		cmd.done <- nil
+	case opStart, opRestart:
+		s.want = true
+		s.reset()
+		s.waiters = append(s.waiters, cmd.done)
+	}
+}
+
+// reset forgets past crashes, as systemd does on an explicit start.
+func (s *supervision) reset() {
+	s.crashes = nil
+	s.backoff = s.b.cfg.RestartBackoffInitial
+	s.b.update(func(st *Status) { st.Restarts = 0; st.InWindow = 0; st.LastError = "" })
+}
+
+// answer replies to the commands waiting for a start attempt.
+func (s *supervision) answer(err error) {
+	for _, w := range s.waiters {
+		w <- err
+	}
+	s.waiters = nil
+}
+
+// crashed records a failed start or a dead child and waits out the backoff,
+// or gives up after too many crashes within the restart window.
+func (s *supervision) crashed(ctx context.Context, started time.Time, startErr error) {
+	b := s.b
+	cfg := b.cfg
+	b.mu.Lock()
+	conn := b.conn
+	if conn != nil {
+		b.conn = nil
+	}
+	b.mu.Unlock()
+	b.lists.Store(&Lists{})
+
+	reason := ""
+	var exit ExitInfo
+	if conn != nil {
+		<-conn.Done()
+		exit = conn.exit
+		reason = exit.Text
+		if r := conn.reason.Load(); r != nil {
+			reason = *r + " (" + exit.Text + ")"
+		}
+	}
+	if startErr != nil && !errors.Is(startErr, errDied) {
+		reason = startErr.Error()
+	}
+	now := time.Now()
+	if now.Sub(started) > cfg.RestartWindow {
+		s.crashes, s.backoff = nil, cfg.RestartBackoffInitial // it ran stably
+	}
+	kept := s.crashes[:0]
+	for _, t := range s.crashes {
+		if now.Sub(t) < cfg.RestartWindow {
+			kept = append(kept, t)
+		}
+	}
+	s.crashes = append(kept, now)
+	tail := b.stderr.tail(10)
+	attrs := []any{"reason", reason, "event", "exit", "stderr_tail", strings.Join(tail, "\n")}
+	if conn != nil {
+		attrs = append(attrs, "pid", conn.PID(), "exit_status", exit.Status())
+	}
+	b.log.Warn("backend exited unexpectedly", attrs...)
+
+	if len(s.crashes) > cfg.MaxRestarts {
+		b.setState(Failed, func(st *Status) {
+			st.PID, st.LastExit, st.Retrying = 0, exit, false
+			st.InWindow = len(s.crashes)
+			st.LastError = fmt.Sprintf("%s; gave up after %d restarts within %s", reason, cfg.MaxRestarts, cfg.RestartWindow)
+		})
+		b.log.Error(fmt.Sprintf("backend failed: %s; gave up after %d restarts within %s; `mcpgatectl start %s` tries again", reason, cfg.MaxRestarts, cfg.RestartWindow, b.name),
+			"restarts", cfg.MaxRestarts, "window", cfg.RestartWindow, "event", "give-up")
+		s.want = false
+		s.answer(fmt.Errorf("%w: %s", ErrStopped, reason))
+		b.settle()
+		return
+	}
+	s.answer(fmt.Errorf("start failed: %s", reason))
+	delay := jitter(s.backoff)
+	s.backoff = min(2*s.backoff, cfg.RestartBackoffMax)
+	b.setState(Starting, func(st *Status) {
+		st.PID, st.LastExit, st.LastError, st.Retrying = 0, exit, reason, true
+		st.Restarts++
+		st.InWindow = len(s.crashes)
+	})
+	b.log.Info("restarting backend", "in", delay.Round(time.Millisecond), "attempt", len(s.crashes), "max_restarts", cfg.MaxRestarts, "event", "restart")
+	timer := time.NewTimer(delay)
+	defer timer.Stop()
+	for {
+		select {
+		case <-timer.C:
+			return
+		case <-ctx.Done():
+			return // shutting down: spawn nothing
+		case cmd := <-b.cmds:
+			switch cmd.op {
+			case opStop:
+				s.want = false
+				b.setState(Stopped, func(st *Status) { st.Retrying = false })
+				cmd.done <- nil
+				return
+			case opRestart:
+				s.reset()
+				s.waiters = append(s.waiters, cmd.done)
+				return
+			case opStart:
+				s.waiters = append(s.waiters, cmd.done)
+				return // an explicit start skips the wait
+			}
+		}
+	}
+}
+
+// jitter spreads restarts of many backends that crashed together: ±20%.
+func jitter(d time.Duration) time.Duration {
+	return time.Duration(float64(d) * (0.8 + 0.4*rand.Float64()))
+}
+
+func (b *Backend) setState(state State, update func(*Status)) {
+	b.mu.Lock()
+	changed := b.st.State != state
+	b.st.State = state
+	if changed {
+		b.st.Since = time.Now()
+	}
+	if state != Healthy && state != Unhealthy {
+		b.st.Server = nil
+	}
+	if update != nil {
+		update(&b.st)
+	}
+	b.mu.Unlock()
+	b.changed()
+}
+
+// update changes the status without changing the state.
+func (b *Backend) update(fn func(*Status)) {
+	b.mu.Lock()
+	fn(&b.st)
+	b.mu.Unlock()
+	b.changed()
+}
+
+func (b *Backend) changed() {
+	if b.opts.OnChange != nil {
+		b.opts.OnChange(b)
+	}
+}
+
+func (b *Backend) settle() { b.settledOnce.Do(func() { close(b.settled) }) }
+
+// publishLists installs lists refreshed on conn, if conn is still current.
+func (b *Backend) publishLists(conn *Conn, lists *Lists) {
+	b.mu.Lock()
+	current := b.conn == conn
+	b.mu.Unlock()
+	if current {
+		b.lists.Store(lists)
+		b.changed()
+	}
+}
+
+// Probe checks a child after one of its calls timed out. While the probe
+// runs the backend is unhealthy; a child that does not answer a ping either
+// is killed, and the usual restart policy applies.
+func (b *Backend) Probe(conn *Conn) {
+	if !conn.probing.CompareAndSwap(false, true) {
+		return
+	}
+	b.mu.Lock()
+	current := b.conn == conn && b.st.State == Healthy
+	b.mu.Unlock()
+	if !current {
+		conn.probing.Store(false)
+		return
+	}
+	b.setState(Unhealthy, func(st *Status) { st.LastError = "a call timed out; checking the backend with ping" })
+	go func() {
+		defer conn.probing.Store(false)
+		ctx, cancel := context.WithTimeout(context.Background(), min(b.cfg.Timeout, 10*time.Second))
+		defer cancel()
+		_, err := conn.Call(ctx, "ping", nil)
+		var rpcErr *jsonrpc.Error
+		if err == nil || errors.As(err, &rpcErr) {
+			b.mu.Lock()
+			ok := b.conn == conn && b.st.State == Unhealthy
+			b.mu.Unlock()
+			if ok {
+				b.setState(Healthy, func(st *Status) { st.LastError = "" })
+			}
+			return
+		}
+		b.log.Warn("backend does not answer ping after a timed-out call; killing it", "pid", conn.PID())
+		conn.reason.Store(ptr("did not answer ping after a call timed out"))
+		conn.proc.signalGroup(unix.SIGKILL)
+	}()
+}
+
+// initializeParams is what the gateway declares to the child: the client
+// capabilities it can relay, and itself.
+func (b *Backend) initializeParams() json.RawMessage {
+	caps := "{}"
+	switch {
+	case b.cfg.RelayClientRequests && len(b.cfg.Roots) > 0:
+		caps = `{"roots":{"listChanged":false},"sampling":{},"elicitation":{}}`
+	case b.cfg.RelayClientRequests:
+		caps = `{"roots":{"listChanged":true},"sampling":{},"elicitation":{}}`
+	case len(b.cfg.Roots) > 0:
+		caps = `{"roots":{"listChanged":false}}`
+	}
+	p := []byte(`{"protocolVersion":"` + ProtocolVersion + `","capabilities":` + caps + `,"clientInfo":{"name":"mcpgate","version":`)
+	p = jsonrpc.AppendString(p, b.opts.Version)
+	return append(p, "}}"...)
+}
+
+// logSink logs stderr lines with slog when no journal sink is configured.
+type logSink struct{ log *slog.Logger }
+
+func (l logSink) Line(pid int, line []byte, partial bool) {
+	l.log.Info(string(line), "pid", pid, "stream", "stderr", "partial", partial)
+}
+
+func ptr[T any](v T) *T { return &v }

@@ -1,0 +1,406 @@
+package backend
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/mcpgate/mcpgate/internal/jsonrpc"
+)
+
+// ProtocolVersion is the MCP version the gateway asks its backends for.
+const ProtocolVersion = "2025-11-25"
+
+// Errors a call can end with.
+var (
+	// ErrGone is returned for calls on a child that has exited or is stopping.
+	ErrGone = errors.New("backend process is gone")
+	// ErrTooLarge is returned for a call whose response exceeded the limit.
+	ErrTooLarge = errors.New("message too large")
+)
+
+// Conn is the MCP client session with one running child. It multiplexes any
+// number of concurrent requests over the child's stdin and stdout: every
+// request gets an id unique on this connection, and the pending map routes
+// each response back to whoever sent the request.
+type Conn struct {
+	b    *Backend
+	proc *process
+	log  *slog.Logger
+
+	writeq     chan []byte
+	closeStdin chan struct{} // closed to make the writer flush and close stdin
+	closeOnce  sync.Once
+
+	nextID  atomic.Int64
+	mu      sync.Mutex
+	pending map[int64]*Call
+	gone    error // set once the child is gone; no new calls are accepted
+
+	exited chan struct{} // closed when the group leader has been reaped
+	done   chan struct{} // closed when all pipes are drained and all calls answered
+	exit   ExitInfo      // valid once exited is closed
+
+	reason  atomic.Pointer[string]     // why we ended the child, for the calls it fails
+	server  atomic.Pointer[ServerInfo] // set by the handshake
+	lists   *refresher
+	probing atomic.Bool
+}
+
+// Call is one request in flight on a child.
+type Call struct {
+	ID     int64  // the id used toward the child
+	Method string // the request's method
+	// Owner is the caller's handle on the request, e.g. the client session
+	// that caused it; the gateway uses it to attribute requests that the
+	// child sends back while the call is in flight.
+	Owner   any
+	deliver func(*jsonrpc.Message, error)
+}
+
+// Handler receives messages a child sends on its own initiative. Both methods
+// are called from the connection's reader goroutine, in the order the child
+// wrote the messages, and must not block.
+type Handler interface {
+	// Notification is called for every notification except the list_changed
+	// ones, which the backend answers itself by refreshing its lists.
+	Notification(b *Backend, c *Conn, msg *jsonrpc.Message)
+	// Request is called for requests the child sends to its client (sampling,
+	// elicitation, roots, ping). The handler must answer each one eventually
+	// with c.Reply or c.ReplyError.
+	Request(b *Backend, c *Conn, msg *jsonrpc.Message)
+}
+
+func newConn(b *Backend, proc *process) *Conn {
+	c := &Conn{
+		b:          b,
+		proc:       proc,
+		log:        b.log.With("pid", proc.pid),
+		writeq:     make(chan []byte, 256),
+		closeStdin: make(chan struct{}),
+		pending:    make(map[int64]*Call),
+		exited:     make(chan struct{}),
+		done:       make(chan struct{}),
+	}
+	c.lists = newRefresher(c)
+	return c
+}
+
+// PID returns the child's process id, which is also its process group id.
+func (c *Conn) PID() int { return c.proc.pid }
+
+// Backend returns the backend this connection belongs to.
+func (c *Conn) Backend() *Backend { return c.b }
+
+// Server returns what the child said about itself in its initialize result,
+// or nil before the handshake finished.
+func (c *Conn) Server() *ServerInfo { return c.server.Load() }
+
+// Done is closed once the child has exited and every call on it is answered.
+func (c *Conn) Done() <-chan struct{} { return c.done }
+
+// start runs the goroutines that own the child's pipes and its reaping.
+func (c *Conn) start() {
+	readerDone := make(chan struct{})
+	stderrDone := make(chan struct{})
+	go c.writeLoop()
+	go func() {
+		defer close(readerDone)
+		c.readLoop()
+	}()
+	go func() {
+		defer close(stderrDone)
+		readStderr(c.proc.stderr, c.proc.pid, c.b.stderr, c.b.opts.Stderr)
+	}()
+	go func() {
+		c.exit = c.proc.wait()
+		close(c.exited)
+		// Every process of the group is dead now, so the pipes reach EOF as
+		// soon as we have read what the child wrote last. Only a member that
+		// left the group (setsid) could hold them open; don't wait for it.
+		for _, ch := range []chan struct{}{readerDone, stderrDone} {
+			select {
+			case <-ch:
+			case <-time.After(2 * time.Second):
+			}
+		}
+		c.proc.stdout.Close()
+		c.proc.stderr.Close()
+		why := c.exit.Text
+		if r := c.reason.Load(); r != nil {
+			why = *r
+		}
+		c.fail(fmt.Errorf("backend %q: %w: %s", c.b.name, ErrGone, why))
+		close(c.done)
+	}()
+}
+
+func (c *Conn) writeLoop() {
+	w := bufio.NewWriterSize(c.proc.stdin, 64<<10)
+	defer c.proc.stdin.Close()
+	var failed bool
+	write := func(msg []byte) {
+		if failed {
+			return // keep draining so senders never block on a dead child
+		}
+		w.Write(msg)
+		w.WriteByte('\n')
+		if len(c.writeq) == 0 {
+			if err := w.Flush(); err != nil {
+				failed = true
+				c.log.Debug("write to child failed", "err", err)
+			}
+		}
+	}
+	for {
+		select {
+		case msg := <-c.writeq:
+			write(msg)
+		case <-c.closeStdin:
+			for {
+				select {
+				case msg := <-c.writeq:
+					write(msg)
+				default:
+					w.Flush()
+					return
+				}
+			}
+		case <-c.exited:
+			return
+		}
+	}
+}
+
+func (c *Conn) readLoop() {
+	lr := jsonrpc.NewLineReader(c.proc.stdout, c.b.opts.MaxMessageBytes)
+	for {
+		line, err := lr.Next()
+		if err != nil {
+			var tooLong *jsonrpc.ErrLineTooLong
+			if errors.As(err, &tooLong) {
+				c.log.Warn("dropped a message from the child", "err", err, "start", truncate(tooLong.Head, 100))
+				// A response too large to relay still answers its call:
+				// fail it now rather than let it time out.
+				if id, ok := jsonrpc.LeadingID(tooLong.Head); ok {
+					if call := c.take(id); call != nil {
+						call.deliver(nil, fmt.Errorf("backend %q answered %s with a %w: the limit is %d bytes (max_message_bytes)", c.b.name, call.Method, ErrTooLarge, tooLong.Limit))
+					}
+				}
+				continue
+			}
+			return
+		}
+		msg, err := jsonrpc.Parse(line)
+		if err != nil {
+			c.log.Warn("dropped invalid output of the child", "err", err, "line", truncate(line, 200))
+			continue
+		}
+		c.dispatch(msg)
+	}
+}
+
+func (c *Conn) dispatch(msg *jsonrpc.Message) {
+	switch {
+	case msg.IsResponse():
+		id, err := strconv.ParseInt(string(msg.ID), 10, 64)
+		call := c.take(id)
+		if err != nil || call == nil {
+			c.log.Warn("dropped a response with an unknown id", "id", string(msg.ID))
+			return
+		}
+		call.deliver(msg, nil)
+	case msg.IsNotification():
+		if c.lists.notify(msg.Method) {
+			return
+		}
+		c.b.opts.Handler.Notification(c.b, c, msg)
+	default:
+		c.b.opts.Handler.Request(c.b, c, msg)
+	}
+}
+
+func (c *Conn) take(id int64) *Call {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	call := c.pending[id]
+	delete(c.pending, id)
+	return call
+}
+
+// fail answers every pending call with err and refuses new ones.
+func (c *Conn) fail(err error) {
+	c.mu.Lock()
+	c.gone = err
+	calls := c.pending
+	c.pending = map[int64]*Call{}
+	c.mu.Unlock()
+	for _, call := range calls {
+		call.deliver(nil, err)
+	}
+}
+
+// Go sends a request to the child. deliver is called exactly once, from the
+// connection's reader goroutine or when the child exits, with the response
+// (which may carry an error object) or with an error; it must not block.
+// Go returns an error instead, and never calls deliver, when the request
+// could not be sent. Params must not contain line breaks (see jsonrpc.Compact).
+func (c *Conn) Go(ctx context.Context, method string, params json.RawMessage, owner any, deliver func(*jsonrpc.Message, error)) (*Call, error) {
+	call := &Call{ID: c.nextID.Add(1), Method: method, Owner: owner, deliver: deliver}
+	c.mu.Lock()
+	if c.gone != nil {
+		c.mu.Unlock()
+		return nil, c.gone
+	}
+	c.pending[call.ID] = call
+	c.mu.Unlock()
+	if err := c.send(ctx, jsonrpc.AppendRequest(nil, jsonrpc.IntID(call.ID), method, params)); err != nil {
+		c.take(call.ID)
+		return nil, err
+	}
+	return call, nil
+}
+
+// Call sends a request and waits for its result. An error response comes
+// back as a *jsonrpc.Error.
+func (c *Conn) Call(ctx context.Context, method string, params json.RawMessage) (json.RawMessage, error) {
+	type reply struct {
+		msg *jsonrpc.Message
+		err error
+	}
+	ch := make(chan reply, 1)
+	call, err := c.Go(ctx, method, params, nil, func(m *jsonrpc.Message, err error) { ch <- reply{m, err} })
+	if err != nil {
+		return nil, err
+	}
+	select {
+	case r := <-ch:
+		if r.err != nil {
+			return nil, r.err
+		}
+		if r.msg.Error != nil {
+			return nil, jsonrpc.DecodeError(r.msg.Error)
+		}
+		return r.msg.Result, nil
+	case <-ctx.Done():
+		if !c.Abandon(call, "timed out") {
+			r := <-ch
+			if r.err == nil && r.msg.Error == nil {
+				return r.msg.Result, nil
+			}
+		}
+		return nil, ctx.Err()
+	}
+}
+
+// Abandon gives up on a call: it is removed from the pending map, so a late
+// response is dropped, and the child is told with notifications/cancelled.
+// It reports whether the call was still pending; if not, deliver has been or
+// is being called.
+func (c *Conn) Abandon(call *Call, reason string) bool {
+	if c.take(call.ID) == nil {
+		return false
+	}
+	if call.Method == "initialize" {
+		return true // the spec forbids cancelling initialize
+	}
+	params := jsonrpc.AppendString([]byte(`{"requestId":`+strconv.FormatInt(call.ID, 10)+`,"reason":`), reason)
+	params = append(params, '}')
+	c.trySend(jsonrpc.AppendNotification(nil, "notifications/cancelled", params))
+	return true
+}
+
+// Calls calls fn for every call in flight, under the connection's lock.
+func (c *Conn) Calls(fn func(*Call)) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, call := range c.pending {
+		fn(call)
+	}
+}
+
+// Notify sends a notification to the child.
+func (c *Conn) Notify(ctx context.Context, method string, params json.RawMessage) error {
+	return c.send(ctx, jsonrpc.AppendNotification(nil, method, params))
+}
+
+// Reply answers a request the child sent, under the child's own raw id.
+func (c *Conn) Reply(id, result json.RawMessage) {
+	c.trySend(jsonrpc.AppendResult(nil, id, result))
+}
+
+// ReplyRawError answers a request the child sent with a raw error object.
+func (c *Conn) ReplyRawError(id, errObj json.RawMessage) {
+	c.trySend(jsonrpc.AppendRawError(nil, id, errObj))
+}
+
+// ReplyError answers a request the child sent with an error.
+func (c *Conn) ReplyError(id json.RawMessage, e *jsonrpc.Error) {
+	c.trySend(jsonrpc.AppendError(nil, id, e))
+}
+
+func (c *Conn) send(ctx context.Context, msg []byte) error {
+	select {
+	case c.writeq <- msg:
+		return nil
+	case <-c.closeStdin:
+		return ErrGone
+	case <-c.exited:
+		return ErrGone
+	case <-ctx.Done():
+		return fmt.Errorf("backend %q is not reading its input: %w", c.b.name, ctx.Err())
+	}
+}
+
+// trySend queues a message without waiting: answers and cancellations are
+// sent from goroutines that must not stall on a child that stopped reading.
+func (c *Conn) trySend(msg []byte) {
+	select {
+	case c.writeq <- msg:
+	default:
+		c.log.Warn("dropped a message to the child: its input is full", "message", truncate(msg, 200))
+	}
+}
+
+// shutdown stops the child the graceful way: close its stdin, give it the
+// grace period, SIGTERM its process group, give it the grace period again,
+// then SIGKILL the group. It returns once the child is reaped and its pipes
+// are drained.
+func (c *Conn) shutdown(grace time.Duration) {
+	c.closeOnce.Do(func() { close(c.closeStdin) })
+	for _, sig := range []unix.Signal{unix.SIGTERM, unix.SIGKILL} {
+		timer := time.NewTimer(grace)
+		select {
+		case <-c.exited:
+			timer.Stop()
+			<-c.done
+			return
+		case <-timer.C:
+		}
+		c.log.Info("child did not exit in time; signalling its process group", "signal", unix.SignalName(sig), "grace_period", grace)
+		c.proc.signalGroup(sig)
+	}
+	<-c.done
+}
+
+// kill ends the child at once and waits until it is reaped.
+func (c *Conn) kill() {
+	c.proc.signalGroup(unix.SIGKILL)
+	<-c.done
+}
+
+func truncate(b []byte, n int) string {
+	if len(b) <= n {
+		return string(b)
+	}
+	return string(b[:n]) + "…"
+}

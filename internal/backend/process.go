@@ -1,0 +1,149 @@
+package backend
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+// reservedEnv names the variables systemd hands the daemon. They describe the
+// daemon's own sockets and must never reach a child.
+var reservedEnv = []string{"LISTEN_FDS", "LISTEN_PID", "LISTEN_FDNAMES", "NOTIFY_SOCKET", "WATCHDOG_USEC", "WATCHDOG_PID", "JOURNAL_STREAM"}
+
+// ChildEnv returns base without the daemon's reserved variables, with extra
+// added (replacing variables of the same name).
+func ChildEnv(base []string, extra map[string]string) []string {
+	env := make([]string, 0, len(base)+len(extra))
+	for _, kv := range base {
+		name, _, _ := strings.Cut(kv, "=")
+		if isReserved(name) {
+			continue
+		}
+		if _, override := extra[name]; override {
+			continue
+		}
+		env = append(env, kv)
+	}
+	for k, v := range extra {
+		env = append(env, k+"="+v)
+	}
+	return env
+}
+
+func isReserved(name string) bool {
+	for _, r := range reservedEnv {
+		if name == r {
+			return true
+		}
+	}
+	return false
+}
+
+// process is one spawned child: the leader of its own process group, with
+// its three standard streams connected to pipes owned by us.
+type process struct {
+	cmd    *exec.Cmd
+	pid    int
+	stdin  *os.File // write end of the child's stdin
+	stdout *os.File // read end of the child's stdout
+	stderr *os.File // read end of the child's stderr
+}
+
+// spawn starts argv in its own process group. The child gets SIGKILL if the
+// daemon dies, so a crashed or killed daemon never leaves it behind.
+func spawn(argv []string, env []string, dir string) (*process, error) {
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Env = env
+	cmd.Dir = dir
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+
+	var parentEnds, childEnds []*os.File
+	closeAll := func(fs []*os.File) {
+		for _, f := range fs {
+			f.Close()
+		}
+	}
+	for i := 0; i < 3; i++ {
+		r, w, err := os.Pipe()
+		if err != nil {
+			closeAll(parentEnds)
+			closeAll(childEnds)
+			return nil, fmt.Errorf("create pipe: %w", err)
+		}
+		if i == 0 {
+			childEnds, parentEnds = append(childEnds, r), append(parentEnds, w)
+		} else {
+			childEnds, parentEnds = append(childEnds, w), append(parentEnds, r)
+		}
+	}
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = childEnds[0], childEnds[1], childEnds[2]
+	err := cmd.Start()
+	closeAll(childEnds)
+	if err != nil {
+		closeAll(parentEnds)
+		return nil, err
+	}
+	return &process{cmd: cmd, pid: cmd.Process.Pid, stdin: parentEnds[0], stdout: parentEnds[1], stderr: parentEnds[2]}, nil
+}
+
+// signalGroup sends sig to the child's whole process group. ESRCH (nothing
+// left) is not an error.
+func (p *process) signalGroup(sig unix.Signal) error {
+	err := unix.Kill(-p.pid, sig)
+	if errors.Is(err, unix.ESRCH) {
+		return nil
+	}
+	return err
+}
+
+// wait reaps the group leader, kills whatever else is left in its group (the
+// server is gone; its helpers are orphans now) and reaps those members that
+// were reparented to us. The daemon is a child subreaper, so a double-forked
+// grandchild in the group comes back to us rather than to init.
+func (p *process) wait() ExitInfo {
+	state, err := p.cmd.Process.Wait()
+	_ = p.signalGroup(unix.SIGKILL)
+	for {
+		var ws unix.WaitStatus
+		if _, err := unix.Wait4(-p.pid, &ws, 0, nil); err != nil {
+			if errors.Is(err, unix.EINTR) {
+				continue
+			}
+			break // ECHILD: no member of the group is our child any more
+		}
+	}
+	if err != nil {
+		return ExitInfo{Code: -1, Text: "wait: " + err.Error()}
+	}
+	return exitInfo(state)
+}
+
+// ExitInfo describes how a child ended.
+type ExitInfo struct {
+	Code   int    // exit code, or -1 when killed by a signal
+	Signal string // signal name when killed by a signal, e.g. "SIGKILL"
+	Text   string // human-readable, e.g. "exited with status 3"
+}
+
+// Status returns the single number D-Bus and systemd-style tools report:
+// the exit code, or the signal number for a child killed by a signal.
+func (e ExitInfo) Status() int {
+	if e.Signal != "" {
+		return int(unix.SignalNum(e.Signal))
+	}
+	return e.Code
+}
+
+func exitInfo(state *os.ProcessState) ExitInfo {
+	ws, ok := state.Sys().(syscall.WaitStatus)
+	if ok && ws.Signaled() {
+		name := unix.SignalName(ws.Signal())
+		return ExitInfo{Code: -1, Signal: name, Text: "killed by signal " + name}
+	}
+	return ExitInfo{Code: state.ExitCode(), Text: fmt.Sprintf("exited with status %d", state.ExitCode())}
+}
