@@ -1,0 +1,284 @@
+// Package catalog merges the tools, prompts and resources of many backends
+// into the one set the gateway's clients see.
+package catalog
+
+import (
+	"crypto/sha256"
+	"encoding/json"
+	"fmt"
+	"hash"
+	"regexp"
+	"sort"
+	"strings"
+
+	"github.com/mcpgate/mcpgate/internal/backend"
+	"github.com/mcpgate/mcpgate/internal/jsonrpc"
+)
+
+// MaxNameLen is the longest tool or prompt name MCP allows.
+const MaxNameLen = 128
+
+// Source is one healthy backend's contribution.
+type Source struct {
+	Backend string // backend name
+	Prefix  string // prepended to its tool and prompt names
+	Lists   *backend.Lists
+}
+
+// Entry is a tool or prompt as exposed to clients.
+type Entry struct {
+	Name        string          // the exposed name
+	Original    string          // the name at the backend
+	Backend     string          // the backend that owns it
+	Description string          // its description, for listings
+	Raw         json.RawMessage // the object sent to clients, under the exposed name
+}
+
+// Resource is a resource or resource template and its owner.
+type Resource struct {
+	URI     string // the uri, or the uriTemplate of a template
+	Backend string
+	Raw     json.RawMessage
+	match   *regexp.Regexp // templates only
+}
+
+// Catalog is an immutable snapshot of everything the gateway exposes.
+type Catalog struct {
+	Tools     []Entry
+	Prompts   []Entry
+	Resources []Resource
+	Templates []Resource
+	// Conflicts explains every item hidden or renamed while merging.
+	Conflicts []string
+	// Digests change exactly when the corresponding list changes.
+	ToolsDigest, PromptsDigest, ResourcesDigest string
+
+	tools, prompts map[string]int
+	resources      map[string]int
+}
+
+// Build merges sources. They must be sorted by backend name: on a name
+// collision the later backend loses the item, and the conflict is reported.
+func Build(sources []Source) *Catalog {
+	c := &Catalog{tools: map[string]int{}, prompts: map[string]int{}, resources: map[string]int{}}
+	th, ph, rh := sha256.New(), sha256.New(), sha256.New()
+	for _, src := range sources {
+		c.Tools = c.addEntries(c.Tools, c.tools, "tool", src, src.Lists.Tools, th)
+		c.Prompts = c.addEntries(c.Prompts, c.prompts, "prompt", src, src.Lists.Prompts, ph)
+		for _, raw := range src.Lists.Resources {
+			c.addResource(src.Backend, raw, rh)
+		}
+		for _, raw := range src.Lists.Templates {
+			c.addTemplate(src.Backend, raw, rh)
+		}
+	}
+	c.ToolsDigest, c.PromptsDigest, c.ResourcesDigest = digest(th), digest(ph), digest(rh)
+	return c
+}
+
+func digest(h hash.Hash) string { return string(h.Sum(nil)) }
+
+func (c *Catalog) addEntries(list []Entry, index map[string]int, kind string, src Source, items []json.RawMessage, h hash.Hash) []Entry {
+	for _, raw := range items {
+		nameRaw, span, ok := jsonrpc.Lookup(raw, "name")
+		original, isString := jsonrpc.StringValue(nameRaw)
+		if !ok || !isString || original == "" {
+			c.Conflicts = append(c.Conflicts, fmt.Sprintf("backend %q: ignored a %s without a name", src.Backend, kind))
+			continue
+		}
+		name := ExposedName(src.Prefix, original)
+		if owner, taken := index[name]; taken {
+			c.Conflicts = append(c.Conflicts, fmt.Sprintf(
+				"%s %q of backend %q is hidden: backend %q already exposes that name; give one of them a tool_prefix",
+				kind, name, src.Backend, list[owner].Backend))
+			continue
+		}
+		if name != src.Prefix+original {
+			c.Conflicts = append(c.Conflicts, fmt.Sprintf(
+				"%s %q of backend %q is exposed as %q to stay within MCP's name rules (1-128 characters of A-Z a-z 0-9 _ . -)",
+				kind, original, src.Backend, name))
+		}
+		exposed := raw
+		if name != original {
+			exposed = jsonrpc.Replace(raw, span, jsonrpc.AppendString(nil, name))
+		}
+		descRaw, _, _ := jsonrpc.Lookup(raw, "description")
+		desc, _ := jsonrpc.StringValue(descRaw)
+		index[name] = len(list)
+		list = append(list, Entry{Name: name, Original: original, Backend: src.Backend, Description: desc, Raw: exposed})
+		h.Write(exposed)
+		h.Write([]byte{0})
+	}
+	return list
+}
+
+func (c *Catalog) addResource(owner string, raw json.RawMessage, h hash.Hash) {
+	uriRaw, _, _ := jsonrpc.Lookup(raw, "uri")
+	uri, ok := jsonrpc.StringValue(uriRaw)
+	if !ok || uri == "" {
+		c.Conflicts = append(c.Conflicts, fmt.Sprintf("backend %q: ignored a resource without a uri", owner))
+		return
+	}
+	if i, taken := c.resources[uri]; taken {
+		c.Conflicts = append(c.Conflicts, fmt.Sprintf("resource %q of backend %q is hidden: backend %q already exposes that uri", uri, owner, c.Resources[i].Backend))
+		return
+	}
+	c.resources[uri] = len(c.Resources)
+	c.Resources = append(c.Resources, Resource{URI: uri, Backend: owner, Raw: raw})
+	h.Write(raw)
+	h.Write([]byte{0})
+}
+
+func (c *Catalog) addTemplate(owner string, raw json.RawMessage, h hash.Hash) {
+	tplRaw, _, _ := jsonrpc.Lookup(raw, "uriTemplate")
+	tpl, ok := jsonrpc.StringValue(tplRaw)
+	if !ok || tpl == "" {
+		c.Conflicts = append(c.Conflicts, fmt.Sprintf("backend %q: ignored a resource template without a uriTemplate", owner))
+		return
+	}
+	c.Templates = append(c.Templates, Resource{URI: tpl, Backend: owner, Raw: raw, match: templateRegexp(tpl)})
+	h.Write(raw)
+	h.Write([]byte{0})
+}
+
+// Tool returns the tool exposed under name.
+func (c *Catalog) Tool(name string) (*Entry, bool) { return lookup(c.Tools, c.tools, name) }
+
+// Prompt returns the prompt exposed under name.
+func (c *Catalog) Prompt(name string) (*Entry, bool) { return lookup(c.Prompts, c.prompts, name) }
+
+func lookup(list []Entry, index map[string]int, name string) (*Entry, bool) {
+	i, ok := index[name]
+	if !ok {
+		return nil, false
+	}
+	return &list[i], true
+}
+
+// ResourceOwner returns the backend that serves uri: the owner of a listed
+// resource with that uri, else of the first template matching it.
+func (c *Catalog) ResourceOwner(uri string) (string, bool) {
+	if i, ok := c.resources[uri]; ok {
+		return c.Resources[i].Backend, true
+	}
+	for _, t := range c.Templates {
+		if t.match != nil && t.match.MatchString(uri) {
+			return t.Backend, true
+		}
+	}
+	return "", false
+}
+
+// ExposedName is the name a backend's tool or prompt gets: the prefix plus
+// the original name, with characters MCP does not allow replaced by '_' and
+// shortened to MaxNameLen, keeping a hash of the full name so that
+// shortened names stay distinct.
+func ExposedName(prefix, original string) string {
+	name := prefix + original
+	clean := strings.Map(func(r rune) rune {
+		if r < 0x80 && (r == '_' || r == '-' || r == '.' || r >= '0' && r <= '9' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z') {
+			return r
+		}
+		return '_'
+	}, name)
+	if len(clean) > MaxNameLen {
+		sum := sha256.Sum256([]byte(name))
+		clean = fmt.Sprintf("%s_%x", clean[:MaxNameLen-9], sum[:4])
+	}
+	return clean
+}
+
+// Closest returns up to n exposed tool names that look like name: the tool
+// whose unprefixed name it is, then the nearest by edit distance.
+func (c *Catalog) Closest(name string, n int) []string {
+	type cand struct {
+		name string
+		dist int
+	}
+	var cands []cand
+	limit := max(2, len(name)/3)
+	for _, e := range c.Tools {
+		switch {
+		case e.Original == name:
+			cands = append(cands, cand{e.Name, -1})
+		case strings.Contains(e.Name, name) && len(name) >= 3:
+			cands = append(cands, cand{e.Name, 0})
+		default:
+			if d := editDistance(strings.ToLower(name), strings.ToLower(e.Name)); d <= limit {
+				cands = append(cands, cand{e.Name, d})
+			}
+		}
+	}
+	sort.SliceStable(cands, func(i, j int) bool { return cands[i].dist < cands[j].dist })
+	var out []string
+	for _, c := range cands {
+		if len(out) == n {
+			break
+		}
+		out = append(out, c.name)
+	}
+	return out
+}
+
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
+}
+
+// templateRegexp turns an RFC 6570 URI template into a regexp matching the
+// URIs it can expand to. Simple expressions match one path segment;
+// reserved and fragment expansions match anything; query and path-style
+// expansions are optional.
+func templateRegexp(tpl string) *regexp.Regexp {
+	var b strings.Builder
+	b.WriteString("^")
+	for tpl != "" {
+		open := strings.IndexByte(tpl, '{')
+		if open < 0 {
+			b.WriteString(regexp.QuoteMeta(tpl))
+			break
+		}
+		close := strings.IndexByte(tpl[open:], '}')
+		if close < 0 {
+			return nil
+		}
+		b.WriteString(regexp.QuoteMeta(tpl[:open]))
+		expr := tpl[open+1 : open+close]
+		tpl = tpl[open+close+1:]
+		op := byte(0)
+		if expr != "" {
+			op = expr[0]
+		}
+		switch op {
+		case '+', '#':
+			b.WriteString(".*")
+		case '?', '&':
+			b.WriteString(`([?&].*)?`)
+		case '/', ';', '.':
+			b.WriteString(`([/;.][^?#]*)?`)
+		default:
+			b.WriteString(`[^/?#]*`)
+		}
+	}
+	b.WriteString("$")
+	re, err := regexp.Compile(b.String())
+	if err != nil {
+		return nil
+	}
+	return re
+}
