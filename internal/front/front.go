@@ -1,0 +1,467 @@
+// Package front serves the gateway to clients over MCP's Streamable HTTP
+// transport.
+package front
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"mime"
+	"net"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/mcpgate/mcpgate/internal/gateway"
+	"github.com/mcpgate/mcpgate/internal/jsonrpc"
+)
+
+// HTTP header names of the transport.
+const (
+	headerSession  = "Mcp-Session-Id"
+	headerProtocol = "Mcp-Protocol-Version"
+	headerLastID   = "Last-Event-Id"
+)
+
+// Options configure a Handler.
+type Options struct {
+	Endpoint        string   // path of the MCP endpoint, e.g. "/mcp"
+	MaxMessageBytes int64    // largest request body accepted
+	AllowedOrigins  []string // Origins allowed besides local ones, e.g. "https://app.example.com"
+	AllowedHosts    []string // Host header values allowed besides local ones
+	// ResumeWindow is how long a request survives the loss of its event
+	// stream, waiting for the client to resume it with Last-Event-ID.
+	ResumeWindow time.Duration
+	KeepAlive    time.Duration // idle time after which an event stream gets a comment
+	Logger       *slog.Logger
+}
+
+// Handler is the http.Handler of the MCP endpoint.
+type Handler struct {
+	g    *gateway.Gateway
+	opts Options
+	log  *slog.Logger
+}
+
+// New returns the handler serving g.
+func New(g *gateway.Gateway, opts Options) *Handler {
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	if opts.KeepAlive <= 0 {
+		opts.KeepAlive = 25 * time.Second
+	}
+	return &Handler{g: g, opts: opts, log: opts.Logger}
+}
+
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Path != h.opts.Endpoint {
+		http.Error(w, fmt.Sprintf("not found: the MCP endpoint is %s", h.opts.Endpoint), http.StatusNotFound)
+		return
+	}
+	if !h.hostAllowed(r.Host) {
+		h.httpError(w, http.StatusForbidden, "Host %q is not allowed; add it to allowed_hosts in the [gateway] section to serve it", r.Host)
+		return
+	}
+	origin := r.Header.Get("Origin")
+	if origin != "" {
+		if !h.originAllowed(origin) {
+			h.httpError(w, http.StatusForbidden, "Origin %q is not allowed; add it to allowed_origins in the [gateway] section to serve it", origin)
+			return
+		}
+		w.Header().Set("Access-Control-Allow-Origin", origin)
+		w.Header().Set("Access-Control-Expose-Headers", headerSession)
+		w.Header().Add("Vary", "Origin")
+	}
+	switch r.Method {
+	case http.MethodPost:
+		h.post(w, r)
+	case http.MethodGet:
+		h.get(w, r)
+	case http.MethodDelete:
+		h.delete(w, r)
+	case http.MethodOptions:
+		w.Header().Set("Access-Control-Allow-Methods", "GET, POST, DELETE")
+		w.Header().Set("Access-Control-Allow-Headers", "Content-Type, Accept, Authorization, Mcp-Session-Id, Mcp-Protocol-Version, Last-Event-Id")
+		w.WriteHeader(http.StatusNoContent)
+	default:
+		w.Header().Set("Allow", "GET, POST, DELETE")
+		h.httpError(w, http.StatusMethodNotAllowed, "method %s not allowed; use POST, GET or DELETE", r.Method)
+	}
+}
+
+func (h *Handler) post(w http.ResponseWriter, r *http.Request) {
+	sse, plain := accepts(r, "text/event-stream"), accepts(r, "application/json")
+	if !sse && !plain {
+		h.httpError(w, http.StatusNotAcceptable, "the Accept header must list application/json and text/event-stream")
+		return
+	}
+	if ct := r.Header.Get("Content-Type"); ct != "" {
+		if mt, _, _ := mime.ParseMediaType(ct); mt != "application/json" {
+			h.httpError(w, http.StatusUnsupportedMediaType, "Content-Type must be application/json, not %q", ct)
+			return
+		}
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, h.opts.MaxMessageBytes))
+	if err != nil {
+		var tooLarge *http.MaxBytesError
+		if errors.As(err, &tooLarge) {
+			h.rpcError(w, http.StatusRequestEntityTooLarge, nil, jsonrpc.CodeInvalidRequest,
+				"message too large: the limit is %d bytes (max_message_bytes)", h.opts.MaxMessageBytes)
+			return
+		}
+		h.httpError(w, http.StatusBadRequest, "reading the request body: %v", err)
+		return
+	}
+	if jsonrpc.IsBatch(body) {
+		h.batch(w, r, body, sse)
+		return
+	}
+	msg, err := jsonrpc.Parse(body)
+	if err != nil {
+		h.rpcError(w, http.StatusBadRequest, nil, jsonrpc.AsError(err).Code, "%s", jsonrpc.AsError(err).Message)
+		return
+	}
+	if msg.IsRequest() && msg.Method == "initialize" {
+		h.initialize(w, msg)
+		return
+	}
+	sess := h.session(w, r)
+	if sess == nil {
+		return
+	}
+	switch {
+	case msg.IsNotification():
+		sess.HandleNotification(msg)
+		w.WriteHeader(http.StatusAccepted)
+	case msg.IsResponse():
+		sess.HandleResponse(msg)
+		w.WriteHeader(http.StatusAccepted)
+	default:
+		st := sess.NewStream(1, sse)
+		sess.HandleRequest(msg, st)
+		h.answer(w, r, sess, st, false)
+	}
+}
+
+func (h *Handler) initialize(w http.ResponseWriter, msg *jsonrpc.Message) {
+	sess, result, err := h.g.NewSession(msg.Params)
+	if err != nil {
+		e := jsonrpc.AsError(err)
+		h.rpcError(w, http.StatusOK, msg.ID, e.Code, "%s", e.Message)
+		return
+	}
+	h.log.Debug("session started", "session", sess.ID, "protocol_version", sess.Protocol)
+	w.Header().Set(headerSession, sess.ID)
+	w.Header().Set("Content-Type", "application/json")
+	w.Write(jsonrpc.AppendResult(nil, msg.ID, result))
+}
+
+// batch handles a JSON array of messages, which only protocol 2025-03-26
+// allows.
+func (h *Handler) batch(w http.ResponseWriter, r *http.Request, body []byte, sse bool) {
+	sess := h.session(w, r)
+	if sess == nil {
+		return
+	}
+	if sess.Protocol != "2025-03-26" {
+		h.rpcError(w, http.StatusBadRequest, nil, jsonrpc.CodeInvalidRequest,
+			"batches are not supported in protocol version %s; only clients that negotiated 2025-03-26 may send them", sess.Protocol)
+		return
+	}
+	items, err := jsonrpc.ParseBatch(body)
+	if err != nil {
+		e := jsonrpc.AsError(err)
+		h.rpcError(w, http.StatusBadRequest, nil, e.Code, "%s", e.Message)
+		return
+	}
+	var requests []*jsonrpc.Message
+	var invalid [][]byte
+	for _, item := range items {
+		msg, err := jsonrpc.Parse(item)
+		switch {
+		case err != nil:
+			invalid = append(invalid, jsonrpc.AppendError(nil, nil, jsonrpc.AsError(err)))
+		case msg.IsRequest() && msg.Method == "initialize":
+			invalid = append(invalid, jsonrpc.AppendError(nil, msg.ID, jsonrpc.Errorf(jsonrpc.CodeInvalidRequest, "initialize must not be part of a batch")))
+		case msg.IsRequest():
+			requests = append(requests, msg)
+		case msg.IsNotification():
+			sess.HandleNotification(msg)
+		default:
+			sess.HandleResponse(msg)
+		}
+	}
+	if len(requests) == 0 && len(invalid) == 0 {
+		w.WriteHeader(http.StatusAccepted)
+		return
+	}
+	st := sess.NewStream(len(requests)+len(invalid), sse)
+	for _, resp := range invalid {
+		gateway.PushResponse(st, resp)
+	}
+	for _, msg := range requests {
+		sess.HandleRequest(msg, st)
+	}
+	h.answer(w, r, sess, st, true)
+}
+
+// session finds the session a request names, or answers the request with
+// the error and returns nil.
+func (h *Handler) session(w http.ResponseWriter, r *http.Request) *gateway.Session {
+	id := r.Header.Get(headerSession)
+	if id == "" {
+		h.rpcError(w, http.StatusBadRequest, nil, jsonrpc.CodeInvalidRequest, "missing %s header: send initialize first to start a session", headerSession)
+		return nil
+	}
+	sess := h.g.Session(id)
+	if sess == nil {
+		h.rpcError(w, http.StatusNotFound, nil, jsonrpc.CodeInvalidRequest, "session %q not found: it ended or the gateway restarted; initialize a new session", id)
+		return nil
+	}
+	if v := r.Header.Get(headerProtocol); v != "" && !gateway.SupportsProtocolVersion(v) {
+		h.rpcError(w, http.StatusBadRequest, nil, jsonrpc.CodeInvalidRequest, "unsupported %s %q; this gateway speaks 2025-11-25, 2025-06-18 and 2025-03-26", headerProtocol, v)
+		return nil
+	}
+	return sess
+}
+
+// answer writes the answer to POSTed requests: plain JSON when nothing but
+// the responses comes, else an event stream that starts as soon as the
+// first other message (progress, a log message, a request to the client)
+// is ready.
+func (h *Handler) answer(w http.ResponseWriter, r *http.Request, sess *gateway.Session, st *gateway.Stream, batch bool) {
+	ctx := r.Context()
+	st.Attach()
+	var responses [][]byte
+	var after int64
+	for {
+		events, done, err := st.Wait(ctx, after)
+		if err != nil {
+			st.Detach(0) // nothing was streamed: the client cannot resume
+			return
+		}
+		for i, e := range events {
+			if !e.Final {
+				// Switch to an event stream, replaying what came before.
+				h.stream(w, r, sess, st, after+int64(i))
+				return
+			}
+			responses = append(responses, e.Data)
+		}
+		if len(events) > 0 {
+			after = events[len(events)-1].Seq
+		}
+		if done {
+			break
+		}
+	}
+	st.Ack(after)
+	st.Detach(0)
+	sess.StreamDone(st)
+	w.Header().Set("Content-Type", "application/json")
+	switch {
+	case len(responses) == 0:
+		w.WriteHeader(http.StatusAccepted) // cancelled before it was answered
+	case !batch:
+		w.Write(responses[0])
+	default:
+		out := []byte{'['}
+		for i, resp := range responses {
+			if i > 0 {
+				out = append(out, ',')
+			}
+			out = append(out, resp...)
+		}
+		w.Write(append(out, ']'))
+	}
+}
+
+// stream writes st as an event stream, starting after event seq after,
+// until it ends or the client goes away. The stream must be attached.
+func (h *Handler) stream(w http.ResponseWriter, r *http.Request, sess *gateway.Session, st *gateway.Stream, after int64) {
+	ctx := r.Context()
+	flusher, _ := w.(http.Flusher)
+	hdr := w.Header()
+	hdr.Set("Content-Type", "text/event-stream")
+	hdr.Set("Cache-Control", "no-cache")
+	hdr.Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
+	buf := []byte{}
+	if sess.Protocol >= "2025-11-25" {
+		// A priming event gives the client an id to resume from before any
+		// message arrived, and the retry field tells it how soon to do so.
+		buf = fmt.Appendf(buf, "id: %d-%d\nretry: %d\ndata: \n\n", st.Key, after, retryMillis)
+	}
+	write := func() bool {
+		_, err := w.Write(buf)
+		buf = buf[:0]
+		if flusher != nil {
+			flusher.Flush()
+		}
+		return err == nil
+	}
+	// Headers (and the priming event) go out at once: clients wait for
+	// them before they consider the stream open.
+	if !write() {
+		st.Detach(h.opts.ResumeWindow)
+		return
+	}
+	defer func() {
+		if st.Finished() && st.Acked() >= after {
+			sess.StreamDone(st)
+		}
+		st.Detach(h.opts.ResumeWindow)
+	}()
+	for {
+		wctx, cancel := context.WithTimeout(ctx, h.opts.KeepAlive)
+		events, done, err := st.Wait(wctx, after)
+		cancel()
+		if err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			buf = append(buf, ": keep-alive\n\n"...)
+			if !write() {
+				return
+			}
+			continue
+		}
+		for _, e := range events {
+			buf = fmt.Appendf(buf, "event: message\nid: %d-%d\ndata: ", st.Key, e.Seq)
+			buf = append(buf, e.Data...)
+			buf = append(buf, "\n\n"...)
+			after = e.Seq
+		}
+		if !write() {
+			return
+		}
+		st.Ack(after)
+		if done {
+			return
+		}
+	}
+}
+
+// retryMillis is the reconnection delay suggested to clients that lose an
+// event stream.
+const retryMillis = 1000
+
+// get opens the session's standalone event stream, or resumes a stream
+// after the event the Last-Event-ID header names.
+func (h *Handler) get(w http.ResponseWriter, r *http.Request) {
+	if !accepts(r, "text/event-stream") {
+		h.httpError(w, http.StatusNotAcceptable, "GET opens an event stream: the Accept header must list text/event-stream")
+		return
+	}
+	sess := h.session(w, r)
+	if sess == nil {
+		return
+	}
+	st, after := sess.Standalone(), int64(-1)
+	if last := r.Header.Get(headerLastID); last != "" {
+		if resumed, seq, ok := sess.ResumeStream(last); ok {
+			st, after = resumed, seq
+		}
+	}
+	if after < 0 {
+		after = st.Acked()
+	}
+	ctx, stop := context.WithCancel(r.Context())
+	defer stop()
+	if st == sess.Standalone() {
+		st.Takeover(stop)
+	}
+	st.Attach()
+	h.stream(w, r.WithContext(ctx), sess, st, after)
+}
+
+func (h *Handler) delete(w http.ResponseWriter, r *http.Request) {
+	sess := h.session(w, r)
+	if sess == nil {
+		return
+	}
+	h.g.CloseSession(sess.ID, "the client ended the session")
+	w.WriteHeader(http.StatusOK)
+}
+
+// rpcError answers with a JSON-RPC error object and the given HTTP status.
+func (h *Handler) rpcError(w http.ResponseWriter, status int, id []byte, code int, format string, args ...any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	w.Write(jsonrpc.AppendError(nil, id, jsonrpc.Errorf(code, format, args...)))
+}
+
+// httpError answers a request that is not JSON-RPC at all, or not allowed.
+func (h *Handler) httpError(w http.ResponseWriter, status int, format string, args ...any) {
+	h.rpcError(w, status, nil, jsonrpc.CodeInvalidRequest, format, args...)
+}
+
+// accepts reports whether the Accept header admits mediaType. A missing
+// header admits everything.
+func accepts(r *http.Request, mediaType string) bool {
+	values := r.Header.Values("Accept")
+	if len(values) == 0 {
+		return true
+	}
+	major, _, _ := strings.Cut(mediaType, "/")
+	for _, v := range values {
+		for _, part := range strings.Split(v, ",") {
+			mt, _, _ := strings.Cut(strings.TrimSpace(part), ";")
+			mt = strings.TrimSpace(mt)
+			if mt == mediaType || mt == "*/*" || mt == major+"/*" {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// isLocalHost reports whether host (without port) names this machine's
+// loopback interface.
+func isLocalHost(host string) bool {
+	host = strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+func splitHost(hostport string) string {
+	if host, _, err := net.SplitHostPort(hostport); err == nil {
+		return host
+	}
+	return hostport
+}
+
+// hostAllowed protects against DNS rebinding: a browser tricked into
+// talking to a local gateway sends the attacker's name as Host.
+func (h *Handler) hostAllowed(host string) bool {
+	if host == "" || isLocalHost(splitHost(host)) {
+		return true
+	}
+	for _, a := range h.opts.AllowedHosts {
+		if strings.EqualFold(a, host) || strings.EqualFold(a, splitHost(host)) {
+			return true
+		}
+	}
+	return false
+}
+
+func (h *Handler) originAllowed(origin string) bool {
+	for _, a := range h.opts.AllowedOrigins {
+		if a == "*" || strings.EqualFold(strings.TrimSuffix(a, "/"), origin) {
+			return true
+		}
+	}
+	u, err := url.Parse(origin)
+	return err == nil && u.Host != "" && isLocalHost(splitHost(u.Host))
+}
+
+// Retry is exported for tests of clients that honour the retry field.
+var Retry = strconv.Itoa(retryMillis)

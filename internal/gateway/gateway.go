@@ -1,0 +1,268 @@
+// Package gateway implements MCP's server side over many backends: client
+// sessions, the aggregated catalog, and routing of requests, responses and
+// notifications between client and backend id spaces.
+package gateway
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/mcpgate/mcpgate/internal/backend"
+	"github.com/mcpgate/mcpgate/internal/catalog"
+	"github.com/mcpgate/mcpgate/internal/jsonrpc"
+)
+
+// Supported protocol versions, newest first.
+var protocolVersions = []string{"2025-11-25", "2025-06-18", "2025-03-26"}
+
+// LatestProtocolVersion is the newest MCP version the gateway speaks.
+const LatestProtocolVersion = "2025-11-25"
+
+// SupportsProtocolVersion reports whether v is a version the gateway speaks.
+func SupportsProtocolVersion(v string) bool {
+	for _, s := range protocolVersions {
+		if s == v {
+			return true
+		}
+	}
+	return false
+}
+
+// Gateway-specific JSON-RPC error codes, in the implementation-defined range.
+const (
+	CodeBackendUnavailable = -32000 // the backend is starting, stopped or failed
+	CodeTimeout            = -32001 // the backend did not answer in time
+	CodeShuttingDown       = -32003 // the gateway is draining
+	CodeResourceNotFound   = -32002 // as MCP specifies for resources/read
+	CodeMessageTooLarge    = -32004 // a message exceeded max_message_bytes
+)
+
+// Registry gives the gateway the current set of backends.
+type Registry interface {
+	// Backends returns all configured backends, sorted by name.
+	Backends() []*backend.Backend
+	// Backend returns the backend with the given name, or nil.
+	Backend(name string) *backend.Backend
+}
+
+// Options configure a Gateway.
+type Options struct {
+	Version  string // reported in serverInfo
+	PageSize int    // items per page of list results
+	// ResumeWindow is how long a request whose client lost its event stream
+	// stays alive, waiting for the client to resume the stream, before it is
+	// cancelled.
+	ResumeWindow time.Duration
+	// SessionIdleTimeout ends sessions without requests or open streams.
+	SessionIdleTimeout time.Duration
+	Logger             *slog.Logger
+	// OnLog, if set, receives every notifications/message from a backend,
+	// e.g. to write it to the journal.
+	OnLog func(backend string, params []byte)
+	// OnCatalog, if set, is called after the catalog changed.
+	OnCatalog func(*catalog.Catalog)
+}
+
+// Gateway is the MCP server clients talk to.
+type Gateway struct {
+	opts     Options
+	log      *slog.Logger
+	registry Registry
+
+	catalog   atomic.Pointer[catalog.Catalog]
+	rebuildMu sync.Mutex // serialises catalog rebuilds and their notifications
+	conflicts map[string]bool
+
+	sessions sync.Map // session id → *Session
+	progress sync.Map // gateway progress token (int64) → *call
+	tokens   atomic.Int64
+
+	subsMu sync.Mutex
+	subs   map[subKey]int // subscribing sessions per backend and uri
+
+	relayMu sync.Mutex
+	relays  map[relayKey]*relayed // server→client requests, by backend side
+
+	draining atomic.Bool
+	inflight sync.WaitGroup
+}
+
+type subKey struct{ backend, uri string }
+
+type relayKey struct {
+	conn *backend.Conn
+	id   string
+}
+
+// New returns a gateway over the backends of registry.
+func New(registry Registry, opts Options) *Gateway {
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	if opts.PageSize <= 0 {
+		opts.PageSize = 100
+	}
+	if opts.SessionIdleTimeout <= 0 {
+		opts.SessionIdleTimeout = time.Hour
+	}
+	g := &Gateway{
+		opts:      opts,
+		log:       opts.Logger,
+		registry:  registry,
+		conflicts: map[string]bool{},
+		subs:      map[subKey]int{},
+		relays:    map[relayKey]*relayed{},
+	}
+	g.catalog.Store(catalog.Build(nil))
+	return g
+}
+
+// Catalog returns the current catalog snapshot.
+func (g *Gateway) Catalog() *catalog.Catalog { return g.catalog.Load() }
+
+// Refresh rebuilds the catalog from the healthy backends and tells sessions
+// about lists that changed. Call it after any backend changed.
+func (g *Gateway) Refresh() {
+	g.rebuildMu.Lock()
+	defer g.rebuildMu.Unlock()
+	var sources []catalog.Source
+	for _, b := range g.registry.Backends() {
+		if b.Conn() == nil {
+			continue
+		}
+		sources = append(sources, catalog.Source{Backend: b.Name(), Prefix: b.Config().ToolPrefix, Lists: b.Lists()})
+	}
+	next := catalog.Build(sources)
+	prev := g.catalog.Swap(next)
+	seen := map[string]bool{}
+	for _, c := range next.Conflicts {
+		seen[c] = true
+		if !g.conflicts[c] {
+			g.log.Warn("catalog conflict: " + c)
+		}
+	}
+	g.conflicts = seen
+	changed := func(a, b string, method string) {
+		if a != b {
+			g.eachSession(func(s *Session) { s.listChanged(method) })
+		}
+	}
+	changed(prev.ToolsDigest, next.ToolsDigest, "notifications/tools/list_changed")
+	changed(prev.PromptsDigest, next.PromptsDigest, "notifications/prompts/list_changed")
+	changed(prev.ResourcesDigest, next.ResourcesDigest, "notifications/resources/list_changed")
+	if g.opts.OnCatalog != nil {
+		g.opts.OnCatalog(next)
+	}
+}
+
+func (g *Gateway) eachSession(fn func(*Session)) {
+	g.sessions.Range(func(_, v any) bool {
+		fn(v.(*Session))
+		return true
+	})
+}
+
+// Session returns the session with the given id, or nil.
+func (g *Gateway) Session(id string) *Session {
+	v, ok := g.sessions.Load(id)
+	if !ok {
+		return nil
+	}
+	s := v.(*Session)
+	s.touch()
+	return s
+}
+
+// NumSessions returns the number of open sessions.
+func (g *Gateway) NumSessions() int {
+	n := 0
+	g.sessions.Range(func(_, _ any) bool { n++; return true })
+	return n
+}
+
+// CloseSession ends a session: its requests in flight are cancelled, its
+// streams end and its subscriptions are dropped. It reports whether the
+// session existed.
+func (g *Gateway) CloseSession(id string, why string) bool {
+	v, ok := g.sessions.LoadAndDelete(id)
+	if ok {
+		v.(*Session).close(why)
+	}
+	return ok
+}
+
+// Drain makes the gateway refuse new requests and waits until the requests
+// in flight are answered or ctx ends.
+func (g *Gateway) Drain(ctx context.Context) error {
+	g.draining.Store(true)
+	done := make(chan struct{})
+	go func() {
+		g.inflight.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Close ends every session.
+func (g *Gateway) Close() {
+	g.eachSession(func(s *Session) { g.CloseSession(s.ID, "the gateway is shutting down") })
+}
+
+// Run expires idle sessions until ctx ends.
+func (g *Gateway) Run(ctx context.Context) {
+	tick := time.NewTicker(min(g.opts.SessionIdleTimeout/4, time.Minute))
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case now := <-tick.C:
+			g.eachSession(func(s *Session) {
+				if s.idleSince(now) > g.opts.SessionIdleTimeout {
+					g.log.Info("ending idle session", "session", s.ID)
+					g.CloseSession(s.ID, "the session was idle too long")
+				}
+			})
+		}
+	}
+}
+
+func newID() string {
+	var b [16]byte
+	rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// errorResponse builds a JSON-RPC error response to the client's id.
+func errorResponse(id []byte, code int, format string, args ...any) []byte {
+	return jsonrpc.AppendError(nil, id, jsonrpc.Errorf(code, format, args...))
+}
+
+// unavailable explains why a backend cannot take calls.
+func unavailable(b *backend.Backend) error {
+	st := b.Status()
+	msg := "backend \"" + b.Name() + "\" is " + st.State.String()
+	switch {
+	case st.State == backend.Starting && st.Retrying:
+		msg = "backend \"" + b.Name() + "\" is restarting after a crash"
+	case st.State == backend.Failed:
+		msg += " (gave up restarting it; `mcpgatectl start " + b.Name() + "` tries again)"
+	case st.State == backend.Stopped:
+		msg += " (`mcpgatectl start " + b.Name() + "` starts it)"
+	}
+	if st.LastError != "" {
+		msg += ": " + st.LastError
+	}
+	return errors.New(msg)
+}

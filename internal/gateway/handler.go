@@ -1,0 +1,227 @@
+package gateway
+
+import (
+	"encoding/json"
+	"fmt"
+	"strconv"
+
+	"github.com/mcpgate/mcpgate/internal/backend"
+	"github.com/mcpgate/mcpgate/internal/jsonrpc"
+)
+
+// Notification handles a notification a backend sent. It runs on the
+// backend's reader goroutine, so messages reach each stream in the order the
+// backend wrote them.
+func (g *Gateway) Notification(b *backend.Backend, conn *backend.Conn, msg *jsonrpc.Message) {
+	switch msg.Method {
+	case "notifications/progress":
+		tokRaw, span, ok := jsonrpc.Lookup(msg.Params, "progressToken")
+		token, err := strconv.ParseInt(string(tokRaw), 10, 64)
+		if !ok || err != nil {
+			return
+		}
+		v, ok := g.progress.Load(token)
+		if !ok {
+			return // the call ended; late progress is dropped
+		}
+		c := v.(*call)
+		params := jsonrpc.Replace(msg.Params, span, c.clientToken)
+		c.stream.push(jsonrpc.AppendNotification(nil, msg.Method, params), false)
+	case "notifications/message":
+		if g.opts.OnLog != nil {
+			g.opts.OnLog(b.Name(), msg.Params)
+		}
+		g.logMessage(conn, msg)
+	case "notifications/resources/updated":
+		uri, _, err := stringParam(msg.Params, "uri")
+		if err != nil {
+			return
+		}
+		data := jsonrpc.AppendNotification(nil, msg.Method, msg.Params)
+		g.eachSession(func(s *Session) {
+			s.mu.Lock()
+			owner, subscribed := s.subs[uri]
+			s.mu.Unlock()
+			if subscribed && owner == b.Name() {
+				s.standalone.push(data, false)
+			}
+		})
+	case "notifications/cancelled":
+		idRaw, span, ok := jsonrpc.Lookup(msg.Params, "requestId")
+		if !ok {
+			return
+		}
+		r := g.takeRelay(conn, idRaw)
+		if r == nil {
+			return
+		}
+		r.sess.mu.Lock()
+		delete(r.sess.relays, r.clientID)
+		r.sess.mu.Unlock()
+		params := jsonrpc.Replace(msg.Params, span, jsonrpc.IntID(r.clientID))
+		r.sess.send(jsonrpc.AppendNotification(nil, msg.Method, params), nil)
+	default:
+		// Unknown notifications pass through untouched, to the one session
+		// they can be attributed to, else to every session.
+		data := jsonrpc.AppendNotification(nil, msg.Method, msg.Params)
+		if s, via := attribute(conn); s != nil {
+			s.send(data, via)
+			return
+		}
+		g.eachSession(func(s *Session) { s.standalone.push(data, false) })
+	}
+}
+
+// logMessage forwards a backend's log message: on the stream of the call in
+// flight if one session has calls on the backend, else to every session
+// that asked for logging. Each session's level filters.
+func (g *Gateway) logMessage(conn *backend.Conn, msg *jsonrpc.Message) {
+	level, _, _ := stringParam(msg.Params, "level")
+	prio, ok := logLevels[level]
+	if !ok {
+		prio = logLevels["info"]
+	}
+	data := jsonrpc.AppendNotification(nil, msg.Method, msg.Params)
+	wants := func(s *Session, requireLevel bool) bool {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if s.logLevel < 0 {
+			return !requireLevel
+		}
+		return prio <= s.logLevel
+	}
+	if s, via := attribute(conn); s != nil {
+		if wants(s, false) {
+			s.send(data, via)
+		}
+		return
+	}
+	g.eachSession(func(s *Session) {
+		if wants(s, true) {
+			s.standalone.push(data, false)
+		}
+	})
+}
+
+// attribute finds the one session with calls in flight on conn, and the
+// stream of its most recent call there. It returns nil when no session or
+// several sessions have calls in flight: a backend's own message does not
+// say which request it belongs to.
+func attribute(conn *backend.Conn) (*Session, *Stream) {
+	var sess *Session
+	var latest *call
+	var latestID int64
+	ambiguous := false
+	conn.Calls(func(bc *backend.Call) {
+		c, ok := bc.Owner.(*call)
+		if !ok {
+			return
+		}
+		switch {
+		case sess == nil:
+			sess = c.sess
+		case sess != c.sess:
+			ambiguous = true
+		}
+		if bc.ID > latestID {
+			latest, latestID = c, bc.ID
+		}
+	})
+	if sess == nil || ambiguous {
+		return nil, nil
+	}
+	return sess, latest.stream
+}
+
+// countSessions counts the distinct sessions with calls in flight on conn.
+func countSessions(conn *backend.Conn) int {
+	seen := map[*Session]bool{}
+	conn.Calls(func(bc *backend.Call) {
+		if c, ok := bc.Owner.(*call); ok {
+			seen[c.sess] = true
+		}
+	})
+	return len(seen)
+}
+
+// Request handles a request a backend sent to its client: roots come from
+// the configuration if it has them; everything else goes to the one session
+// with a call in flight on that backend, or is refused with an error that
+// says why. A ping nobody can relay is answered here.
+func (g *Gateway) Request(b *backend.Backend, conn *backend.Conn, msg *jsonrpc.Message) {
+	cfg := b.Config()
+	refuse := func(code int, format string, args ...any) {
+		conn.ReplyError(msg.ID, jsonrpc.Errorf(code, format, args...))
+	}
+	if msg.Method == "roots/list" && len(cfg.Roots) > 0 {
+		conn.Reply(msg.ID, rootsResult(cfg.Roots))
+		return
+	}
+	if !cfg.RelayClientRequests {
+		if msg.Method == "ping" {
+			conn.Reply(msg.ID, json.RawMessage(`{}`))
+			return
+		}
+		refuse(jsonrpc.CodeMethodNotFound, "mcpgate does not relay %s for backend %q (relay_client_requests = false)", msg.Method, b.Name())
+		return
+	}
+	s, via := attribute(conn)
+	if s == nil {
+		if msg.Method == "ping" {
+			conn.Reply(msg.ID, json.RawMessage(`{}`))
+			return
+		}
+		if n := countSessions(conn); n > 1 {
+			refuse(jsonrpc.CodeInternalError, "mcpgate cannot relay %s: %d client sessions have requests in flight on backend %q, and the request does not say which one it belongs to", msg.Method, n, b.Name())
+			return
+		}
+		refuse(jsonrpc.CodeInternalError, "mcpgate cannot relay %s: no client request is in flight on backend %q, so there is no client to ask", msg.Method, b.Name())
+		return
+	}
+	if !s.hasCapability(msg.Method) {
+		refuse(jsonrpc.CodeMethodNotFound, "the client did not declare the capability %s needs", msg.Method)
+		return
+	}
+	if err := s.relay(conn, msg, via); err != nil {
+		refuse(jsonrpc.CodeInternalError, "mcpgate cannot relay %s: %v", msg.Method, err)
+	}
+}
+
+func rootsResult(roots []string) json.RawMessage {
+	out := []byte(`{"roots":[`)
+	for i, r := range roots {
+		if i > 0 {
+			out = append(out, ',')
+		}
+		out = append(out, `{"uri":`...)
+		out = jsonrpc.AppendString(out, r)
+		out = append(out, '}')
+	}
+	return append(out, "]}"...)
+}
+
+func (g *Gateway) rememberRelay(r *relayed) {
+	g.relayMu.Lock()
+	g.relays[relayKey{r.conn, string(r.backendID)}] = r
+	g.relayMu.Unlock()
+}
+
+func (g *Gateway) forgetRelay(r *relayed) {
+	g.relayMu.Lock()
+	delete(g.relays, relayKey{r.conn, string(r.backendID)})
+	g.relayMu.Unlock()
+}
+
+func (g *Gateway) takeRelay(conn *backend.Conn, id json.RawMessage) *relayed {
+	g.relayMu.Lock()
+	defer g.relayMu.Unlock()
+	k := relayKey{conn, string(id)}
+	r := g.relays[k]
+	delete(g.relays, k)
+	return r
+}
+
+var _ backend.Handler = (*Gateway)(nil)
+
+// String describes a session for logs.
+func (s *Session) String() string { return fmt.Sprintf("session %s", s.ID) }

@@ -1,0 +1,346 @@
+package gateway
+
+import (
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/mcpgate/mcpgate/internal/backend"
+	"github.com/mcpgate/mcpgate/internal/jsonrpc"
+)
+
+// Session is one client's MCP session with the gateway.
+type Session struct {
+	ID       string
+	Protocol string // the negotiated protocol version
+	g        *Gateway
+	caps     clientCaps
+	offered  offeredCaps // what the gateway advertised at initialize
+
+	mu         sync.Mutex
+	closed     bool
+	lastActive time.Time
+	logLevel   int                // most verbose syslog priority wanted; -1: never set
+	subs       map[string]string  // subscribed uri → owning backend
+	calls      map[string]*call   // requests in flight, by the client's raw id
+	relays     map[int64]*relayed // requests to the client, by the id we gave them
+	nextRelay  int64
+	streams    map[int64]*Stream // open streams, by key
+	nextStream int64
+	standalone *Stream
+}
+
+type clientCaps struct {
+	Sampling    json.RawMessage `json:"sampling"`
+	Elicitation json.RawMessage `json:"elicitation"`
+	Roots       json.RawMessage `json:"roots"`
+}
+
+type offeredCaps struct {
+	tools, prompts, resources bool
+}
+
+// relayed is a request a backend sent that was passed on to a client.
+type relayed struct {
+	sess      *Session
+	clientID  int64
+	conn      *backend.Conn
+	backendID json.RawMessage
+	method    string
+}
+
+// NewSession handles an initialize request: it negotiates the protocol
+// version and returns the new session with its initialize result.
+func (g *Gateway) NewSession(params json.RawMessage) (*Session, json.RawMessage, error) {
+	if g.draining.Load() {
+		return nil, nil, jsonrpc.Errorf(CodeShuttingDown, "the gateway is shutting down")
+	}
+	var p struct {
+		ProtocolVersion string     `json:"protocolVersion"`
+		Capabilities    clientCaps `json:"capabilities"`
+	}
+	if err := json.Unmarshal(params, &p); params != nil && err != nil {
+		return nil, nil, jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "initialize: malformed params: %v", err)
+	}
+	version := p.ProtocolVersion
+	if !SupportsProtocolVersion(version) {
+		version = LatestProtocolVersion
+	}
+	s := &Session{
+		ID:         newID(),
+		Protocol:   version,
+		g:          g,
+		caps:       p.Capabilities,
+		lastActive: time.Now(),
+		logLevel:   -1,
+		subs:       map[string]string{},
+		calls:      map[string]*call{},
+		relays:     map[int64]*relayed{},
+		streams:    map[int64]*Stream{},
+	}
+	s.standalone = newStream(0, true)
+	s.streams[0] = s.standalone
+	result := g.initializeResult(s)
+	g.sessions.Store(s.ID, s)
+	return s, result, nil
+}
+
+// initializeResult advertises what the healthy backends provide, and
+// list_changed for every list, which the gateway relays.
+func (g *Gateway) initializeResult(s *Session) json.RawMessage {
+	var tools, prompts, resources, subscribe, logging, completions bool
+	var instructions []string
+	for _, b := range g.registry.Backends() {
+		conn := b.Conn()
+		if conn == nil {
+			continue
+		}
+		info := conn.Server()
+		c := info.Capabilities
+		tools = tools || c.Tools != nil
+		prompts = prompts || c.Prompts != nil
+		if c.Resources != nil {
+			resources = true
+			subscribe = subscribe || c.Resources.Subscribe
+		}
+		logging = logging || c.Logging != nil
+		completions = completions || c.Completions != nil
+		if text := strings.TrimSpace(info.Instructions); text != "" {
+			instructions = append(instructions, "## "+b.Name()+"\n"+text)
+		}
+	}
+	s.offered = offeredCaps{tools: tools, prompts: prompts, resources: resources}
+	var caps []string
+	if tools {
+		caps = append(caps, `"tools":{"listChanged":true}`)
+	}
+	if prompts {
+		caps = append(caps, `"prompts":{"listChanged":true}`)
+	}
+	if resources {
+		caps = append(caps, `"resources":{"listChanged":true,"subscribe":`+strconv.FormatBool(subscribe)+`}`)
+	}
+	if logging {
+		caps = append(caps, `"logging":{}`)
+	}
+	if completions {
+		caps = append(caps, `"completions":{}`)
+	}
+	out := []byte(`{"protocolVersion":"` + s.Protocol + `","capabilities":{` + strings.Join(caps, ",") + `},"serverInfo":{"name":"mcpgate","title":"mcpgate","version":`)
+	out = jsonrpc.AppendString(out, g.opts.Version)
+	out = append(out, '}')
+	if len(instructions) > 0 {
+		out = append(out, `,"instructions":`...)
+		out = jsonrpc.AppendString(out, strings.Join(instructions, "\n\n"))
+	}
+	return append(out, '}')
+}
+
+func (s *Session) touch() {
+	s.mu.Lock()
+	s.lastActive = time.Now()
+	s.mu.Unlock()
+}
+
+func (s *Session) idleSince(now time.Time) time.Duration {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.calls) > 0 || s.standalone.attached > 0 {
+		return 0
+	}
+	return now.Sub(s.lastActive)
+}
+
+// NewStream opens the stream that will carry the answers to requests POSTed
+// together: one request, or the requests of a batch. A client that accepts
+// no event stream gets only the responses on it (eventStream false).
+func (s *Session) NewStream(requests int, eventStream bool) *Stream {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.nextStream++
+	st := newStream(s.nextStream, false)
+	st.finalsLeft = requests
+	st.jsonOnly = !eventStream
+	if s.closed {
+		st.finish()
+		return st
+	}
+	s.streams[st.Key] = st
+	return st
+}
+
+// Standalone returns the session's stream for messages not tied to a request.
+func (s *Session) Standalone() *Stream { return s.standalone }
+
+// ResumeStream returns the stream an event id belongs to, if it is still
+// open, and the seq to resume after.
+func (s *Session) ResumeStream(lastEventID string) (*Stream, int64, bool) {
+	keyStr, seqStr, ok := strings.Cut(lastEventID, "-")
+	key, err1 := strconv.ParseInt(keyStr, 10, 64)
+	seq, err2 := strconv.ParseInt(seqStr, 10, 64)
+	if !ok || err1 != nil || err2 != nil {
+		return nil, 0, false
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st, found := s.streams[key]
+	return st, seq, found
+}
+
+// StreamDone forgets a request's stream once its last event was written.
+func (s *Session) StreamDone(st *Stream) {
+	if st.standalone {
+		return
+	}
+	s.mu.Lock()
+	delete(s.streams, st.Key)
+	s.mu.Unlock()
+}
+
+// Caps reports whether the client declared sampling, elicitation and roots.
+func (s *Session) hasCapability(method string) bool {
+	switch method {
+	case "sampling/createMessage":
+		return s.caps.Sampling != nil
+	case "elicitation/create":
+		return s.caps.Elicitation != nil
+	case "roots/list":
+		return s.caps.Roots != nil
+	}
+	return true
+}
+
+// HandleNotification handles a notification from the client.
+func (s *Session) HandleNotification(msg *jsonrpc.Message) {
+	s.touch()
+	switch msg.Method {
+	case "notifications/initialized":
+	case "notifications/cancelled":
+		idRaw, _, ok := jsonrpc.Lookup(msg.Params, "requestId")
+		if !ok {
+			return
+		}
+		reason := "cancelled by the client"
+		if r, _, ok := jsonrpc.Lookup(msg.Params, "reason"); ok {
+			if text, ok := jsonrpc.StringValue(r); ok {
+				reason = text
+			}
+		}
+		s.mu.Lock()
+		c := s.calls[string(idRaw)]
+		s.mu.Unlock()
+		if c != nil {
+			c.cancel(reason)
+		}
+	case "notifications/roots/list_changed":
+		var relaying []*backend.Backend
+		for _, b := range s.g.registry.Backends() {
+			if b.Config().RelayClientRequests && len(b.Config().Roots) == 0 {
+				relaying = append(relaying, b)
+			}
+		}
+		notifyAll(relaying, msg.Method, nil)
+	default:
+		// Unknown notifications pass through where they cannot be misrouted.
+		if b := s.g.soleBackend(); b != nil {
+			notifyAll([]*backend.Backend{b}, msg.Method, jsonrpc.Compact(msg.Params))
+		}
+	}
+}
+
+// HandleResponse handles the client's answer to a request a backend sent.
+func (s *Session) HandleResponse(msg *jsonrpc.Message) {
+	s.touch()
+	id, err := strconv.ParseInt(string(msg.ID), 10, 64)
+	s.mu.Lock()
+	r := s.relays[id]
+	delete(s.relays, id)
+	s.mu.Unlock()
+	if err != nil || r == nil {
+		s.g.log.Warn("dropped a response to an unknown request", "session", s.ID, "id", string(msg.ID))
+		return
+	}
+	s.g.forgetRelay(r)
+	if msg.Error != nil {
+		r.conn.ReplyRawError(r.backendID, jsonrpc.Compact(msg.Error))
+	} else {
+		r.conn.Reply(r.backendID, jsonrpc.Compact(msg.Result))
+	}
+}
+
+// relay passes a backend's request on to this session's client, on the
+// given stream if it is still open, else on the standalone stream.
+func (s *Session) relay(conn *backend.Conn, msg *jsonrpc.Message, via *Stream) error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return fmt.Errorf("the client session ended")
+	}
+	s.nextRelay++
+	r := &relayed{sess: s, clientID: s.nextRelay, conn: conn, backendID: append(json.RawMessage(nil), msg.ID...), method: msg.Method}
+	s.relays[r.clientID] = r
+	s.mu.Unlock()
+	s.g.rememberRelay(r)
+	data := jsonrpc.AppendRequest(nil, jsonrpc.IntID(r.clientID), msg.Method, msg.Params)
+	if via == nil || !via.push(data, false) {
+		s.standalone.push(data, false)
+	}
+	return nil
+}
+
+// send delivers a server-initiated message on the given stream if it is
+// still open, else on the standalone stream.
+func (s *Session) send(data []byte, via *Stream) {
+	if via == nil || !via.push(data, false) {
+		s.standalone.push(data, false)
+	}
+}
+
+// listChanged tells the client a list changed, if it was offered that list.
+func (s *Session) listChanged(method string) {
+	offered := s.offered.tools
+	switch method {
+	case "notifications/prompts/list_changed":
+		offered = s.offered.prompts
+	case "notifications/resources/list_changed":
+		offered = s.offered.resources
+	}
+	if offered {
+		s.standalone.push(jsonrpc.AppendNotification(nil, method, nil), false)
+	}
+}
+
+// close ends the session: requests in flight are cancelled, streams end,
+// subscriptions and relayed requests are dropped.
+func (s *Session) close(why string) {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return
+	}
+	s.closed = true
+	calls := s.calls
+	s.calls = map[string]*call{}
+	relays := s.relays
+	s.relays = map[int64]*relayed{}
+	subs := s.subs
+	s.subs = map[string]string{}
+	streams := s.streams
+	s.mu.Unlock()
+	for _, c := range calls {
+		c.cancel(why)
+	}
+	for _, r := range relays {
+		s.g.forgetRelay(r)
+		r.conn.ReplyError(r.backendID, jsonrpc.Errorf(jsonrpc.CodeInternalError, "the client session ended before answering %s: %s", r.method, why))
+	}
+	for uri, owner := range subs {
+		s.g.unsubscribe(owner, uri)
+	}
+	for _, st := range streams {
+		st.finish()
+	}
+}

@@ -1,0 +1,192 @@
+package gateway
+
+import (
+	"context"
+	"sync"
+	"time"
+)
+
+// Event is one message on a stream. Seq numbers start at 1 per stream.
+type Event struct {
+	Seq   int64
+	Data  []byte
+	Final bool // the response that ends a request's stream
+}
+
+// Stream is the ordered queue of messages for one client-facing stream: the
+// answer to one POSTed request (its progress, log messages and requests
+// from the backend, then the response) or a session's standalone stream.
+// Messages are kept until the stream ends, so a client that lost its
+// connection can resume after the last event it saw.
+type Stream struct {
+	// Key identifies the stream within its session; event ids are built from it.
+	Key        int64
+	standalone bool
+	// jsonOnly marks the answer to a client that accepts no event stream:
+	// only responses can go on it; other messages take the standalone stream.
+	jsonOnly bool
+
+	finalsLeft int // responses still to come before the stream ends
+	takeover   func() // stops the connection currently writing a standalone stream
+
+	mu       sync.Mutex
+	events   []Event
+	next     int64 // seq of the next event
+	acked    int64 // events up to this seq were written to some connection
+	finished bool  // no more events will come
+	wake     chan struct{}
+	attached int         // connections currently writing this stream
+	orphan   *time.Timer // runs abandon when no connection comes back
+	abandon  []func()    // cancel the requests of an abandoned stream
+}
+
+// standaloneHistory bounds the events a standalone stream keeps for resumption.
+const standaloneHistory = 256
+
+func newStream(key int64, standalone bool) *Stream {
+	return &Stream{Key: key, standalone: standalone, next: 1, finalsLeft: 1, wake: make(chan struct{})}
+}
+
+// push appends a message. It reports false when the stream has ended or
+// cannot carry a message that is not a response.
+func (s *Stream) push(data []byte, final bool) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.finished || (s.jsonOnly && !final) {
+		return false
+	}
+	s.events = append(s.events, Event{Seq: s.next, Data: data, Final: final})
+	s.next++
+	if s.standalone && len(s.events) > standaloneHistory {
+		s.events = append(s.events[:0], s.events[len(s.events)-standaloneHistory:]...)
+	}
+	if final {
+		s.finalsLeft--
+		s.finished = s.finalsLeft <= 0
+	}
+	s.signal()
+	return true
+}
+
+// finish ends the stream without another message, e.g. for a cancelled
+// request or a closed session.
+func (s *Stream) finish() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.finished {
+		s.finished = true
+		s.signal()
+	}
+}
+
+func (s *Stream) signal() {
+	close(s.wake)
+	s.wake = make(chan struct{})
+}
+
+// Wait returns the events after seq after, blocking until there is one, the
+// stream has ended, or ctx ends. done is true when the stream has ended and
+// the returned events are its last.
+func (s *Stream) Wait(ctx context.Context, after int64) (events []Event, done bool, err error) {
+	for {
+		s.mu.Lock()
+		for i, e := range s.events {
+			if e.Seq > after {
+				events = append(events, s.events[i:]...)
+				break
+			}
+		}
+		done, wake := s.finished, s.wake
+		s.mu.Unlock()
+		if len(events) > 0 || done {
+			return events, done, nil
+		}
+		select {
+		case <-wake:
+		case <-ctx.Done():
+			return nil, false, ctx.Err()
+		}
+	}
+}
+
+// Takeover registers stop as the way to end the connection now writing a
+// standalone stream, and ends the previous one: a client has one
+// standalone stream at a time, the newest.
+func (s *Stream) Takeover(stop func()) {
+	s.mu.Lock()
+	prev := s.takeover
+	s.takeover = stop
+	s.mu.Unlock()
+	if prev != nil {
+		prev()
+	}
+}
+
+// Ack records that events up to seq were written to a connection. A new
+// connection to a standalone stream without a Last-Event-ID starts there.
+func (s *Stream) Ack(seq int64) {
+	s.mu.Lock()
+	s.acked = max(s.acked, seq)
+	s.mu.Unlock()
+}
+
+// Acked returns the seq of the last event written to any connection.
+func (s *Stream) Acked() int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.acked
+}
+
+// Attach records a connection that writes this stream; it stops the orphan
+// timer of a stream whose client comes back.
+func (s *Stream) Attach() {
+	s.mu.Lock()
+	s.attached++
+	if s.orphan != nil {
+		s.orphan.Stop()
+		s.orphan = nil
+	}
+	s.mu.Unlock()
+}
+
+// Detach records that a connection stopped writing this stream. If the
+// stream has not ended and no connection is left, its request is cancelled
+// unless a client resumes the stream within grace (0: cancel at once).
+func (s *Stream) Detach(grace time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.attached--
+	if s.attached > 0 || s.finished || len(s.abandon) == 0 || s.orphan != nil {
+		return
+	}
+	s.orphan = time.AfterFunc(grace, func() {
+		s.mu.Lock()
+		abandoned := s.attached == 0 && !s.finished
+		hooks := s.abandon
+		s.orphan = nil
+		s.mu.Unlock()
+		if abandoned {
+			for _, fn := range hooks {
+				fn()
+			}
+		}
+	})
+}
+
+// onAbandon registers fn to run when the stream is abandoned (see Detach).
+func (s *Stream) onAbandon(fn func()) {
+	s.mu.Lock()
+	s.abandon = append(s.abandon, fn)
+	s.mu.Unlock()
+}
+
+// Finished reports whether the stream has ended.
+func (s *Stream) Finished() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.finished
+}
+
+// PushResponse puts a response the transport made itself, such as the error
+// for an invalid member of a batch, on a request's stream.
+func PushResponse(st *Stream, resp []byte) { st.push(resp, true) }
