@@ -1,0 +1,131 @@
+package journal
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"runtime"
+	"strings"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// MessageID is a journal MESSAGE_ID: a stable 128-bit id, 32 lower-case hex
+// digits, that names one kind of event so it can be found with
+// `journalctl MESSAGE_ID=…`. The ids below are public API and never change.
+type MessageID string
+
+// The daemon's key events.
+const (
+	// MessageSpawn: a backend's process was started (attrs backend,
+	// backend_pid).
+	MessageSpawn MessageID = "2b33277e1b0746bc813fdb23aecef86b"
+	// MessageBackendReady: a backend answered the MCP initialize handshake.
+	MessageBackendReady MessageID = "458c1b16ec2944c2b4cd97d3702f5d3b"
+	// MessageExit: a backend's process exited unexpectedly (LogBackendExit).
+	MessageExit MessageID = "9b23901243df4482b4e136edd28fd45c"
+	// MessageRestart: a backend is restarted after a failure.
+	MessageRestart MessageID = "397e27b2ad5845dc85b67159de296942"
+	// MessageGiveUp: a backend failed too often within its restart window
+	// and is not restarted again.
+	MessageGiveUp MessageID = "c47e64dc6bef486cbd78a4ab69361bee"
+	// MessageStartFailed: a backend could not be started (spawn or
+	// handshake error).
+	MessageStartFailed MessageID = "15082e9382844a698a3a7dda1519248d"
+	// MessageReady: the gateway serves its listeners (READY=1 sent).
+	MessageReady MessageID = "9c3c805e4718443891a12e082e6f7c4a"
+	// MessageReload: the configuration was reloaded.
+	MessageReload MessageID = "6fd1f5b741604685b3e608d815da472d"
+	// MessageReloadFailed: a reload was refused; the old configuration
+	// stays in effect.
+	MessageReloadFailed MessageID = "95ecc4544d664957ac6fed88380009a7"
+	// MessageStopping: the gateway is shutting down.
+	MessageStopping MessageID = "ee9603d251614e0786c04e18dd144f21"
+	// MessageSuppressed: a backend's log lines were suppressed (written by
+	// BackendLog with MCPGATE_SUPPRESSED=N).
+	MessageSuppressed MessageID = "3d6d9d7424374dc88cccee6da0da918d"
+)
+
+// Attr returns the attribute that makes Handler write id as MESSAGE_ID.
+func (id MessageID) Attr() slog.Attr { return slog.String(MessageIDKey, string(id)) }
+
+// String returns the id's 32 hex digits.
+func (id MessageID) String() string { return string(id) }
+
+// BackendExit describes a backend process that exited unexpectedly.
+type BackendExit struct {
+	Backend  string
+	Instance string // "" when the backend has a single instance
+	PID      int
+	// State is what exec.Cmd.Wait left; nil when the process could not be
+	// waited for.
+	State *os.ProcessState
+	// StderrTail holds the last lines the process wrote to stderr, oldest
+	// first.
+	StderrTail []string
+}
+
+// LogBackendExit logs e as one warning record with MessageExit. Its message
+// says how the process ended and lists StderrTail, and its attributes are
+// backend, backend_pid, instance (when set), exit_code ("exited", "killed"
+// or "dumped", as systemd says), exit_status (the exit status or signal
+// number), signal (e.g. "SIGKILL", when killed) and stderr_tail (the lines
+// joined by newlines) — under Handler the fields MCPGATE_BACKEND,
+// MCPGATE_BACKEND_PID, MCPGATE_INSTANCE, MCPGATE_EXIT_CODE,
+// MCPGATE_EXIT_STATUS, MCPGATE_SIGNAL and MCPGATE_STDERR_TAIL. The record's
+// source is the caller of LogBackendExit.
+func LogBackendExit(ctx context.Context, logger *slog.Logger, e BackendExit) {
+	h := logger.Handler()
+	if !h.Enabled(ctx, slog.LevelWarn) {
+		return
+	}
+	var pcs [1]uintptr
+	runtime.Callers(2, pcs[:])
+
+	how := "ended (status unknown)"
+	attrs := []slog.Attr{slog.String("backend", e.Backend), slog.Int("backend_pid", e.PID)}
+	if e.Instance != "" {
+		attrs = append(attrs, slog.String("instance", e.Instance))
+	}
+	if ws, ok := waitStatus(e.State); ok {
+		switch {
+		case ws.Exited():
+			how = fmt.Sprintf("exited with status %d", ws.ExitStatus())
+			attrs = append(attrs, slog.String("exit_code", "exited"), slog.Int("exit_status", ws.ExitStatus()))
+		case ws.Signaled():
+			sig := ws.Signal()
+			name := unix.SignalName(sig)
+			if name == "" {
+				name = fmt.Sprintf("signal %d", int(sig))
+			}
+			code := "killed"
+			how = "killed by signal " + name
+			if ws.CoreDump() {
+				code = "dumped"
+				how += " (core dumped)"
+			}
+			attrs = append(attrs, slog.String("exit_code", code), slog.Int("exit_status", int(sig)), slog.String("signal", name))
+		}
+	}
+	msg := fmt.Sprintf("backend %q (pid %d) %s", e.Backend, e.PID, how)
+	if len(e.StderrTail) > 0 {
+		tail := strings.Join(e.StderrTail, "\n")
+		msg += "; last stderr lines:\n" + tail
+		attrs = append(attrs, slog.String("stderr_tail", tail))
+	}
+	attrs = append(attrs, MessageExit.Attr())
+	r := slog.NewRecord(time.Now(), slog.LevelWarn, msg, pcs[0])
+	r.AddAttrs(attrs...)
+	_ = h.Handle(ctx, r) // a failed log write has nowhere better to go
+}
+
+func waitStatus(s *os.ProcessState) (syscall.WaitStatus, bool) {
+	if s == nil {
+		return 0, false
+	}
+	ws, ok := s.Sys().(syscall.WaitStatus)
+	return ws, ok
+}

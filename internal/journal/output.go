@@ -1,0 +1,153 @@
+package journal
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"strconv"
+	"strings"
+	"syscall"
+)
+
+// Log targets: the values of the config key log_target.
+const (
+	TargetAuto    = "auto"
+	TargetJournal = "journal"
+	TargetStderr  = "stderr"
+)
+
+// OutputOptions configure NewOutput.
+type OutputOptions struct {
+	// Target is TargetAuto (also ""), TargetJournal or TargetStderr.
+	Target string
+	// Level is the minimum level logged; nil means slog.LevelInfo.
+	Level slog.Leveler
+	// Socket is the journal's native socket; "" means DefaultSocket.
+	Socket string
+	// JournalStream is the value JOURNAL_STREAM had when the daemon
+	// started ("" when unset).
+	JournalStream string
+	// Stderr is the daemon's standard error; nil means os.Stderr.
+	Stderr *os.File
+}
+
+// Output is where the daemon's own logs go, as NewOutput chose.
+type Output struct {
+	// Handler is a Handler on Writer, or an slog.TextHandler on stderr.
+	Handler slog.Handler
+	// Writer is the journal Writer, nil when logging text to stderr. It
+	// can be shared with NewBackendLog.
+	Writer *Writer
+}
+
+// NewOutput chooses where logs go:
+//
+//   - TargetJournal: native journal entries (Handler) on opts.Socket. It
+//     fails when nothing listens there.
+//   - TargetAuto or "": native journal entries when stderr is connected to
+//     the journal, that is JournalStream names stderr's device and inode
+//     (see IsJournalStream) and the socket accepts connections; otherwise
+//     text on stderr.
+//   - TargetStderr: text on stderr (slog.TextHandler; the extra levels are
+//     named NOTICE, CRITICAL, ALERT and EMERGENCY).
+//
+// Any other target is an error.
+func NewOutput(opts OutputOptions) (*Output, error) {
+	stderr := opts.Stderr
+	if stderr == nil {
+		stderr = os.Stderr
+	}
+	text := func() *Output { return &Output{Handler: newTextHandler(stderr, opts.Level)} }
+	native := func() (*Output, error) {
+		w, err := openJournal(opts.Socket)
+		if err != nil {
+			return nil, err
+		}
+		return &Output{Handler: NewHandler(w, &HandlerOptions{Level: opts.Level}), Writer: w}, nil
+	}
+	switch opts.Target {
+	case TargetStderr:
+		return text(), nil
+	case TargetJournal:
+		o, err := native()
+		if err != nil {
+			return nil, fmt.Errorf("log_target %q: %w; start systemd-journald or set log_target = %q", TargetJournal, err, TargetStderr)
+		}
+		return o, nil
+	case TargetAuto, "":
+		if ok, _ := IsJournalStream(opts.JournalStream, stderr); !ok {
+			return text(), nil
+		}
+		if o, err := native(); err == nil {
+			return o, nil
+		}
+		return text(), nil // stderr still reaches the journal, as a stream
+	default:
+		return nil, fmt.Errorf("log_target %q: want %q, %q or %q", opts.Target, TargetAuto, TargetJournal, TargetStderr)
+	}
+}
+
+// Close closes the journal Writer, if any.
+func (o *Output) Close() error {
+	if o.Writer == nil {
+		return nil
+	}
+	return o.Writer.Close()
+}
+
+// openJournal checks that journald listens on socket and returns a Writer
+// for it.
+func openJournal(socket string) (*Writer, error) {
+	if socket == "" {
+		socket = DefaultSocket
+	}
+	c, err := net.Dial("unixgram", socket)
+	if err != nil {
+		return nil, fmt.Errorf("journal socket %s: %w", socket, err)
+	}
+	c.Close()
+	return NewWriter(WriterOptions{Socket: socket})
+}
+
+// IsJournalStream reports whether f is connected to the journal's stream
+// transport: journalStream, the value of JOURNAL_STREAM that systemd sets,
+// is "<device>:<inode>" of f. It returns (false, nil) when journalStream is
+// "", (false, err) when it is malformed or f cannot be examined.
+func IsJournalStream(journalStream string, f *os.File) (bool, error) {
+	if journalStream == "" {
+		return false, nil
+	}
+	devStr, inoStr, ok := strings.Cut(journalStream, ":")
+	dev, err1 := strconv.ParseUint(devStr, 10, 64)
+	ino, err2 := strconv.ParseUint(inoStr, 10, 64)
+	if !ok || err1 != nil || err2 != nil {
+		return false, fmt.Errorf("JOURNAL_STREAM=%q: want <device>:<inode>", journalStream)
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		return false, fmt.Errorf("JOURNAL_STREAM: %w", err)
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return false, errors.New("JOURNAL_STREAM: no device and inode for " + f.Name())
+	}
+	return uint64(st.Dev) == dev && st.Ino == ino, nil
+}
+
+func newTextHandler(w *os.File, level slog.Leveler) slog.Handler {
+	return slog.NewTextHandler(w, &slog.HandlerOptions{
+		Level: level,
+		ReplaceAttr: func(groups []string, a slog.Attr) slog.Attr {
+			if len(groups) == 0 && a.Key == slog.LevelKey {
+				if l, ok := a.Value.Any().(slog.Level); ok {
+					if name, ok := levelName(l); ok {
+						a.Value = slog.StringValue(name)
+					}
+				}
+			}
+			return a
+		},
+	})
+}
