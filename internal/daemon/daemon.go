@@ -1,0 +1,520 @@
+// Package daemon wires mcpgated together: configuration, backends, catalog,
+// the HTTP front, systemd notification, D-Bus and the journal.
+package daemon
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"reflect"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/mcpgate/mcpgate/internal/backend"
+	"github.com/mcpgate/mcpgate/internal/catalog"
+	"github.com/mcpgate/mcpgate/internal/config"
+	"github.com/mcpgate/mcpgate/internal/front"
+	"github.com/mcpgate/mcpgate/internal/gateway"
+	"github.com/mcpgate/mcpgate/internal/journal"
+	"github.com/mcpgate/mcpgate/internal/listeners"
+	"github.com/mcpgate/mcpgate/internal/sdnotify"
+	"github.com/mcpgate/mcpgate/internal/supervisor"
+)
+
+// Version is the daemon's version, set at build time with
+// -ldflags "-X github.com/mcpgate/mcpgate/internal/daemon.Version=…".
+var Version = "dev"
+
+// Exit codes.
+const (
+	exitOK     = 0
+	exitFailed = 1 // start-up failed, or a required backend could not start
+	exitUsage  = 2
+)
+
+// Main runs mcpgated with the given arguments and returns its exit code.
+func Main(args []string) int {
+	fs := flag.NewFlagSet("mcpgated", flag.ContinueOnError)
+	cfgPath := fs.String("config", config.DefaultPath, "configuration `file`; *.toml files in conf.d/ beside it are read too")
+	check := fs.Bool("check-config", false, "validate the configuration, print what is wrong, and exit 0 (valid) or 1")
+	version := fs.Bool("version", false, "print the version and exit")
+	journalSocket := fs.String("journal-socket", journal.DefaultSocket, "journald's native protocol `socket`")
+	if err := fs.Parse(args); err != nil {
+		return exitUsage
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(os.Stderr, "mcpgated: unexpected argument %q\n", fs.Arg(0))
+		return exitUsage
+	}
+	if *version {
+		fmt.Println("mcpgated", Version)
+		return exitOK
+	}
+	if *check {
+		return checkConfig(*cfgPath, os.Stdout, os.Stderr)
+	}
+	return run(context.Background(), options{configPath: *cfgPath, journalSocket: *journalSocket})
+}
+
+// checkConfig validates the configuration like `sshd -t`.
+func checkConfig(path string, stdout, stderr io.Writer) int {
+	cfg, err := config.Load(path)
+	if err != nil {
+		for _, line := range strings.Split(err.Error(), "\n") {
+			fmt.Fprintln(stderr, line)
+		}
+		return exitFailed
+	}
+	fmt.Fprintf(stdout, "%s: OK (%d backends, %d files)\n", path, len(cfg.Backends), len(cfg.Files))
+	return exitOK
+}
+
+type options struct {
+	configPath    string
+	journalSocket string
+}
+
+// daemon is the running gateway. Only the main loop in run changes cfg.
+type daemon struct {
+	opts   options
+	cfg    *config.Config
+	log    *slog.Logger
+	output *journal.Output
+	notify *sdnotify.Notifier
+	status *sdnotify.StatusLimiter
+	sup    *supervisor.Supervisor
+	gw     *gateway.Gateway
+	lns    *listeners.Set
+	srv    *http.Server
+
+	sinksMu sync.Mutex
+	sinks   map[*config.Backend]*journal.BackendLog // journal sinks, per backend instance
+
+	reloads chan chan error    // reload requests, answered when applied
+	ping    chan chan struct{} // liveness probes of the main loop
+
+	// Hooks for the D-Bus interface, set before the backends start.
+	onChange        []func(*backend.Backend) // after any change of a backend
+	onAdd, onRemove []func(name string)      // reload added or removed a backend
+	onStatus        []func(line string)      // the status line changed
+}
+
+func run(ctx context.Context, opts options) int {
+	cfg, err := config.Load(opts.configPath)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "mcpgated: invalid configuration:\n%v\n", err)
+		return exitFailed
+	}
+	journalStream := os.Getenv("JOURNAL_STREAM")
+	os.Unsetenv("JOURNAL_STREAM") // describes our stderr, not our children's
+	output, err := journal.NewOutput(journal.OutputOptions{
+		Target: cfg.Gateway.LogTarget, Level: logLevel(cfg.Gateway.LogLevel),
+		Socket: opts.journalSocket, JournalStream: journalStream,
+	})
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "mcpgated: %v\n", err)
+		return exitFailed
+	}
+	defer output.Close()
+	log := slog.New(output.Handler)
+	slog.SetDefault(log)
+
+	d := &daemon{
+		opts:    opts,
+		cfg:     cfg,
+		log:     log,
+		output:  output,
+		notify:  sdnotify.FromEnv(log),
+		sinks:   map[*config.Backend]*journal.BackendLog{},
+		reloads: make(chan chan error),
+		ping:    make(chan chan struct{}),
+	}
+	return d.run(ctx)
+}
+
+func (d *daemon) run(ctx context.Context) int {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	watchdog, err := sdnotify.WatchdogFromEnv(d.notify, d.log)
+	if err != nil {
+		d.log.Warn("ignoring the watchdog settings", "err", err)
+	}
+	// Children whose parent exits come back to us, so that killing a
+	// backend's process group also lets us reap its grandchildren.
+	if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
+		d.log.Warn("cannot become a child subreaper; orphaned grandchildren of backends go to init", "err", err)
+	}
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
+	defer signal.Stop(sigs)
+
+	// Take the sockets first: connections that arrive while the backends
+	// start wait in the listen backlog and are served once we are ready.
+	d.lns, err = listeners.Open(d.cfg.Gateway.Listen, d.log)
+	if err != nil {
+		return d.fail(err)
+	}
+	defer d.lns.Close()
+
+	d.status = sdnotify.NewStatusLimiter(d.notify, 100*time.Millisecond)
+	go d.status.Run(ctx)
+	d.sup = supervisor.New(ctx, supervisor.Options{
+		BackendOptions: d.backendOptions,
+		OnAdd:          func(name string) { runHooks(d.onAdd, name) },
+		OnRemove:       func(name string) { runHooks(d.onRemove, name) },
+		OnRemoved:      d.releaseSink,
+		Logger:         d.log,
+	})
+	g := d.cfg.Gateway
+	d.gw = gateway.New(d.sup, gateway.Options{
+		Version:      Version,
+		PageSize:     g.PageSize,
+		ResumeWindow: resumeWindow,
+		Logger:       d.log,
+		OnLog:        d.mcpLog,
+		OnCatalog:    func(*catalog.Catalog) { d.updateStatus() },
+	})
+	go d.gw.Run(ctx)
+	// The bus comes up before the backends start, so operators can watch
+	// them start; its hooks must be in place before the first change.
+	stopBus, err := d.startDBus(ctx)
+	if err != nil {
+		return d.fail(err)
+	}
+	defer stopBus()
+	d.sup.Start(d.cfg)
+	d.updateStatus()
+
+	if code, stop := d.awaitBackends(ctx, sigs); stop {
+		return code
+	}
+	if err := d.serve(); err != nil {
+		return d.fail(err)
+	}
+	// READY=1 carries the status, so readiness never comes with a stale one.
+	d.notify.Send("READY=1", "STATUS="+d.statusLine())
+	d.updateStatus()
+	d.log.Info("mcpgate is ready", "listeners", listenerNames(d.lns), journal.MessageReady.Attr())
+	if watchdog != nil {
+		go watchdog.Run(ctx, d.alive)
+	}
+	return d.loop(ctx, sigs)
+}
+
+// resumeWindow is how long a request outlives the loss of its event stream.
+const resumeWindow = 5 * time.Second
+
+// awaitBackends waits until every backend settled, stretching systemd's
+// start timeout meanwhile. stop is true when the daemon must exit with code.
+func (d *daemon) awaitBackends(ctx context.Context, sigs <-chan os.Signal) (code int, stop bool) {
+	const step = 10 * time.Second
+	settled := make(chan error, 1)
+	go func() { settled <- supervisor.WaitSettled(ctx, d.sup.Backends()) }()
+	tick := time.NewTicker(step)
+	defer tick.Stop()
+	d.notify.ExtendTimeout(3 * step)
+	for {
+		select {
+		case <-settled:
+			for _, b := range d.sup.Backends() {
+				if st := b.Status(); b.Config().Required && st.State != backend.Healthy {
+					err := fmt.Errorf("required backend %q could not start: %s", b.Name(), st.LastError)
+					d.notify.Status("failed: " + err.Error())
+					d.notify.Errno(int(unix.EHOSTDOWN))
+					d.log.Error(err.Error(), "backend", b.Name())
+					d.shutdownBackends()
+					return exitFailed, true
+				}
+			}
+			return 0, false
+		case <-tick.C:
+			d.notify.ExtendTimeout(3 * step)
+		case sig := <-sigs:
+			if sig == syscall.SIGHUP {
+				continue // the configuration is read once we are up
+			}
+			d.notify.Stopping()
+			d.shutdownBackends()
+			return exitOK, true
+		}
+	}
+}
+
+// serve starts the HTTP front on every listener.
+func (d *daemon) serve() error {
+	g := d.cfg.Gateway
+	handler := front.New(d.gw, front.Options{
+		Endpoint:        g.Endpoint,
+		MaxMessageBytes: g.MaxMessageBytes,
+		AllowedOrigins:  g.AllowedOrigins,
+		AllowedHosts:    g.AllowedHosts,
+		ResumeWindow:    resumeWindow,
+		Logger:          d.log,
+	})
+	d.srv = &http.Server{
+		Handler:           handler,
+		ReadHeaderTimeout: 30 * time.Second,
+		ErrorLog:          slog.NewLogLogger(d.log.Handler(), slog.LevelWarn),
+	}
+	for _, l := range d.lns.Listeners {
+		go func() {
+			if err := d.srv.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				d.log.Error("HTTP listener failed", "listener", l.Name, "err", err)
+			}
+		}()
+	}
+	return nil
+}
+
+// loop is the main loop: signals, reloads and liveness probes.
+func (d *daemon) loop(ctx context.Context, sigs <-chan os.Signal) int {
+	wedge := testFaults()
+	for {
+		select {
+		case sig := <-sigs:
+			if sig == syscall.SIGHUP {
+				d.reload(ctx)
+				continue
+			}
+			d.log.Info("stopping", "signal", sig.String(), journal.MessageStopping.Attr())
+			return d.stop()
+		case done := <-d.reloads:
+			done <- d.reload(ctx)
+		case reply := <-d.ping:
+			close(reply)
+		case <-wedge:
+			d.log.Warn("test fault: the main loop is wedged")
+			select {} // deliberately never returns: the watchdog must notice
+		}
+	}
+}
+
+// Reload asks the main loop to re-read the configuration and returns once
+// it is applied, or the error that kept it from being applied.
+func (d *daemon) Reload(ctx context.Context) error {
+	done := make(chan error, 1)
+	select {
+	case d.reloads <- done:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// reload re-reads the configuration. An invalid one changes nothing.
+func (d *daemon) reload(ctx context.Context) (err error) {
+	d.notify.Reloading()
+	defer func() {
+		if err != nil {
+			d.log.Error("reload failed; the previous configuration stays in effect", "err", err, journal.MessageReloadFailed.Attr())
+			d.status.Set("reload failed: " + strings.ReplaceAll(err.Error(), "\n", "; ") + "; running the previous configuration")
+		} else {
+			d.updateStatus()
+		}
+		d.notify.Ready()
+	}()
+	cfg, err := config.Load(d.opts.configPath)
+	if err != nil {
+		return err
+	}
+	if !reflect.DeepEqual(cfg.Gateway, d.cfg.Gateway) {
+		d.log.Warn("changes to the [gateway] section take effect when mcpgated restarts; backends are reloaded now")
+	}
+	change, err := d.sup.Apply(ctx, cfg)
+	d.cfg.Backends = cfg.Backends
+	d.cfg.Files = cfg.Files
+	d.gw.Refresh()
+	d.log.Info("configuration reloaded: "+change.String(), journal.MessageReload.Attr())
+	return err
+}
+
+// stop drains the requests in flight, closes the front and stops every
+// backend.
+func (d *daemon) stop() int {
+	d.notify.Stopping()
+	g := d.cfg.Gateway
+	d.notify.Status("stopping: finishing requests in flight")
+	drainCtx, cancel := context.WithTimeout(context.Background(), g.DrainTimeout)
+	if err := d.gw.Drain(drainCtx); err != nil {
+		d.log.Warn("drain timeout reached; cancelling the requests still in flight", "drain_timeout", g.DrainTimeout)
+	}
+	cancel()
+	d.gw.Close()
+	closeCtx, cancel := context.WithTimeout(context.Background(), time.Second)
+	d.srv.Shutdown(closeCtx)
+	cancel()
+	d.srv.Close()
+	d.notify.Status("stopping: shutting backends down")
+	d.shutdownBackends()
+	d.log.Info("mcpgate stopped")
+	return exitOK
+}
+
+func (d *daemon) shutdownBackends() {
+	d.sup.Shutdown()
+}
+
+func (d *daemon) fail(err error) int {
+	d.log.Error(err.Error())
+	d.notify.Status("failed: " + err.Error())
+	return exitFailed
+}
+
+// alive is the watchdog's liveness check: the main loop and the HTTP front
+// must both answer.
+func (d *daemon) alive(ctx context.Context) error {
+	reply := make(chan struct{})
+	select {
+	case d.ping <- reply:
+	case <-ctx.Done():
+		return errors.New("the main loop does not answer")
+	}
+	<-reply
+	if len(d.lns.Listeners) == 0 {
+		return nil
+	}
+	addr := d.lns.Listeners[0].Addr()
+	client := http.Client{Transport: &http.Transport{
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			var dialer net.Dialer
+			return dialer.DialContext(ctx, addr.Network(), addr.String())
+		},
+		DisableKeepAlives: true,
+	}}
+	req, _ := http.NewRequestWithContext(ctx, http.MethodOptions, "http://localhost"+d.cfg.Gateway.Endpoint, nil)
+	resp, err := client.Do(req)
+	if err != nil {
+		return fmt.Errorf("the HTTP front does not answer: %w", err)
+	}
+	resp.Body.Close()
+	return nil
+}
+
+// updateStatus tells systemd the one-line status.
+func (d *daemon) updateStatus() {
+	if d.status == nil || d.sup == nil {
+		return
+	}
+	line := d.statusLine()
+	d.status.Set(line)
+	runHooks(d.onStatus, line)
+}
+
+func (d *daemon) statusLine() string {
+	return supervisor.StatusLine(d.sup.Backends(), len(d.gw.Catalog().Tools))
+}
+
+func runHooks[T any](hooks []func(T), v T) {
+	for _, h := range hooks {
+		h(v)
+	}
+}
+
+// backendOptions gives each backend its stderr sink and the shared settings.
+func (d *daemon) backendOptions(cfg *config.Backend) backend.Options {
+	opts := backend.Options{
+		Version:         Version,
+		GracePeriod:     d.cfg.Gateway.ShutdownGracePeriod,
+		MaxMessageBytes: d.cfg.Gateway.MaxMessageBytes,
+		Env:             os.Environ(),
+		Handler:         d.gw,
+		Logger:          d.log,
+		OnChange: func(b *backend.Backend) {
+			d.gw.Refresh()
+			d.updateStatus()
+			runHooks(d.onChange, b)
+		},
+	}
+	if d.output.Writer != nil {
+		sink := journal.NewBackendLog(d.output.Writer, journal.BackendLogOptions{
+			Backend:   cfg.Name,
+			RateLimit: journal.RateLimit{Burst: cfg.LogRateLimit.Burst, Interval: cfg.LogRateLimit.Interval},
+			ErrorLog:  d.log,
+		})
+		opts.Stderr = pidSink{sink}
+		// MCP log messages share the sink and its rate limit; the sink is
+		// closed when the backend is gone.
+		d.sinksMu.Lock()
+		d.sinks[cfg] = sink
+		d.sinksMu.Unlock()
+	}
+	return opts
+}
+
+// pidSink adapts a journal BackendLog to backend.LineSink.
+type pidSink struct{ l *journal.BackendLog }
+
+func (p pidSink) Line(pid int, line []byte, partial bool) {
+	p.l.SetPID(pid)
+	p.l.Line(line, partial)
+}
+
+// releaseSink closes the journal sink of a backend that stopped for good.
+func (d *daemon) releaseSink(b *backend.Backend) {
+	d.sinksMu.Lock()
+	sink := d.sinks[b.Config()]
+	delete(d.sinks, b.Config())
+	d.sinksMu.Unlock()
+	if sink != nil {
+		sink.Close()
+	}
+}
+
+// mcpLog writes a backend's notifications/message to the journal, or to
+// the daemon's log when not running under the journal.
+func (d *daemon) mcpLog(name string, params []byte) {
+	if b := d.sup.Backend(name); b != nil {
+		d.sinksMu.Lock()
+		sink := d.sinks[b.Config()]
+		d.sinksMu.Unlock()
+		if sink != nil {
+			sink.MCPMessage(params)
+			return
+		}
+	}
+	d.log.Info("log message from backend", "backend", name, "message", string(params))
+}
+
+func listenerNames(set *listeners.Set) []string {
+	var names []string
+	for _, l := range set.Listeners {
+		names = append(names, l.Name)
+	}
+	return names
+}
+
+func logLevel(name string) slog.Level {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(name)); err != nil {
+		return slog.LevelInfo
+	}
+	return l
+}
+
+// testFaults returns a channel that SIGUSR2 makes ready when the
+// environment asks for test faults (MCPGATE_TEST_FAULTS=1): the main loop
+// then wedges itself, so tests can prove the watchdog notices. Without it
+// the channel never becomes ready.
+func testFaults() <-chan os.Signal {
+	ch := make(chan os.Signal, 1)
+	if os.Getenv("MCPGATE_TEST_FAULTS") == "1" {
+		signal.Notify(ch, syscall.SIGUSR2)
+	}
+	return ch
+}

@@ -1,0 +1,877 @@
+// Tests of mcpgated under systemd's protocols (issue 3), run against the
+// real binary: socket activation through systemd-socket-activate, the
+// sd_notify sequence on a test NOTIFY_SOCKET, the watchdog, reload and stop.
+package daemon_test
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"golang.org/x/sys/unix"
+
+	"github.com/mcpgate/mcpgate/internal/testutil"
+)
+
+// wait bounds every wait for an event; it is long because the binaries run
+// with the race detector on a loaded machine, and only a failing test takes it.
+const wait = 60 * time.Second
+
+// config returns a configuration from testutil.Config with extra keys in its
+// [gateway] section; FAKE in backends is the fake server's path.
+func config(t *testing.T, gateway, backends string) (toml, url string) {
+	t.Helper()
+	toml, url = testutil.Config(t, strings.ReplaceAll(backends, "FAKE", testutil.Build(t).Fake))
+	return strings.Replace(toml, "[gateway]\n", "[gateway]\n"+gateway, 1), url
+}
+
+func callTool(cs *mcp.ClientSession, name string, args map[string]any) (*mcp.CallToolResult, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	return cs.CallTool(ctx, &mcp.CallToolParams{Name: name, Arguments: args})
+}
+
+func mustCall(t *testing.T, cs *mcp.ClientSession, name string, args map[string]any) *mcp.CallToolResult {
+	t.Helper()
+	res, err := callTool(cs, name, args)
+	if err != nil {
+		t.Fatalf("call %s: %v", name, err)
+	}
+	if res.IsError {
+		t.Fatalf("call %s: tool error %q", name, resultText(res))
+	}
+	return res
+}
+
+func resultText(res *mcp.CallToolResult) string {
+	var parts []string
+	for _, c := range res.Content {
+		if tc, ok := c.(*mcp.TextContent); ok {
+			parts = append(parts, tc.Text)
+		}
+	}
+	return strings.Join(parts, "")
+}
+
+// pidOf returns the PID of the fake server behind the pid tool name.
+func pidOf(t *testing.T, cs *mcp.ClientSession, name string) int {
+	t.Helper()
+	var p struct{ PID int }
+	raw, err := json.Marshal(mustCall(t, cs, name, nil).StructuredContent)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(raw, &p); err != nil || p.PID <= 0 {
+		t.Fatalf("%s: structuredContent %s: want {pid}", name, raw)
+	}
+	return p.PID
+}
+
+func toolNames(t *testing.T, cs *mcp.ClientSession) map[string]bool {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	names := map[string]bool{}
+	for tool, err := range cs.Tools(ctx, nil) {
+		if err != nil {
+			t.Fatalf("list tools: %v", err)
+		}
+		names[tool.Name] = true
+	}
+	return names
+}
+
+// countPrefix counts the names starting with prefix.
+func countPrefix(names map[string]bool, prefix string) int {
+	n := 0
+	for name := range names {
+		if strings.HasPrefix(name, prefix) {
+			n++
+		}
+	}
+	return n
+}
+
+// status returns a match for the datagram carrying exactly STATUS=line.
+func status(line string) func(string) bool { return testutil.Has("STATUS=" + line) }
+
+// value returns the value of key in an sd_notify datagram.
+func value(msg, key string) (string, bool) {
+	for _, line := range strings.Split(msg, "\n") {
+		if v, ok := strings.CutPrefix(line, key+"="); ok {
+			return v, true
+		}
+	}
+	return "", false
+}
+
+// index returns the index of the first datagram matching match, or -1.
+func index(msgs []string, match func(string) bool) int {
+	for i, m := range msgs {
+		if match(m) {
+			return i
+		}
+	}
+	return -1
+}
+
+// recorded returns the methods of the messages a fake server recorded with
+// --record, in order.
+func recorded(t *testing.T, path string) []string {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		t.Fatal(err)
+	}
+	var methods []string
+	for _, line := range strings.Split(string(data), "\n") {
+		var m struct{ Method string }
+		if line != "" && json.Unmarshal([]byte(line), &m) == nil {
+			methods = append(methods, m.Method)
+		}
+	}
+	return methods
+}
+
+// recordedCall reports whether a fake server recorded a tools/call of tool.
+func recordedCall(t *testing.T, path, tool string) bool {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return false
+	}
+	return strings.Contains(string(data), `"method":"tools/call"`) && strings.Contains(string(data), `"name":"`+tool+`"`)
+}
+
+// openGate lets a fake server started with --record path and
+// --initialize-barrier 2 answer its initialize: it appends the second
+// initialize request the barrier waits for.
+func openGate(t *testing.T, path string) {
+	t.Helper()
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := f.WriteString(`{"jsonrpc":"2.0","id":"test-gate","method":"initialize","params":{}}` + "\n"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// monotonicUsec is CLOCK_MONOTONIC in microseconds, as MONOTONIC_USEC is.
+func monotonicUsec(t *testing.T) int64 {
+	var ts unix.Timespec
+	if err := unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts); err != nil {
+		t.Fatal(err)
+	}
+	return ts.Sec*1_000_000 + ts.Nsec/1_000
+}
+
+// earlyRequest is an MCP initialize sent on a connection made before the
+// daemon serves; the kernel's listen backlog holds both.
+type earlyRequest struct {
+	conn net.Conn
+	req  *http.Request
+}
+
+const initializeBody = `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"early","version":"1"}}}`
+
+func sendEarly(t *testing.T, network, addr, url string) *earlyRequest {
+	t.Helper()
+	conn, err := net.DialTimeout(network, addr, wait)
+	if err != nil {
+		t.Fatalf("connect to %s: %v", addr, err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	req := newPost(t, url, "", initializeBody)
+	if err := req.Write(conn); err != nil {
+		t.Fatalf("send initialize to %s: %v", addr, err)
+	}
+	return &earlyRequest{conn: conn, req: req}
+}
+
+// answer reads the response to the early request.
+func (e *earlyRequest) answer(t *testing.T) (session string, msg map[string]any) {
+	t.Helper()
+	e.conn.SetReadDeadline(time.Now().Add(wait))
+	resp, err := http.ReadResponse(bufio.NewReader(e.conn), e.req)
+	if err != nil {
+		t.Fatalf("read the answer to an early initialize: %v", err)
+	}
+	defer resp.Body.Close()
+	return resp.Header.Get("Mcp-Session-Id"), rpcResponse(t, resp)
+}
+
+func newPost(t *testing.T, url, session, body string) *http.Request {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	if session != "" {
+		req.Header.Set("Mcp-Session-Id", session)
+		req.Header.Set("Mcp-Protocol-Version", "2025-11-25")
+	}
+	return req
+}
+
+// post sends one JSON-RPC message and returns the response to it, or nil
+// for a notification (202 Accepted).
+func post(t *testing.T, hc *http.Client, url, session, body string) map[string]any {
+	t.Helper()
+	resp, err := hc.Do(newPost(t, url, session, body))
+	if err != nil {
+		t.Fatalf("POST %s: %v", url, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode == http.StatusAccepted {
+		return nil
+	}
+	return rpcResponse(t, resp)
+}
+
+// rpcResponse returns the JSON-RPC response in a POST's answer, sent as
+// JSON or as an event stream.
+func rpcResponse(t *testing.T, resp *http.Response) map[string]any {
+	t.Helper()
+	if resp.StatusCode != http.StatusOK {
+		body, _ := io.ReadAll(resp.Body)
+		t.Fatalf("HTTP %s: %s", resp.Status, body)
+	}
+	if !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
+		var m map[string]any
+		if err := json.NewDecoder(resp.Body).Decode(&m); err != nil {
+			t.Fatalf("decode the response: %v", err)
+		}
+		return m
+	}
+	events := bufio.NewScanner(resp.Body)
+	events.Buffer(nil, 16<<20)
+	for events.Scan() {
+		data, ok := strings.CutPrefix(events.Text(), "data:")
+		if !ok {
+			continue
+		}
+		var m map[string]any
+		if json.Unmarshal([]byte(strings.TrimSpace(data)), &m) == nil && (m["result"] != nil || m["error"] != nil) {
+			return m
+		}
+	}
+	t.Fatalf("the event stream ended without a response: %v", events.Err())
+	return nil
+}
+
+// TestSocketActivation starts mcpgated through the real
+// systemd-socket-activate with a TCP and a unix socket named "http" and a
+// TCP socket of another name: the first connection, over either, starts the
+// daemon and is answered; the other name is closed; the unix socket file,
+// systemd's, stays when the daemon exits.
+func TestSocketActivation(t *testing.T) {
+	for _, first := range []string{"tcp", "unix"} {
+		t.Run("first connection over "+first, func(t *testing.T) {
+			port, other := testutil.FreePort(t), testutil.FreePort(t)
+			sock := filepath.Join(testutil.ShortTempDir(t), "mcpgate.sock")
+			toml, _ := config(t, "", "[backends.alpha]\ncommand = \"FAKE\"\n")
+			tcpURL := fmt.Sprintf("http://127.0.0.1:%d/mcp", port)
+			d := testutil.StartDaemon(t, toml, tcpURL, testutil.DaemonOptions{Activate: []string{
+				"-l", fmt.Sprintf("127.0.0.1:%d", port), "-l", sock, "-l", fmt.Sprintf("127.0.0.1:%d", other),
+				"--fdname=http:http:metrics",
+			}})
+			// Nothing runs mcpgated until a client connects.
+			if exe, _ := os.Readlink(fmt.Sprintf("/proc/%d/exe", d.PID)); !strings.HasSuffix(exe, "systemd-socket-activate") {
+				t.Fatalf("before the first connection process %d is %s, want systemd-socket-activate", d.PID, exe)
+			}
+			if msgs := d.Notify.Messages(); len(msgs) > 0 {
+				t.Fatalf("sd_notify before the first connection: %q", msgs)
+			}
+			connect := map[string]func() *mcp.ClientSession{
+				"tcp": func() *mcp.ClientSession { return testutil.Connect(t, tcpURL, nil) },
+				"unix": func() *mcp.ClientSession {
+					return testutil.ConnectHTTP(t, "http://localhost/mcp", testutil.UnixHTTPClient(sock), nil)
+				},
+			}
+			for _, transport := range []string{first, map[string]string{"tcp": "unix", "unix": "tcp"}[first]} {
+				cs := connect[transport]()
+				if name := cs.InitializeResult().ServerInfo.Name; name != "mcpgate" {
+					t.Errorf("%s: serverInfo.name %q, want mcpgate", transport, name)
+				}
+				if names := toolNames(t, cs); !names["alpha__echo"] {
+					t.Errorf("%s: tools/list has no alpha__echo: %v", transport, names)
+				}
+			}
+			ready := d.AwaitNotify(t, 0, wait, "READY=1", testutil.Has("READY=1"))
+			if pid := d.Notify.Sender(ready); pid != d.PID {
+				t.Errorf("READY=1 came from PID %d, want the main PID %d (NotifyAccess=main)", pid, d.PID)
+			}
+
+			_, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", other))
+			if !errors.Is(err, syscall.ECONNREFUSED) {
+				t.Errorf("connect to the socket named metrics: %v, want connection refused: it should be closed", err)
+			}
+			if out := d.Stderr.String(); !strings.Contains(out, "not named http") || !strings.Contains(out, "name=metrics") {
+				t.Errorf("no warning about the socket named metrics in:\n%s", out)
+			}
+
+			if code := d.Terminate(t); code != 0 {
+				t.Errorf("exit code %d after SIGTERM, want 0", code)
+			}
+			if fi, err := os.Lstat(sock); err != nil || fi.Mode().Type() != os.ModeSocket {
+				t.Errorf("systemd's socket file after the daemon exited: %v, %v; want it left in place", fi, err)
+			}
+		})
+	}
+}
+
+// TestSocketActivationAcceptYesIsRefused runs mcpgated the Accept=yes way:
+// it is handed a connection, not a listener, and exits non-zero telling the
+// operator to set Accept=no.
+func TestSocketActivationAcceptYesIsRefused(t *testing.T) {
+	addr := fmt.Sprintf("127.0.0.1:%d", testutil.FreePort(t))
+	toml, _ := config(t, "", "[backends.alpha]\ncommand = \"FAKE\"\n")
+	d := testutil.StartDaemon(t, toml, "http://"+addr+"/mcp", testutil.DaemonOptions{Activate: []string{
+		"--accept", "-l", addr, "--fdname=http",
+	}})
+	conn, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	died := regexp.MustCompile(`Child (\d+) died with code (\d+)`)
+	d.Stderr.Await(t, wait, "the per-connection daemon's exit", func(out string) bool { return died.MatchString(out) })
+	out := d.Stderr.String()
+	m := died.FindStringSubmatch(out)
+	if m[2] == "0" {
+		t.Errorf("the daemon handed a connection exited 0, want non-zero:\n%s", out)
+	}
+	const want = "mcpgate.socket has Accept=yes; set Accept=no in mcpgate.socket"
+	if !strings.Contains(out, want) {
+		t.Errorf("output lacks %q:\n%s", want, out)
+	}
+	msgs := d.Notify.Messages()
+	if i := index(msgs, func(s string) bool { v, _ := value(s, "STATUS"); return strings.Contains(v, "set Accept=no") }); i < 0 {
+		t.Errorf("no STATUS= naming Accept=no in %q", msgs)
+	}
+	if i := index(msgs, testutil.Has("READY=1")); i >= 0 {
+		t.Errorf("READY=1 sent: %q", msgs)
+	}
+	conn.SetReadDeadline(time.Now().Add(wait))
+	if n, err := conn.Read(make([]byte, 1)); err == nil {
+		t.Errorf("read %d bytes from the refused connection, want it closed", n)
+	}
+}
+
+// TestClientsDuringStartupAreServed connects clients, and sends their
+// initialize, while a backend is still in its handshake (held by the fake
+// server's barrier, which the test opens): each is answered once the daemon
+// is ready, none is lost.
+func TestClientsDuringStartupAreServed(t *testing.T) {
+	gate := filepath.Join(t.TempDir(), "alpha.record")
+	toml, url := config(t, "", fmt.Sprintf("[backends.alpha]\ncommand = \"FAKE\"\nargs = [\"--record\", %q, \"--initialize-barrier\", \"2\"]\n", gate))
+	d := testutil.StartDaemon(t, toml, url, testutil.DaemonOptions{NoWait: true})
+	// The listeners are open before the backends start.
+	d.AwaitNotify(t, 0, wait, "STATUS= with alpha starting", status("0/1 backend healthy, 0 tools; alpha starting"))
+
+	addr := strings.TrimSuffix(strings.TrimPrefix(url, "http://"), "/mcp")
+	var early []*earlyRequest
+	for range 3 {
+		early = append(early, sendEarly(t, "tcp", addr, url))
+	}
+	if i := index(d.Notify.Messages(), testutil.Has("READY=1")); i >= 0 {
+		t.Fatal("READY=1 while alpha's handshake is held")
+	}
+	openGate(t, gate)
+	d.AwaitReady(t)
+
+	sessions := map[string]bool{}
+	var first string
+	for i, e := range early {
+		session, msg := e.answer(t)
+		result, _ := msg["result"].(map[string]any)
+		info, _ := result["serverInfo"].(map[string]any)
+		if info["name"] != "mcpgate" || session == "" {
+			t.Fatalf("early client %d: session %q, response %v", i, session, msg)
+		}
+		sessions[session] = true
+		if i == 0 {
+			first = session
+		}
+	}
+	if len(sessions) != len(early) {
+		t.Errorf("%d sessions for %d early clients", len(sessions), len(early))
+	}
+	// An early session goes on as any other.
+	hc := &http.Client{}
+	post(t, hc, url, first, `{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	msg := post(t, hc, url, first, `{"jsonrpc":"2.0","id":2,"method":"tools/list"}`)
+	raw, _ := json.Marshal(msg["result"])
+	if !strings.Contains(string(raw), `"alpha__echo"`) {
+		t.Errorf("tools/list of an early session: %v", msg)
+	}
+}
+
+// TestNotActivatedUnixSocket binds the configured unix socket: a stale
+// socket file is replaced, and the daemon removes its own file at exit.
+func TestNotActivatedUnixSocket(t *testing.T) {
+	sock := filepath.Join(testutil.ShortTempDir(t), "run", "mcpgate.sock")
+	if err := os.MkdirAll(filepath.Dir(sock), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	stale, err := net.ListenUnix("unix", &net.UnixAddr{Name: sock, Net: "unix"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stale.SetUnlinkOnClose(false)
+	stale.Close() // the file stays; nothing listens on it
+	before, err := os.Lstat(sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	toml, url := config(t, "", "[backends.alpha]\ncommand = \"FAKE\"\n")
+	toml = regexp.MustCompile(`(?m)^listen = \[(.*)\]$`).ReplaceAllString(toml, fmt.Sprintf("listen = [$1, %q]", "unix:"+sock))
+	d := testutil.StartDaemon(t, toml, url, testutil.DaemonOptions{})
+	after, err := os.Lstat(sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if os.SameFile(before, after) {
+		t.Error("the stale socket file was not replaced")
+	}
+	if perm := after.Mode().Perm(); perm != 0o660 {
+		t.Errorf("socket mode %v, want 0660", perm)
+	}
+	cs := testutil.ConnectHTTP(t, "http://localhost/mcp", testutil.UnixHTTPClient(sock), nil)
+	if !toolNames(t, cs)["alpha__echo"] {
+		t.Error("no alpha__echo over the unix socket")
+	}
+	if code := d.Terminate(t); code != 0 {
+		t.Errorf("exit code %d, want 0", code)
+	}
+	if _, err := os.Lstat(sock); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("our socket file after exit: %v, want it removed", err)
+	}
+}
+
+// TestReadinessWaitsForEveryBackend starts three backends whose handshakes
+// take different times. They share a record file and a barrier: each
+// answers initialize only once all three received theirs, which only a
+// parallel start achieves. READY=1 comes after the slowest finished its
+// handshake, after EXTEND_TIMEOUT_USEC, and STATUS= then tells the truth.
+func TestReadinessWaitsForEveryBackend(t *testing.T) {
+	rec := filepath.Join(t.TempDir(), "shared.record")
+	var backends strings.Builder
+	for name, delay := range map[string]string{"a": "0s", "b": "300ms", "c": "900ms"} {
+		fmt.Fprintf(&backends, "[backends.%s]\ncommand = \"FAKE\"\nargs = [\"--record\", %q, \"--initialize-barrier\", \"3\", \"--handshake-delay\", %q]\n\n", name, rec, delay)
+	}
+	toml, url := config(t, "", backends.String())
+	d := testutil.StartDaemon(t, toml, url, testutil.DaemonOptions{NoWait: true})
+	ready := d.AwaitNotify(t, 0, wait, "READY=1", testutil.Has("READY=1"))
+
+	// Read at READY=1. A backend turns healthy only once tools/list, sent
+	// after the initialize result, is answered; the file only grows.
+	methods := recorded(t, rec)
+	if n := strings.Count(strings.Join(methods, " "), "tools/list"); n != 3 {
+		t.Errorf("at READY=1 %d backends had been sent tools/list, want 3: %q", n, methods)
+	}
+	if len(methods) < 3 || methods[0] != "initialize" || methods[1] != "initialize" || methods[2] != "initialize" {
+		t.Errorf("recorded %q: want all three initialize requests before anything else (a parallel start)", methods)
+	}
+
+	msgs := d.Notify.Messages()
+	if i := index(msgs, testutil.Has("READY=1")); i != ready {
+		t.Errorf("first READY=1 at %d, awaited %d", i, ready)
+	}
+	extend := index(msgs, func(s string) bool { _, ok := value(s, "EXTEND_TIMEOUT_USEC"); return ok })
+	if extend < 0 || extend > ready {
+		t.Errorf("EXTEND_TIMEOUT_USEC at %d, want it before READY=1 at %d: %q", extend, ready, msgs)
+	} else if v, _ := value(msgs[extend], "EXTEND_TIMEOUT_USEC"); v == "" || v == "0" || strings.Trim(v, "0123456789") != "" {
+		t.Errorf("EXTEND_TIMEOUT_USEC=%q, want a positive number", v)
+	}
+	for i, m := range msgs {
+		if pid := d.Notify.Sender(i); pid != d.PID {
+			t.Errorf("datagram %d %q from PID %d, want the main PID %d", i, m, pid, d.PID)
+		}
+	}
+	cs := d.Connect(t, nil)
+	tools := len(toolNames(t, cs))
+	d.AwaitNotify(t, 0, wait, "the status line", status(fmt.Sprintf("3/3 backends healthy, %d tools", tools)))
+}
+
+// TestStatusShowsRestarts checks the exact STATUS= line while all is well
+// and while a crashed backend waits to restart.
+func TestStatusShowsRestarts(t *testing.T) {
+	toml, url := config(t, "", `
+[backends.alpha]
+command = "FAKE"
+restart_backoff_initial = "30s"
+restart_backoff_max = "30s"
+
+[backends.beta]
+command = "FAKE"
+`)
+	d := testutil.StartDaemon(t, toml, url, testutil.DaemonOptions{})
+	cs := d.Connect(t, nil)
+	names := toolNames(t, cs)
+	d.AwaitNotify(t, 0, wait, "the status line", status(fmt.Sprintf("2/2 backends healthy, %d tools", len(names))))
+	from := len(d.Notify.Messages())
+	if _, err := callTool(cs, "alpha__crash", map[string]any{"code": 3}); err == nil {
+		// The answer is an error either way; how it is carried is not
+		// this test's business.
+		t.Log("alpha__crash answered")
+	}
+	d.AwaitNotify(t, from, wait, "the status line of a restarting backend",
+		status(fmt.Sprintf("1/2 backends healthy, %d tools; alpha restarting (1/5)", countPrefix(names, "beta__"))))
+}
+
+// TestRequiredBackend: a required backend that cannot start makes the
+// daemon exit non-zero instead of becoming ready, saying why in STATUS= and
+// ERRNO=; one not required only shows up in the status.
+func TestRequiredBackend(t *testing.T) {
+	for _, required := range []bool{true, false} {
+		t.Run(fmt.Sprintf("required=%v", required), func(t *testing.T) {
+			toml, url := config(t, "", fmt.Sprintf(`
+[backends.must]
+command = "FAKE"
+args = ["--exit-at-start", "3"]
+required = %v
+max_restarts = 1
+restart_backoff_initial = "10ms"
+restart_backoff_max = "20ms"
+
+[backends.ok]
+command = "FAKE"
+`, required))
+			d := testutil.StartDaemon(t, toml, url, testutil.DaemonOptions{NoWait: true})
+			if !required {
+				d.AwaitReady(t)
+				d.AwaitNotify(t, 0, wait, "the status line", func(s string) bool {
+					v, _ := value(s, "STATUS")
+					return strings.HasPrefix(v, "1/2 backends healthy, ") && strings.HasSuffix(v, " tools; must failed")
+				})
+				return
+			}
+			if code := d.AwaitExit(t, wait); code != 1 {
+				t.Errorf("exit code %d, want 1", code)
+			}
+			msgs := d.Notify.Messages()
+			if i := index(msgs, testutil.Has("READY=1")); i >= 0 {
+				t.Errorf("READY=1 sent: %q", msgs)
+			}
+			last, errno := "", -1
+			for i, m := range msgs {
+				if v, ok := value(m, "STATUS"); ok {
+					last = v
+				}
+				if _, ok := value(m, "ERRNO"); ok {
+					errno = i
+				}
+			}
+			const want = `failed: required backend "must" could not start: `
+			if !strings.HasPrefix(last, want) || !strings.Contains(last, "exited with status 3") {
+				t.Errorf("last STATUS=%q, want %q… naming the exit status; all: %q", last, want, msgs)
+			}
+			if errno < 0 {
+				t.Errorf("no ERRNO= in %q", msgs)
+			} else if v, _ := value(msgs[errno], "ERRNO"); v == "0" || strings.Trim(v, "0123456789") != "" || v == "" {
+				t.Errorf("ERRNO=%q, want a positive errno", v)
+			}
+		})
+	}
+}
+
+// TestReload: SIGHUP applies a changed configuration between RELOADING=1
+// (with MONOTONIC_USEC) and READY=1, touching only what changed; a broken
+// one changes nothing and STATUS= shows the error with file and line.
+func TestReload(t *testing.T) {
+	fake := testutil.Build(t).Fake
+	v1 := fmt.Sprintf(`
+[backends.keep]
+command = %[1]q
+
+[backends.change]
+command = %[1]q
+args = ["--name", "v1"]
+
+[backends.gone]
+command = %[1]q
+`, fake)
+	toml, url := config(t, "", v1)
+	d := testutil.StartDaemon(t, toml, url, testutil.DaemonOptions{})
+	cs := d.Connect(t, nil)
+	keep, change, gone := pidOf(t, cs, "keep__pid"), pidOf(t, cs, "change__pid"), pidOf(t, cs, "gone__pid")
+
+	write := func(backends string) {
+		t.Helper()
+		cfg, _ := config(t, "", backends)
+		// Keep the gateway section, with its port, as it was.
+		cfg = toml[:strings.Index(toml, "\n\n")+2] + cfg[strings.Index(cfg, "\n\n")+2:]
+		if err := os.WriteFile(d.ConfigPath, []byte(cfg), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// reload sends SIGHUP and returns the datagram index of the READY=1
+	// that ends the reload.
+	reload := func() int {
+		t.Helper()
+		from := len(d.Notify.Messages())
+		before := monotonicUsec(t)
+		d.Signal(syscall.SIGHUP)
+		i := d.AwaitNotify(t, from, wait, "RELOADING=1", testutil.Has("RELOADING=1"))
+		after := monotonicUsec(t)
+		v, ok := value(d.Notify.Messages()[i], "MONOTONIC_USEC")
+		usec, err := strconv.ParseInt(v, 10, 64)
+		if !ok || err != nil || usec < before || usec > after {
+			t.Errorf("RELOADING=1 datagram %q: want MONOTONIC_USEC between %d and %d", d.Notify.Messages()[i], before, after)
+		}
+		return d.AwaitNotify(t, i+1, wait, "READY=1 after RELOADING=1", testutil.Has("READY=1"))
+	}
+
+	write(fmt.Sprintf(`
+[backends.keep]
+command = %[1]q
+
+[backends.change]
+command = %[1]q
+args = ["--name", "v2"]
+
+[backends.added]
+command = %[1]q
+`, fake))
+	reload()
+	if got := pidOf(t, cs, "keep__pid"); got != keep {
+		t.Errorf("unchanged backend: PID %d after reload, was %d", got, keep)
+	}
+	if got := resultText(mustCall(t, cs, "keep__echo", map[string]any{"text": "still here"})); got != "still here" {
+		t.Errorf("keep__echo over the session from before the reload: %q", got)
+	}
+	newChange := pidOf(t, cs, "change__pid")
+	if newChange == change {
+		t.Errorf("changed backend kept its PID %d", change)
+	}
+	if cs.InitializeResult() == nil {
+		t.Fatal("no initialize result")
+	}
+	added := pidOf(t, cs, "added__pid")
+	// Apply returns, and READY=1 follows, only once the old children are
+	// reaped.
+	for what, pid := range map[string]int{"removed backend": gone, "changed backend's old child": change} {
+		if st := testutil.State(pid); st != "" {
+			t.Errorf("%s: process %d still there (state %s) after READY=1", what, pid, st)
+		}
+	}
+	names := toolNames(t, cs)
+	if countPrefix(names, "gone__") != 0 || countPrefix(names, "added__") == 0 {
+		t.Errorf("tools after reload: %v", names)
+	}
+	d.AwaitNotify(t, 0, wait, "the status line after reload", status(fmt.Sprintf("3/3 backends healthy, %d tools", len(names))))
+
+	// A syntax error: nothing changes.
+	good, err := os.ReadFile(d.ConfigPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	broken := string(good) + "\n[backends.broken\ncommand = \"x\"\n"
+	line := strings.Count(string(good), "\n") + 2
+	if err := os.WriteFile(d.ConfigPath, []byte(broken), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ready := reload()
+	where := fmt.Sprintf("%s:%d", d.ConfigPath, line)
+	d.AwaitNotify(t, ready-1, wait, "STATUS= with the reload error", func(s string) bool {
+		v, _ := value(s, "STATUS")
+		return strings.HasPrefix(v, "reload failed: ") && strings.Contains(v, where) && strings.Contains(v, "running the previous configuration")
+	})
+	for name, pid := range map[string]int{"keep__pid": keep, "change__pid": newChange, "added__pid": added} {
+		if got := pidOf(t, cs, name); got != pid {
+			t.Errorf("%s: PID %d after a failed reload, was %d", name, got, pid)
+		}
+	}
+	if after := toolNames(t, cs); len(after) != len(names) {
+		t.Errorf("%d tools after a failed reload, were %d", len(after), len(names))
+	}
+}
+
+// TestReloadKeepsPettingTheWatchdog holds a reload in a new backend's
+// handshake: the daemon keeps answering its liveness check meanwhile, so a
+// slow npx start on reload does not get it killed.
+func TestReloadKeepsPettingTheWatchdog(t *testing.T) {
+	gate := filepath.Join(t.TempDir(), "slow.record")
+	toml, url := config(t, "", "[backends.alpha]\ncommand = \"FAKE\"\n")
+	d := testutil.StartDaemon(t, toml, url, testutil.DaemonOptions{Watchdog: 400 * time.Millisecond})
+	cfg := toml + fmt.Sprintf("\n[backends.slow]\ncommand = %q\nargs = [\"--record\", %q, \"--initialize-barrier\", \"2\"]\n", testutil.Build(t).Fake, gate)
+	if err := os.WriteFile(d.ConfigPath, []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	from := len(d.Notify.Messages())
+	d.Signal(syscall.SIGHUP)
+	i := d.AwaitNotify(t, from, wait, "RELOADING=1", testutil.Has("RELOADING=1"))
+	for range 3 {
+		i = d.AwaitNotify(t, i+1, wait, "WATCHDOG=1 while the reload waits for a handshake", testutil.Has("WATCHDOG=1"))
+	}
+	if j := index(d.Notify.Messages()[from:], testutil.Has("READY=1")); j >= 0 {
+		t.Fatal("READY=1 before the added backend's handshake")
+	}
+	openGate(t, gate)
+	d.AwaitNotify(t, i+1, wait, "READY=1 after the reload", testutil.Has("READY=1"))
+}
+
+// TestWatchdog runs mcpgated with WATCHDOG_USEC and WATCHDOG_PID as systemd
+// sets them: WATCHDOG=1 keeps coming at half the interval, a failed backend
+// does not stop it, and a wedged main loop does.
+func TestWatchdog(t *testing.T) {
+	const interval = 400 * time.Millisecond
+	// No backend process runs: the daemon is killed wedged, and this
+	// machine's PID 1 would not reap orphans.
+	toml, url := config(t, "", `
+[backends.broken]
+command = "FAKE"
+args = ["--exit-at-start", "1"]
+max_restarts = 0
+`)
+	d := testutil.StartDaemon(t, toml, url, testutil.DaemonOptions{
+		Watchdog: interval,
+		Env:      []string{"MCPGATE_TEST_FAULTS=1"},
+	})
+	i := d.AwaitNotify(t, 0, wait, "READY=1", testutil.Has("READY=1"))
+	const pets = 6
+	var first, last time.Time
+	for n := range pets {
+		i = d.AwaitNotify(t, i+1, wait, "WATCHDOG=1", testutil.Has("WATCHDOG=1"))
+		if pid := d.Notify.Sender(i); pid != d.PID {
+			t.Errorf("WATCHDOG=1 from PID %d, want the main PID %d", pid, d.PID)
+		}
+		switch n {
+		case 0:
+			first = time.Now()
+		case pets - 1:
+			last = time.Now()
+		}
+	}
+	// A lower bound only: load delays pets, it does not hasten them. At half
+	// the interval, pets-1 gaps take (pets-1)/2 intervals less the first
+	// check's quarter interval; a quarter interval per gap is the floor.
+	gap := last.Sub(first) / (pets - 1)
+	t.Logf("mean gap between WATCHDOG=1: %v (WATCHDOG_USEC %v)", gap, interval)
+	if gap < interval/4 {
+		t.Errorf("WATCHDOG=1 every %v on average, want about every %v", gap, interval/2)
+	}
+
+	d.Signal(syscall.SIGUSR2)
+	d.Stderr.Await(t, wait, "the watchdog noticing the wedged loop", func(out string) bool {
+		return strings.Contains(out, "liveness check failed")
+	})
+	// Datagrams sent before the notice are queued before this mark.
+	mark := d.Notify.Mark(t)
+	d.Notify.Never(t, mark+1, 4*interval, "WATCHDOG=1 from a wedged daemon", testutil.Has("WATCHDOG=1"))
+	d.Kill(t) // wedged: SIGTERM would go unanswered
+}
+
+// TestStop: SIGTERM sends STOPPING=1, refuses new calls and sessions,
+// lets a call in flight finish, cuts one that hangs off at drain_timeout
+// with an error to its client, shuts the backends down the graceful way
+// (stdin closed, then SIGTERM to the one that does not react) and exits 0
+// leaving no process.
+func TestStop(t *testing.T) {
+	dir := t.TempDir()
+	workRec, stuckRec := filepath.Join(dir, "work.record"), filepath.Join(dir, "stuck.record")
+	toml, url := config(t, "drain_timeout = \"3s\"\nshutdown_grace_period = \"300ms\"\n", fmt.Sprintf(`
+[backends.work]
+command = "FAKE"
+args = ["--record", %q]
+
+[backends.stuck]
+command = "FAKE"
+args = ["--record", %q]
+`, workRec, stuckRec))
+	d := testutil.StartDaemon(t, toml, url, testutil.DaemonOptions{})
+	slowClient, hangClient, lateClient := d.Connect(t, nil), d.Connect(t, nil), d.Connect(t, nil)
+	workPID, stuckPID := pidOf(t, lateClient, "work__pid"), pidOf(t, lateClient, "stuck__pid")
+
+	type outcome struct {
+		res *mcp.CallToolResult
+		err error
+	}
+	slow, hang := make(chan outcome, 1), make(chan outcome, 1)
+	go func() {
+		res, err := callTool(slowClient, "work__slow", map[string]any{"ms": 1000})
+		slow <- outcome{res, err}
+	}()
+	go func() {
+		res, err := callTool(hangClient, "stuck__hang", nil)
+		hang <- outcome{res, err}
+	}()
+	testutil.Eventually(t, wait, "both calls at their backends", func() bool {
+		return recordedCall(t, workRec, "slow") && recordedCall(t, stuckRec, "hang")
+	})
+
+	from := len(d.Notify.Messages())
+	d.Signal(syscall.SIGTERM)
+	d.AwaitNotify(t, from, wait, "STOPPING=1", testutil.Has("STOPPING=1"))
+	// New calls and sessions are refused from STOPPING=1 on.
+	if res, err := callTool(lateClient, "work__echo", map[string]any{"text": "late"}); err == nil && !res.IsError {
+		t.Errorf("a call during the drain was answered: %q", resultText(res))
+	} else if msg := fmt.Sprint(err, res); !strings.Contains(msg, "shutting down") {
+		t.Errorf("a call during the drain: %s; want an error saying the gateway is shutting down", msg)
+	}
+	client := mcp.NewClient(&mcp.Implementation{Name: "late", Version: "1"}, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	if cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: url, MaxRetries: -1}, nil); err == nil {
+		cs.Close()
+		t.Error("a new session during the drain was accepted")
+	} else if !strings.Contains(err.Error(), "shutting down") {
+		t.Errorf("a new session during the drain: %v; want an error saying the gateway is shutting down", err)
+	}
+	cancel()
+
+	got := <-slow
+	if got.err != nil || got.res.IsError || resultText(got.res) != "slept 1000 ms" {
+		t.Errorf("the call in flight at SIGTERM: %v %v, want its answer", got.err, got.res)
+	}
+	var cut outcome
+	select {
+	case cut = <-hang:
+	case <-time.After(wait):
+		t.Fatal("the hanging call's client got no answer after drain_timeout")
+	}
+	if cut.err == nil && !cut.res.IsError {
+		t.Errorf("the hanging call: %q, want an error", resultText(cut.res))
+	} else {
+		t.Logf("the hanging call's client got: %v %v", cut.err, cut.res)
+	}
+
+	if code := d.AwaitExit(t, wait); code != 0 {
+		t.Errorf("exit code %d after SIGTERM, want 0", code)
+	}
+	out := d.Stderr.String()
+	for _, want := range []string{
+		"drain timeout reached",
+		// work saw its stdin close and exited by itself; stuck did not
+		// read it and was terminated after the grace period.
+		fmt.Sprintf(`backend=work pid=%d reason="the gateway is shutting down" exit="exited with status 0"`, workPID),
+		fmt.Sprintf(`backend=stuck pid=%d reason="the gateway is shutting down" exit="killed by signal SIGTERM"`, stuckPID),
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q", want)
+		}
+	}
+	for _, pid := range []int{workPID, stuckPID} {
+		if st := testutil.State(pid); st != "" {
+			t.Errorf("backend process %d left (state %s)", pid, st)
+		}
+	}
+}
