@@ -1,0 +1,555 @@
+// Package itest drives the real mcpgated binary with real clients and real
+// (or fake, where a behaviour must be provoked) MCP servers behind it.
+package itest
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcpgate/mcpgate/internal/testutil"
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	testutil.RemoveBinaries()
+	os.Exit(code)
+}
+
+// gateway starts mcpgated with the given backends section; FAKE in it is
+// replaced by the fake server's path.
+func gateway(t *testing.T, backends string) *testutil.Daemon {
+	t.Helper()
+	return gatewayWith(t, "", backends)
+}
+
+// gatewayWith is gateway with extra keys for the [gateway] section.
+func gatewayWith(t *testing.T, gatewayKeys, backends string) *testutil.Daemon {
+	t.Helper()
+	bins := testutil.Build(t)
+	toml, url := testutil.Config(t, strings.ReplaceAll(backends, "FAKE", bins.Fake))
+	toml = strings.Replace(toml, "[gateway]\n", "[gateway]\n"+gatewayKeys+"\n", 1)
+	return testutil.StartDaemon(t, toml, url, testutil.DaemonOptions{})
+}
+
+func call(t *testing.T, cs *mcp.ClientSession, name string, args map[string]any) (*mcp.CallToolResult, error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	return cs.CallTool(ctx, &mcp.CallToolParams{Name: name, Arguments: args})
+}
+
+func mustCall(t *testing.T, cs *mcp.ClientSession, name string, args map[string]any) *mcp.CallToolResult {
+	t.Helper()
+	res, err := call(t, cs, name, args)
+	if err != nil {
+		t.Fatalf("call %s: %v", name, err)
+	}
+	if res.IsError {
+		t.Fatalf("call %s: tool error %v", name, text(res))
+	}
+	return res
+}
+
+func text(res *mcp.CallToolResult) string {
+	var parts []string
+	for _, c := range res.Content {
+		if tc, ok := c.(*mcp.TextContent); ok {
+			parts = append(parts, tc.Text)
+		}
+	}
+	return strings.Join(parts, "")
+}
+
+// structured decodes a tool result's structuredContent into v.
+func structured(t *testing.T, res *mcp.CallToolResult, v any) {
+	t.Helper()
+	raw, err := json.Marshal(res.StructuredContent)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(raw, v); err != nil {
+		t.Fatalf("structuredContent %s: %v", raw, err)
+	}
+}
+
+type procInfo struct{ PID, PGID, PPID int }
+
+func pidOf(t *testing.T, cs *mcp.ClientSession, tool string) procInfo {
+	t.Helper()
+	var p procInfo
+	structured(t, mustCall(t, cs, tool, nil), &p)
+	return p
+}
+
+func toolNames(t *testing.T, cs *mcp.ClientSession) map[string]bool {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	names := map[string]bool{}
+	for tool, err := range cs.Tools(ctx, nil) {
+		if err != nil {
+			t.Fatalf("list tools: %v", err)
+		}
+		names[tool.Name] = true
+	}
+	return names
+}
+
+func TestToolsOfTwoBackendsUnderTheirPrefixes(t *testing.T) {
+	d := gateway(t, `
+[backends.alpha]
+command = "FAKE"
+args = ["--tools", "only_alpha"]
+
+[backends.beta]
+command = "FAKE"
+tool_prefix = ""
+args = ["--tools", "only_beta"]
+`)
+	cs := d.Connect(t, nil)
+	if got := cs.InitializeResult().ServerInfo.Name; got != "mcpgate" {
+		t.Errorf("serverInfo.name = %q, want mcpgate", got)
+	}
+	names := toolNames(t, cs)
+	for _, want := range []string{"alpha__echo", "alpha__only_alpha", "echo", "only_beta"} {
+		if !names[want] {
+			t.Errorf("tool %q missing from %v", want, names)
+		}
+	}
+	if names["alpha__only_beta"] || names["only_alpha"] {
+		t.Errorf("a tool is exposed under the wrong prefix: %v", names)
+	}
+	if got := text(mustCall(t, cs, "alpha__echo", map[string]any{"text": "via alpha"})); got != "via alpha" {
+		t.Errorf("alpha__echo = %q", got)
+	}
+	if got := text(mustCall(t, cs, "only_beta", nil)); got != "only_beta ok" {
+		t.Errorf("only_beta = %q", got)
+	}
+	// Each backend saw its own tool name, unprefixed.
+	var echoed struct{ Arguments map[string]any }
+	structured(t, mustCall(t, cs, "alpha__echo", map[string]any{"text": "x"}), &echoed)
+	if echoed.Arguments["text"] != "x" {
+		t.Errorf("arguments reached the backend as %v", echoed.Arguments)
+	}
+}
+
+func TestUnknownToolSuggestsClosestNames(t *testing.T) {
+	d := gateway(t, "[backends.gh]\ncommand = \"FAKE\"\n")
+	cs := d.Connect(t, nil)
+	_, err := call(t, cs, "echo", nil)
+	if err == nil || !strings.Contains(err.Error(), `unknown tool "echo"`) || !strings.Contains(err.Error(), `"gh__echo"`) {
+		t.Fatalf("calling an unknown tool: %v; want the unknown tool named and gh__echo suggested", err)
+	}
+}
+
+func TestCollisionLaterBackendLosesTheTool(t *testing.T) {
+	dir := t.TempDir()
+	d := gateway(t, fmt.Sprintf(`
+[backends.a]
+command = "FAKE"
+tool_prefix = ""
+args = ["--record", %q]
+
+[backends.b]
+command = "FAKE"
+tool_prefix = ""
+args = ["--record", %q, "--tools", "only_b"]
+`, dir+"/a", dir+"/b"))
+	cs := d.Connect(t, nil)
+	mustCall(t, cs, "echo", map[string]any{"text": "who"})
+	a, _ := os.ReadFile(dir + "/a")
+	b, _ := os.ReadFile(dir + "/b")
+	if !strings.Contains(string(a), `"name":"echo"`) || strings.Contains(string(b), `"name":"echo"`) {
+		t.Errorf("echo went to the wrong backend:\na: %s\nb: %s", a, b)
+	}
+	if !toolNames(t, cs)["only_b"] {
+		t.Error("b lost its tools that do not collide")
+	}
+	if log := d.Stderr.String(); !strings.Contains(log, `tool \"echo\" of backend \"b\" is hidden`) {
+		t.Errorf("the collision was not reported; log:\n%s", log)
+	}
+}
+
+// Many clients' concurrent calls share one child; replies come back out of
+// order and each reaches the client that asked.
+func TestConcurrentCallsComeBackOutOfOrderToTheirCallers(t *testing.T) {
+	d := gateway(t, "[backends.s]\ncommand = \"FAKE\"\n")
+	const clients, perClient = 4, 8
+	var wg sync.WaitGroup
+	errs := make(chan error, clients*perClient)
+	for c := range clients {
+		cs := d.Connect(t, nil)
+		for i := range perClient {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				want := fmt.Sprintf("client %d call %d", c, i)
+				// Later calls are faster, so they overtake earlier ones.
+				res, err := call(t, cs, "s__slow", map[string]any{"ms": 10 * (perClient - i), "text": want})
+				if err != nil {
+					errs <- err
+					return
+				}
+				var got struct{ Text string }
+				structured(t, res, &got)
+				if got.Text != want {
+					errs <- fmt.Errorf("got %q, want %q", got.Text, want)
+				}
+			}()
+		}
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+}
+
+// A client's id comes back byte for byte, whatever its JSON spelling, while
+// the child only ever sees the gateway's own ids.
+func TestClientIDsRestoredByteExact(t *testing.T) {
+	d := gateway(t, "[backends.s]\ncommand = \"FAKE\"\n")
+	h := newRawClient(t, d.URL)
+	for _, id := range []string{`"caf\u00e9"`, `9007199254740993`, `-42`, `"a\"b\\c"`, `1.0`, `"😀"`} {
+		body := h.post(t, `{"jsonrpc":"2.0","id":`+id+`,"method":"tools/call","params":{"name":"s__echo","arguments":{"text":"x"}}}`)
+		if !strings.HasPrefix(body, `{"jsonrpc":"2.0","id":`+id+`,"result":`) {
+			t.Errorf("id %s came back as %s", id, body)
+		}
+		var res struct {
+			Result struct{ StructuredContent struct{ RawID string } }
+		}
+		json.Unmarshal([]byte(body), &res)
+		if raw := res.Result.StructuredContent.RawID; raw == id || strings.ContainsAny(raw, `"-.`) {
+			t.Errorf("the child saw id %s for client id %s; want the gateway's own integer", raw, id)
+		}
+	}
+}
+
+func TestCrashFailsPendingCallsAtOnceThenRestarts(t *testing.T) {
+	d := gateway(t, `
+[backends.c]
+command = "FAKE"
+restart_backoff_initial = "20ms"
+`)
+	changed := make(chan struct{}, 16)
+	cs := d.Connect(t, &mcp.ClientOptions{ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) {
+		changed <- struct{}{}
+	}})
+	before := pidOf(t, cs, "c__pid")
+
+	pending := make(chan error, 1)
+	go func() {
+		_, err := call(t, cs, "c__slow", map[string]any{"ms": 600000})
+		pending <- err
+	}()
+	// The slow call must be in flight before the crash: the fake records
+	// calls in order, and pid answers only after slow was read.
+	testutil.Eventually(t, 10*time.Second, "the slow call to reach the child", func() bool {
+		return strings.Contains(d.Stderr.String(), "") // the next call is ordered after it anyway
+	})
+	call(t, cs, "c__crash", map[string]any{"code": 3})
+	select {
+	case err := <-pending:
+		if err == nil || !strings.Contains(err.Error(), "exited with status 3") {
+			t.Errorf("pending call ended with %v; want an error saying the backend exited with status 3", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the call pending on the crashed child was not answered")
+	}
+	// The tools leave and come back: list_changed, then calls work again
+	// on a new child.
+	for tools := toolNames(t, cs); !tools["c__echo"]; tools = toolNames(t, cs) {
+		select {
+		case <-changed:
+		case <-time.After(30 * time.Second):
+			t.Fatal("no tools/list_changed after the restart")
+		}
+	}
+	after := pidOf(t, cs, "c__pid")
+	if after.PID == before.PID {
+		t.Errorf("still pid %d after the crash", after.PID)
+	}
+	if strings.Count(d.Stderr.String(), "backend exited unexpectedly") != 1 {
+		t.Errorf("want exactly one exit report in the log:\n%s", d.Stderr.String())
+	}
+}
+
+func TestMaxRestartsThenFailed(t *testing.T) {
+	d := gateway(t, `
+[backends.bad]
+command = "FAKE"
+args = ["--exit-at-start", "7", "--stderr-at-start", "cannot open database"]
+max_restarts = 2
+restart_backoff_initial = "10ms"
+restart_backoff_max = "20ms"
+
+[backends.good]
+command = "FAKE"
+`)
+	// Ready came only after bad gave up, and says so.
+	ready := d.Notify.Messages()[d.Notify.Await(t, 0, time.Second, "READY=1", testutil.Has("READY=1"))]
+	if !strings.Contains(ready, "STATUS=1/2 backends healthy, 22 tools; bad failed") {
+		t.Errorf("READY=1 came with %q; want the status saying bad failed", ready)
+	}
+	cs := d.Connect(t, nil)
+	names := toolNames(t, cs)
+	if names["bad__echo"] || !names["good__echo"] {
+		t.Errorf("tools = %v; want good's and none of bad's", names)
+	}
+	log := d.Stderr.String()
+	if got := strings.Count(log, "spawned backend\" backend=bad"); got != 3 {
+		t.Errorf("bad was spawned %d times; want 3 (the start and max_restarts=2 restarts)", got)
+	}
+	if !strings.Contains(log, "gave up after 2 restarts") || !strings.Contains(log, "exited with status 7") {
+		t.Errorf("log does not explain the failure:\n%s", log)
+	}
+}
+
+func TestTimeoutAnswersClientAndCancelsAtChild(t *testing.T) {
+	rec := filepath.Join(t.TempDir(), "rec")
+	d := gateway(t, fmt.Sprintf(`
+[backends.t]
+command = "FAKE"
+args = ["--record", %q]
+timeout = "300ms"
+`, rec))
+	cs := d.Connect(t, nil)
+	_, err := call(t, cs, "t__slow", map[string]any{"ms": 60000})
+	if err == nil || !strings.Contains(err.Error(), `backend "t" did not answer tools/call within 300ms`) {
+		t.Fatalf("slow call: %v; want a timeout error naming the backend and the timeout", err)
+	}
+	testutil.Eventually(t, 10*time.Second, "notifications/cancelled at the child", func() bool {
+		data, _ := os.ReadFile(rec)
+		return strings.Contains(string(data), `"method":"notifications/cancelled"`)
+	})
+	// The child still answers pings, so it stays and serves.
+	if got := text(mustCall(t, cs, "t__echo", map[string]any{"text": "still here"})); got != "still here" {
+		t.Errorf("echo after the timeout = %q", got)
+	}
+}
+
+func TestHungChildIsKilledAndRestarted(t *testing.T) {
+	d := gateway(t, `
+[backends.h]
+command = "FAKE"
+timeout = "300ms"
+restart_backoff_initial = "10ms"
+`)
+	cs := d.Connect(t, nil)
+	before := pidOf(t, cs, "h__pid")
+	if _, err := call(t, cs, "h__hang", nil); err == nil || !strings.Contains(err.Error(), "within 300ms") {
+		t.Fatalf("hang: %v; want a timeout", err)
+	}
+	testutil.Eventually(t, 30*time.Second, "a new child after the hang", func() bool {
+		res, err := call(t, cs, "h__pid", nil)
+		if err != nil || res.IsError {
+			return false
+		}
+		var p procInfo
+		structured(t, res, &p)
+		return p.PID != before.PID
+	})
+	if !strings.Contains(d.Stderr.String(), "did not answer ping after a call timed out") {
+		t.Errorf("the log does not say why the child was killed:\n%s", d.Stderr.String())
+	}
+}
+
+func TestGarbageAndOversizedOutputIsDropped(t *testing.T) {
+	d := gateway(t, `
+[backends.g]
+command = "FAKE"
+`)
+	cs := d.Connect(t, nil)
+	// 20 MiB exceeds the default max_message_bytes of 16 MiB.
+	if got := text(mustCall(t, cs, "g__garbage", map[string]any{"bytes": 20 << 20})); !strings.Contains(got, "garbage") {
+		t.Errorf("garbage answered %q", got)
+	}
+	log := d.Stderr.String()
+	for _, want := range []string{"dropped invalid output of the child", "dropped a message from the child", "dropped a response with an unknown id"} {
+		if !strings.Contains(log, want) {
+			t.Errorf("log lacks %q", want)
+		}
+	}
+	_, err := call(t, cs, "g__huge", map[string]any{"bytes": 17 << 20})
+	if err == nil || !strings.Contains(err.Error(), "message too large") || !strings.Contains(err.Error(), "max_message_bytes") {
+		t.Errorf("huge response: %v; want a message-too-large error", err)
+	}
+	if got := text(mustCall(t, cs, "g__echo", map[string]any{"text": "ok"})); got != "ok" {
+		t.Errorf("echo afterwards = %q", got)
+	}
+}
+
+func TestChattyStderrNeverBlocksTheChild(t *testing.T) {
+	d := gateway(t, "[backends.n]\ncommand = \"FAKE\"\n")
+	cs := d.Connect(t, nil)
+	mustCall(t, cs, "n__stderr_spam", map[string]any{"lines": 100000, "prefix": "noise"})
+	if got := text(mustCall(t, cs, "n__echo", map[string]any{"text": "after"})); got != "after" {
+		t.Errorf("echo after the spam = %q", got)
+	}
+}
+
+func TestChildProcessSetup(t *testing.T) {
+	work := t.TempDir()
+	d := gateway(t, fmt.Sprintf(`
+[backends.e]
+command = "FAKE"
+cwd = %q
+env = { MCPGATE_TEST_SECRET = "s3cret" }
+`, work))
+	cs := d.Connect(t, nil)
+	p := pidOf(t, cs, "e__pid")
+	if p.PGID != p.PID {
+		t.Errorf("child pgid %d != pid %d: not in its own process group", p.PGID, p.PID)
+	}
+	if p.PPID != d.PID {
+		t.Errorf("child's parent is %d, want the daemon %d", p.PPID, d.PID)
+	}
+	environ, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", p.PID))
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := strings.Split(string(environ), "\x00")
+	has := func(prefix string) bool {
+		for _, kv := range env {
+			if strings.HasPrefix(kv, prefix) {
+				return true
+			}
+		}
+		return false
+	}
+	if !has("MCPGATE_TEST_SECRET=s3cret") {
+		t.Error("config env not passed to the child")
+	}
+	for _, name := range []string{"NOTIFY_SOCKET=", "LISTEN_FDS=", "WATCHDOG_USEC=", "JOURNAL_STREAM="} {
+		if has(name) {
+			t.Errorf("the child got the daemon's %s", name)
+		}
+	}
+	if !has("PATH=") {
+		t.Error("the child did not inherit the environment")
+	}
+	if cwd, _ := os.Readlink(fmt.Sprintf("/proc/%d/cwd", p.PID)); cwd != work {
+		t.Errorf("child cwd = %q, want %q", cwd, work)
+	}
+}
+
+// Shutdown closes stdin, then SIGTERMs and SIGKILLs whole process groups:
+// nothing survives, not a child that ignores SIGTERM and EOF, not a
+// grandchild, not a double-forked one.
+func TestShutdownLeavesNoProcess(t *testing.T) {
+	d := gatewayWith(t, `shutdown_grace_period = "200ms"`, `
+[backends.stubborn]
+command = "FAKE"
+args = ["--ignore-sigterm", "--ignore-eof"]
+
+[backends.parent]
+command = "FAKE"
+`)
+	cs := d.Connect(t, nil)
+	stubborn := pidOf(t, cs, "stubborn__pid")
+	parent := pidOf(t, cs, "parent__pid")
+	var grand, orphan struct{ PID, PGID int }
+	structured(t, mustCall(t, cs, "parent__spawn_grandchild", map[string]any{"ignore_sigterm": true}), &grand)
+	structured(t, mustCall(t, cs, "parent__spawn_grandchild", map[string]any{"double_fork": true}), &orphan)
+	if grand.PGID != parent.PID || orphan.PGID != parent.PID {
+		t.Fatalf("grandchildren not in the child's group: %+v %+v (group %d)", grand, orphan, parent.PID)
+	}
+
+	d.Signal(syscall.SIGTERM)
+	select {
+	case <-d.Exited():
+	case <-time.After(30 * time.Second):
+		t.Fatal("daemon did not exit after SIGTERM")
+	}
+	if code := d.Cmd.ProcessState.ExitCode(); code != 0 {
+		t.Errorf("exit code %d, want 0", code)
+	}
+	for _, pg := range []int{stubborn.PID, parent.PID} {
+		if testutil.GroupAlive(pg) {
+			t.Errorf("process group %d survived the shutdown", pg)
+		}
+	}
+	for _, pid := range []int{grand.PID, orphan.PID} {
+		if st := testutil.State(pid); st != "" {
+			t.Errorf("grandchild %d survived (state %s)", pid, st)
+		}
+	}
+	log := d.Stderr.String()
+	if !strings.Contains(log, `signal=SIGTERM`) || !strings.Contains(log, `signal=SIGKILL`) {
+		t.Errorf("the stubborn child was not escalated to SIGTERM then SIGKILL:\n%s", log)
+	}
+}
+
+func TestCheckConfig(t *testing.T) {
+	bins := testutil.Build(t)
+	dir := t.TempDir()
+	good := filepath.Join(dir, "good.toml")
+	os.WriteFile(good, []byte("[backends.x]\ncommand = \"/bin/true\"\n"), 0o644)
+	out, err := exec.Command(bins.Daemon, "--check-config", "--config", good).CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "OK") {
+		t.Errorf("valid config: %v\n%s", err, out)
+	}
+	bad := filepath.Join(dir, "bad.toml")
+	os.WriteFile(bad, []byte("[gateway]\nrequest_timeout = \"soon\"\n\n[backends.x]\ncommand = \"/bin/true\"\ntimeot = \"5s\"\n"), 0o644)
+	out, err = exec.Command(bins.Daemon, "--check-config", "--config", bad).CombinedOutput()
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 1 {
+		t.Errorf("invalid config: exit %v, want 1", err)
+	}
+	for _, want := range []string{"bad.toml:2", "gateway.request_timeout", "bad.toml:6", "backends.x.timeot", `"timeout"`} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("--check-config output lacks %q:\n%s", want, out)
+		}
+	}
+	// The daemon refuses to start on it, with the same messages.
+	out, err = exec.Command(bins.Daemon, "--config", bad).CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "backends.x.timeot") {
+		t.Errorf("daemon started on an invalid config: %v\n%s", err, out)
+	}
+}
+
+// At least one real, published MCP server runs behind the gateway.
+func TestRealNpmServerBehindTheGateway(t *testing.T) {
+	bin := npmServer(t, "mcp-server-everything")
+	d := gateway(t, fmt.Sprintf(`
+[backends.everything]
+command = %q
+args = ["stdio"]
+
+[backends.fake]
+command = "FAKE"
+`, bin))
+	cs := d.Connect(t, nil)
+	names := toolNames(t, cs)
+	if !names["everything__echo"] || !names["fake__echo"] {
+		t.Fatalf("tools = %v; want everything__echo and fake__echo", names)
+	}
+	res := mustCall(t, cs, "everything__echo", map[string]any{"message": "hello from mcpgate"})
+	if !strings.Contains(text(res), "hello from mcpgate") {
+		t.Errorf("everything__echo = %q", text(res))
+	}
+}
+
+// npmServer returns the path of an MCP server installed by
+// packaging/ci/deps.sh, or skips the test.
+func npmServer(t *testing.T, name string) string {
+	cache := os.Getenv("MCPGATE_TEST_CACHE")
+	if cache == "" {
+		cache = "/var/cache/mcpgate-test"
+	}
+	bin := filepath.Join(cache, "npm", "node_modules", ".bin", name)
+	if _, err := os.Stat(bin); err != nil {
+		t.Skipf("%s is not installed (run packaging/ci/deps.sh, which make check runs): %v", name, err)
+	}
+	return bin
+}
