@@ -17,6 +17,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/mcpgate/mcpgate/internal/config"
+	"github.com/mcpgate/mcpgate/internal/journal"
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
 )
 
@@ -269,7 +270,7 @@ func (s *supervision) start(ctx context.Context) (*Conn, time.Time, error) {
 	b.mu.Unlock()
 	conn.start()
 	b.setState(Starting, func(st *Status) { st.PID = proc.pid })
-	b.log.Info("spawned backend", "pid", proc.pid, "command", strings.Join(argv, " "), "event", "spawn")
+	b.log.Info("spawned backend", "pid", proc.pid, "command", strings.Join(argv, " "), journal.MessageSpawn.Attr())
 
 	hctx, cancel := context.WithTimeout(ctx, b.cfg.Timeout)
 	defer cancel()
@@ -300,7 +301,7 @@ func (s *supervision) start(ctx context.Context) (*Conn, time.Time, error) {
 			}
 			b.lists.Store(r.lists)
 			b.setState(Healthy, func(st *Status) { st.Server = conn.Server(); st.LastError = "" })
-			b.log.Info("backend ready", "pid", proc.pid, "tools", len(r.lists.Tools), "protocol_version", conn.Server().ProtocolVersion, "event", "ready")
+			b.log.Info("backend ready", "pid", proc.pid, "tools", len(r.lists.Tools), "protocol_version", conn.Server().ProtocolVersion, journal.MessageBackendReady.Attr())
 			s.answer(nil)
 			b.settle()
 			return conn, started, nil
@@ -358,7 +359,7 @@ func (s *supervision) stopConn(conn *Conn, why string) {
 	}
 	b.mu.Unlock()
 	b.update(func(st *Status) { st.PID = 0; st.LastExit = conn.exit })
-	b.log.Info("backend stopped", "pid", conn.PID(), "reason", why, "exit", conn.exit.Text, "event", "stop")
+	b.log.Info("backend stopped", "pid", conn.PID(), "reason", why, "exit", conn.exit.Text)
 }
 
 // obey carries out Stop or Restart once the child is gone.
@@ -420,16 +421,23 @@ func (s *supervision) crashed(ctx context.Context, started time.Time, startErr e
 
 	reason := ""
 	var exit ExitInfo
+	tail := b.stderr.tail(10)
 	if conn != nil {
 		<-conn.Done()
 		exit = conn.exit
 		reason = exit.Text
+		var why string
 		if r := conn.reason.Load(); r != nil {
-			reason = *r + " (" + exit.Text + ")"
+			why = *r
+			reason = why + " (" + exit.Text + ")"
 		}
+		journal.LogBackendExit(context.Background(), b.opts.Logger, journal.BackendExit{
+			Backend: b.name, PID: conn.PID(), State: exit.State, StderrTail: tail, Reason: why,
+		})
 	}
 	if startErr != nil && !errors.Is(startErr, errDied) {
 		reason = startErr.Error()
+		b.log.Warn("backend could not start: "+reason, journal.MessageStartFailed.Attr())
 	}
 	now := time.Now()
 	if now.Sub(started) > cfg.RestartWindow {
@@ -442,12 +450,6 @@ func (s *supervision) crashed(ctx context.Context, started time.Time, startErr e
 		}
 	}
 	s.crashes = append(kept, now)
-	tail := b.stderr.tail(10)
-	attrs := []any{"reason", reason, "event", "exit", "stderr_tail", strings.Join(tail, "\n")}
-	if conn != nil {
-		attrs = append(attrs, "pid", conn.PID(), "exit_status", exit.Status())
-	}
-	b.log.Warn("backend exited unexpectedly", attrs...)
 
 	if len(s.crashes) > cfg.MaxRestarts {
 		b.setState(Failed, func(st *Status) {
@@ -456,7 +458,7 @@ func (s *supervision) crashed(ctx context.Context, started time.Time, startErr e
 			st.LastError = fmt.Sprintf("%s; gave up after %d restarts within %s", reason, cfg.MaxRestarts, cfg.RestartWindow)
 		})
 		b.log.Error(fmt.Sprintf("backend failed: %s; gave up after %d restarts within %s; `mcpgatectl start %s` tries again", reason, cfg.MaxRestarts, cfg.RestartWindow, b.name),
-			"restarts", cfg.MaxRestarts, "window", cfg.RestartWindow, "event", "give-up")
+			"restarts", cfg.MaxRestarts, "window", cfg.RestartWindow, journal.MessageGiveUp.Attr())
 		s.want = false
 		s.answer(fmt.Errorf("%w: %s", ErrStopped, reason))
 		b.settle()
@@ -470,7 +472,7 @@ func (s *supervision) crashed(ctx context.Context, started time.Time, startErr e
 		st.Restarts++
 		st.InWindow = len(s.crashes)
 	})
-	b.log.Info("restarting backend", "in", delay.Round(time.Millisecond), "attempt", len(s.crashes), "max_restarts", cfg.MaxRestarts, "event", "restart")
+	b.log.Info("restarting backend", "in", delay.Round(time.Millisecond), "attempt", len(s.crashes), "max_restarts", cfg.MaxRestarts, journal.MessageRestart.Attr())
 	timer := time.NewTimer(delay)
 	defer timer.Stop()
 	for {

@@ -120,14 +120,17 @@ func (p *process) wait() ExitInfo {
 	if err != nil {
 		return ExitInfo{Code: -1, Text: "wait: " + err.Error()}
 	}
-	return exitInfo(state)
+	info := exitInfo(state)
+	info.State = state
+	return info
 }
 
 // ExitInfo describes how a child ended.
 type ExitInfo struct {
-	Code   int    // exit code, or -1 when killed by a signal
-	Signal string // signal name when killed by a signal, e.g. "SIGKILL"
-	Text   string // human-readable, e.g. "exited with status 3"
+	Code   int              // exit code, or -1 when killed by a signal
+	Signal string           // signal name when killed by a signal, e.g. "SIGKILL"
+	Text   string           // human-readable, e.g. "exited with status 3"
+	State  *os.ProcessState // nil if the child could not be waited for
 }
 
 // Status returns the single number D-Bus and systemd-style tools report:

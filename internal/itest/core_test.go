@@ -176,9 +176,7 @@ args = ["--record", %q, "--tools", "only_b"]
 	if !toolNames(t, cs)["only_b"] {
 		t.Error("b lost its tools that do not collide")
 	}
-	if log := d.Stderr.String(); !strings.Contains(log, `tool \"echo\" of backend \"b\" is hidden`) {
-		t.Errorf("the collision was not reported; log:\n%s", log)
-	}
+	awaitLog(t, d, `tool \"echo\" of backend \"b\" is hidden`)
 }
 
 // Many clients' concurrent calls share one child; replies come back out of
@@ -237,11 +235,13 @@ func TestClientIDsRestoredByteExact(t *testing.T) {
 }
 
 func TestCrashFailsPendingCallsAtOnceThenRestarts(t *testing.T) {
-	d := gateway(t, `
+	rec := filepath.Join(t.TempDir(), "rec")
+	d := gateway(t, fmt.Sprintf(`
 [backends.c]
 command = "FAKE"
+args = ["--record", %q]
 restart_backoff_initial = "20ms"
-`)
+`, rec))
 	changed := make(chan struct{}, 16)
 	cs := d.Connect(t, &mcp.ClientOptions{ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) {
 		changed <- struct{}{}
@@ -253,11 +253,8 @@ restart_backoff_initial = "20ms"
 		_, err := call(t, cs, "c__slow", map[string]any{"ms": 600000})
 		pending <- err
 	}()
-	// The slow call must be in flight before the crash: the fake records
-	// calls in order, and pid answers only after slow was read.
-	testutil.Eventually(t, 10*time.Second, "the slow call to reach the child", func() bool {
-		return strings.Contains(d.Stderr.String(), "") // the next call is ordered after it anyway
-	})
+	// The slow call must be in flight at the child before it crashes.
+	awaitFile(t, rec, `"name":"slow"`)
 	call(t, cs, "c__crash", map[string]any{"code": 3})
 	select {
 	case err := <-pending:
@@ -280,8 +277,10 @@ restart_backoff_initial = "20ms"
 	if after.PID == before.PID {
 		t.Errorf("still pid %d after the crash", after.PID)
 	}
-	if strings.Count(d.Stderr.String(), "backend exited unexpectedly") != 1 {
-		t.Errorf("want exactly one exit report in the log:\n%s", d.Stderr.String())
+	exitReport := `(pid ` + fmt.Sprint(before.PID) + `) exited with status 3`
+	awaitLog(t, d, exitReport)
+	if n := strings.Count(d.Stderr.String(), exitReport); n != 1 {
+		t.Errorf("%d exit reports for pid %d in the log, want exactly one:\n%s", n, before.PID, d.Stderr.String())
 	}
 }
 
@@ -307,12 +306,10 @@ command = "FAKE"
 	if names["bad__echo"] || !names["good__echo"] {
 		t.Errorf("tools = %v; want good's and none of bad's", names)
 	}
-	log := d.Stderr.String()
-	if got := strings.Count(log, "spawned backend\" backend=bad"); got != 3 {
+	awaitLog(t, d, "gave up after 2 restarts")
+	awaitLog(t, d, "exited with status 7")
+	if got := strings.Count(d.Stderr.String(), "spawned backend\" backend=bad"); got != 3 {
 		t.Errorf("bad was spawned %d times; want 3 (the start and max_restarts=2 restarts)", got)
-	}
-	if !strings.Contains(log, "gave up after 2 restarts") || !strings.Contains(log, "exited with status 7") {
-		t.Errorf("log does not explain the failure:\n%s", log)
 	}
 }
 
@@ -329,10 +326,7 @@ timeout = "300ms"
 	if err == nil || !strings.Contains(err.Error(), `backend "t" did not answer tools/call within 300ms`) {
 		t.Fatalf("slow call: %v; want a timeout error naming the backend and the timeout", err)
 	}
-	testutil.Eventually(t, 10*time.Second, "notifications/cancelled at the child", func() bool {
-		data, _ := os.ReadFile(rec)
-		return strings.Contains(string(data), `"method":"notifications/cancelled"`)
-	})
+	awaitFile(t, rec, `"method":"notifications/cancelled"`)
 	// The child still answers pings, so it stays and serves.
 	if got := text(mustCall(t, cs, "t__echo", map[string]any{"text": "still here"})); got != "still here" {
 		t.Errorf("echo after the timeout = %q", got)
@@ -360,9 +354,7 @@ restart_backoff_initial = "10ms"
 		structured(t, res, &p)
 		return p.PID != before.PID
 	})
-	if !strings.Contains(d.Stderr.String(), "did not answer ping after a call timed out") {
-		t.Errorf("the log does not say why the child was killed:\n%s", d.Stderr.String())
-	}
+	awaitLog(t, d, "did not answer ping after a call timed out")
 }
 
 func TestGarbageAndOversizedOutputIsDropped(t *testing.T) {
@@ -375,11 +367,8 @@ command = "FAKE"
 	if got := text(mustCall(t, cs, "g__garbage", map[string]any{"bytes": 20 << 20})); !strings.Contains(got, "garbage") {
 		t.Errorf("garbage answered %q", got)
 	}
-	log := d.Stderr.String()
 	for _, want := range []string{"dropped invalid output of the child", "dropped a message from the child", "dropped a response with an unknown id"} {
-		if !strings.Contains(log, want) {
-			t.Errorf("log lacks %q", want)
-		}
+		awaitLog(t, d, want)
 	}
 	_, err := call(t, cs, "g__huge", map[string]any{"bytes": 17 << 20})
 	if err == nil || !strings.Contains(err.Error(), "message too large") || !strings.Contains(err.Error(), "max_message_bytes") {
@@ -485,10 +474,8 @@ command = "FAKE"
 			t.Errorf("grandchild %d survived (state %s)", pid, st)
 		}
 	}
-	log := d.Stderr.String()
-	if !strings.Contains(log, `signal=SIGTERM`) || !strings.Contains(log, `signal=SIGKILL`) {
-		t.Errorf("the stubborn child was not escalated to SIGTERM then SIGKILL:\n%s", log)
-	}
+	awaitLog(t, d, `signal=SIGTERM`)
+	awaitLog(t, d, `signal=SIGKILL`)
 }
 
 func TestCheckConfig(t *testing.T) {
@@ -538,6 +525,25 @@ command = "FAKE"
 	if !strings.Contains(text(res), "hello from mcpgate") {
 		t.Errorf("everything__echo = %q", text(res))
 	}
+}
+
+// awaitLog waits until the daemon's output contains want; it reaches the
+// test through a pipe, a little after the daemon wrote it.
+func awaitLog(t *testing.T, d *testutil.Daemon, want string) {
+	t.Helper()
+	testutil.Eventually(t, 30*time.Second, fmt.Sprintf("the log to contain %s", want), func() bool {
+		return strings.Contains(d.Stderr.String(), want)
+	})
+}
+
+// awaitFile waits until the file at path contains want: a fake server's
+// --record file shows what reached the child.
+func awaitFile(t *testing.T, path, want string) {
+	t.Helper()
+	testutil.Eventually(t, 30*time.Second, fmt.Sprintf("%s to contain %s", path, want), func() bool {
+		data, _ := os.ReadFile(path)
+		return strings.Contains(string(data), want)
+	})
 }
 
 // npmServer returns the path of an MCP server installed by

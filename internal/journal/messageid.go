@@ -66,6 +66,9 @@ type BackendExit struct {
 	// StderrTail holds the last lines the process wrote to stderr, oldest
 	// first.
 	StderrTail []string
+	// Reason, when not "", says why the gateway ended the process (e.g. it
+	// stopped answering); it is written as MCPGATE_REASON.
+	Reason string
 }
 
 // LogBackendExit logs e as one warning record with MessageExit. Its message
@@ -111,6 +114,10 @@ func LogBackendExit(ctx context.Context, logger *slog.Logger, e BackendExit) {
 		}
 	}
 	msg := fmt.Sprintf("backend %q (pid %d) %s", e.Backend, e.PID, how)
+	if e.Reason != "" {
+		msg += " (" + e.Reason + ")"
+		attrs = append(attrs, slog.String("reason", e.Reason))
+	}
 	if len(e.StderrTail) > 0 {
 		tail := strings.Join(e.StderrTail, "\n")
 		msg += "; last stderr lines:\n" + tail
