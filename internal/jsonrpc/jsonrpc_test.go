@@ -246,3 +246,41 @@ func TestLineReaderKeepsHeadOfLongLine(t *testing.T) {
 		t.Errorf("LeadingID(head %q) = %d, %v", tl.Head, id, ok)
 	}
 }
+
+// The one-pass envelope parser must accept exactly what encoding/json
+// accepts, and find the same members.
+func FuzzParseAgreesWithEncodingJSON(f *testing.F) {
+	for _, s := range []string{
+		`{"jsonrpc":"2.0","id":1,"method":"x","params":{"a":[1,2.5e-3,"\u00e9\n"]}}`,
+		`{"jsonrpc":"2.0","id":"a","result":null}`, `{"JSONRPC":"2.0","Id":2,"method":null,"params":[]}`,
+		`{"id":1,"id":2}`, `{"a":01}`, `{"a":"\x01"}`, `{"a":tru}`, `[1]`, ` {} `, `{"a":1}x`, `{"a":-}`,
+		`{"method":5}`, `{"a":"\ud800"}`, `{"a":1.}`, `{"a":{"b":[{}]}}`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		var want, got Message
+		wantErr := json.Unmarshal(data, &want)
+		gotErr := parseEnvelope(data, &got)
+		if (wantErr == nil) != (gotErr == nil) {
+			t.Fatalf("%q: encoding/json says %v, parseEnvelope says %v", data, wantErr, gotErr)
+		}
+		if wantErr != nil {
+			return
+		}
+		if want.JSONRPC != got.JSONRPC || want.Method != got.Method || string(want.ID) != string(got.ID) ||
+			string(want.Params) != string(got.Params) || string(want.Result) != string(got.Result) || string(want.Error) != string(got.Error) {
+			t.Fatalf("%q: encoding/json %+v, parseEnvelope %+v", data, want, got)
+		}
+	})
+}
+
+func BenchmarkParseResponse(b *testing.B) {
+	line := []byte(`{"jsonrpc":"2.0","id":12345,"result":{"content":[{"type":"text","text":"` + strings.Repeat("z", 1024) + `"}],"structuredContent":{"text":"` + strings.Repeat("z", 1024) + `"}}}`)
+	b.SetBytes(int64(len(line)))
+	for b.Loop() {
+		if _, err := Parse(line); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

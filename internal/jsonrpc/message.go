@@ -49,7 +49,7 @@ func (m *Message) IsResponse() bool {
 // the kind of message, and the type of the id. Params and results stay raw.
 func Parse(data []byte) (*Message, error) {
 	var m Message
-	if err := json.Unmarshal(data, &m); err != nil {
+	if err := parseEnvelope(data, &m); err != nil {
 		return nil, &Error{Code: CodeParseError, Message: "parse error: " + err.Error()}
 	}
 	if m.JSONRPC != "2.0" {

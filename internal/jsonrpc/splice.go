@@ -81,7 +81,7 @@ func StringValue(raw json.RawMessage) (s string, ok bool) {
 	if len(raw) < 2 || raw[0] != '"' {
 		return "", false
 	}
-	if bytes.IndexByte(raw, '\\') < 0 {
+	if plainASCII(raw[1 : len(raw)-1]) {
 		return string(raw[1 : len(raw)-1]), true
 	}
 	if err := json.Unmarshal(raw, &s); err != nil {
@@ -103,9 +103,20 @@ func Compact(raw json.RawMessage) json.RawMessage {
 	return b.Bytes()
 }
 
+// plainASCII reports whether a string's contents need no decoding: no
+// escapes, and nothing encoding/json would replace as invalid UTF-8.
+func plainASCII(b []byte) bool {
+	for _, c := range b {
+		if c == '\\' || c >= 0x80 {
+			return false
+		}
+	}
+	return true
+}
+
 func keyEquals(quoted []byte, key string) bool {
 	inner := quoted[1 : len(quoted)-1]
-	if bytes.IndexByte(inner, '\\') < 0 {
+	if plainASCII(inner) {
 		return string(inner) == key
 	}
 	s, ok := StringValue(quoted)

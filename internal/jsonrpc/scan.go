@@ -1,0 +1,296 @@
+package jsonrpc
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+)
+
+// maxDepth bounds nesting, as encoding/json does.
+const maxDepth = 10000
+
+// parseEnvelope reads a message in one pass: it validates the whole
+// document as JSON and records where the top-level members are, without
+// decoding params, result or error. It accepts exactly what json.Unmarshal
+// into Message accepts, and a repeated member counts as its last value, as
+// there.
+func parseEnvelope(data []byte, m *Message) error {
+	i := skipSpace(data, 0)
+	if i >= len(data) || data[i] != '{' {
+		// Let encoding/json word the error for anything that is not an
+		// object; it is the rare path.
+		return json.Unmarshal(data, m)
+	}
+	i = skipSpace(data, i+1)
+	if i < len(data) && data[i] == '}' {
+		i++
+	} else {
+		for {
+			if i >= len(data) || data[i] != '"' {
+				return syntaxError(data, i, "expected a member name")
+			}
+			keyEnd, err := validString(data, i)
+			if err != nil {
+				return err
+			}
+			key := data[i:keyEnd]
+			i = skipSpace(data, keyEnd)
+			if i >= len(data) || data[i] != ':' {
+				return syntaxError(data, i, "expected ':' after a member name")
+			}
+			i = skipSpace(data, i+1)
+			end, err := validValue(data, i, 1)
+			if err != nil {
+				return err
+			}
+			if err := m.set(key, data[i:end]); err != nil {
+				return err
+			}
+			i = skipSpace(data, end)
+			if i < len(data) && data[i] == ',' {
+				i = skipSpace(data, i+1)
+				continue
+			}
+			if i < len(data) && data[i] == '}' {
+				i++
+				break
+			}
+			return syntaxError(data, i, "expected ',' or '}' in an object")
+		}
+	}
+	if i = skipSpace(data, i); i != len(data) {
+		return syntaxError(data, i, "unexpected data after the message")
+	}
+	return nil
+}
+
+// set stores one top-level member, matching keys as encoding/json does:
+// exactly, or failing that case-insensitively.
+func (m *Message) set(quotedKey, value []byte) error {
+	key, ok := StringValue(quotedKey)
+	if !ok {
+		return errors.New("invalid member name")
+	}
+	raw := func(dst *json.RawMessage) { *dst = json.RawMessage(value) }
+	str := func(dst *string, field string) error {
+		if value[0] == 'n' {
+			return nil // null leaves a string alone, as in encoding/json
+		}
+		s, ok := StringValue(value)
+		if !ok {
+			return fmt.Errorf("json: cannot unmarshal %s into Go struct field Message.%s of type string", kind(value), field)
+		}
+		*dst = s
+		return nil
+	}
+	switch foldKey(key) {
+	case "jsonrpc":
+		return str(&m.JSONRPC, "jsonrpc")
+	case "id":
+		raw(&m.ID)
+	case "method":
+		return str(&m.Method, "method")
+	case "params":
+		raw(&m.Params)
+	case "result":
+		raw(&m.Result)
+	case "error":
+		raw(&m.Error)
+	}
+	return nil
+}
+
+// foldKey maps a member name to the field encoding/json would store it in.
+func foldKey(key string) string {
+	for _, f := range [...]string{"jsonrpc", "id", "method", "params", "result", "error"} {
+		if len(key) == len(f) && (key == f || equalFoldASCII(key, f)) {
+			return f
+		}
+	}
+	return ""
+}
+
+func equalFoldASCII(a, b string) bool {
+	for i := 0; i < len(a); i++ {
+		c := a[i]
+		if 'A' <= c && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		if c != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+func kind(v []byte) string {
+	switch v[0] {
+	case '{':
+		return "object"
+	case '[':
+		return "array"
+	case 't', 'f':
+		return "bool"
+	case '"':
+		return "string"
+	}
+	return "number"
+}
+
+func syntaxError(data []byte, i int, what string) error {
+	if i >= len(data) {
+		return errors.New("unexpected end of JSON input")
+	}
+	return fmt.Errorf("invalid JSON at offset %d: %s", i, what)
+}
+
+// validValue validates the value starting at data[i] and returns the index
+// just past it.
+func validValue(data []byte, i, depth int) (int, error) {
+	if i >= len(data) {
+		return 0, syntaxError(data, i, "expected a value")
+	}
+	switch c := data[i]; {
+	case c == '"':
+		return validString(data, i)
+	case c == '{' || c == '[':
+		if depth >= maxDepth {
+			return 0, errors.New("exceeded max depth")
+		}
+		return validContainer(data, i, depth+1)
+	case c == '-' || c >= '0' && c <= '9':
+		return validNumber(data, i)
+	case c == 't':
+		return validLiteral(data, i, "true")
+	case c == 'f':
+		return validLiteral(data, i, "false")
+	case c == 'n':
+		return validLiteral(data, i, "null")
+	}
+	return 0, syntaxError(data, i, "expected a value")
+}
+
+func validContainer(data []byte, i, depth int) (int, error) {
+	closer, isObject := byte(']'), data[i] == '{'
+	if isObject {
+		closer = '}'
+	}
+	i = skipSpace(data, i+1)
+	if i < len(data) && data[i] == closer {
+		return i + 1, nil
+	}
+	for {
+		if isObject {
+			if i >= len(data) || data[i] != '"' {
+				return 0, syntaxError(data, i, "expected a member name")
+			}
+			end, err := validString(data, i)
+			if err != nil {
+				return 0, err
+			}
+			i = skipSpace(data, end)
+			if i >= len(data) || data[i] != ':' {
+				return 0, syntaxError(data, i, "expected ':' after a member name")
+			}
+			i = skipSpace(data, i+1)
+		}
+		end, err := validValue(data, i, depth)
+		if err != nil {
+			return 0, err
+		}
+		i = skipSpace(data, end)
+		if i < len(data) && data[i] == ',' {
+			i = skipSpace(data, i+1)
+			continue
+		}
+		if i < len(data) && data[i] == closer {
+			return i + 1, nil
+		}
+		return 0, syntaxError(data, i, "expected ',' or a closing bracket")
+	}
+}
+
+// validString validates the string starting at data[i] and returns the
+// index just past its closing quote.
+func validString(data []byte, i int) (int, error) {
+	for i++; i < len(data); i++ {
+		switch c := data[i]; {
+		case c == '"':
+			return i + 1, nil
+		case c < 0x20:
+			return 0, syntaxError(data, i, "control character in a string")
+		case c == '\\':
+			i++
+			if i >= len(data) {
+				return 0, syntaxError(data, i, "unterminated escape")
+			}
+			switch data[i] {
+			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
+			case 'u':
+				if i+4 >= len(data) {
+					return 0, syntaxError(data, len(data), "")
+				}
+				for _, h := range data[i+1 : i+5] {
+					if !isHex(h) {
+						return 0, syntaxError(data, i, "invalid \\u escape")
+					}
+				}
+				i += 4
+			default:
+				return 0, syntaxError(data, i, "invalid escape")
+			}
+		}
+	}
+	return 0, syntaxError(data, i, "unterminated string")
+}
+
+func isHex(c byte) bool {
+	return c >= '0' && c <= '9' || c >= 'a' && c <= 'f' || c >= 'A' && c <= 'F'
+}
+
+// validNumber validates -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?
+func validNumber(data []byte, i int) (int, error) {
+	digits := func(i int) int {
+		for i < len(data) && data[i] >= '0' && data[i] <= '9' {
+			i++
+		}
+		return i
+	}
+	if data[i] == '-' {
+		i++
+	}
+	switch {
+	case i < len(data) && data[i] == '0':
+		i++
+	case i < len(data) && data[i] >= '1' && data[i] <= '9':
+		i = digits(i)
+	default:
+		return 0, syntaxError(data, i, "invalid number")
+	}
+	if i < len(data) && data[i] == '.' {
+		j := digits(i + 1)
+		if j == i+1 {
+			return 0, syntaxError(data, j, "invalid number")
+		}
+		i = j
+	}
+	if i < len(data) && (data[i] == 'e' || data[i] == 'E') {
+		i++
+		if i < len(data) && (data[i] == '+' || data[i] == '-') {
+			i++
+		}
+		j := digits(i)
+		if j == i {
+			return 0, syntaxError(data, j, "invalid number")
+		}
+		i = j
+	}
+	return i, nil
+}
+
+func validLiteral(data []byte, i int, lit string) (int, error) {
+	if len(data)-i < len(lit) || string(data[i:i+len(lit)]) != lit {
+		return 0, syntaxError(data, i, "invalid literal")
+	}
+	return i + len(lit), nil
+}
