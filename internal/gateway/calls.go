@@ -201,7 +201,10 @@ func (s *Session) forwardTo(msg *jsonrpc.Message, stream *Stream, name string, p
 	s.calls[key] = c
 	s.mu.Unlock()
 	g.inflight.Add(1)
-	stream.onAbandon(func() { c.cancel("the client disconnected") })
+	stream.onAbandon(func() {
+		c.cancel("the client disconnected")
+		s.StreamDone(stream)
+	})
 
 	timeout := b.Config().Timeout
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
@@ -266,6 +269,20 @@ func (c *call) cancel(reason string) {
 	}
 }
 
+// abort gives up on the call like cancel, but answers the client with an
+// error of code saying why.
+func (c *call) abort(code int, why string) {
+	c.sess.mu.Lock()
+	bcall := c.bcall
+	c.sess.mu.Unlock()
+	if bcall != nil && !c.conn.Abandon(bcall, why) {
+		return // answered meanwhile
+	}
+	if c.end() {
+		c.stream.push(errorResponse(c.clientID, code, "%s", why), true)
+	}
+}
+
 // end does the bookkeeping of a finished call once. It reports whether this
 // was the first end, i.e. whether the caller should answer the client.
 func (c *call) end() bool {
@@ -283,7 +300,7 @@ func (c *call) end() bool {
 		}
 		s.mu.Unlock()
 		c.forget()
-		s.g.inflight.Done()
+		s.g.callEnded()
 	})
 	return true
 }

@@ -90,7 +90,8 @@ type Gateway struct {
 	relays  map[relayKey]*relayed // server→client requests, by backend side
 
 	draining atomic.Bool
-	inflight sync.WaitGroup
+	inflight atomic.Int64   // requests forwarded and not yet answered
+	idle     chan struct{} // signalled when inflight drops to zero
 }
 
 type subKey struct{ backend, uri string }
@@ -118,6 +119,7 @@ func New(registry Registry, opts Options) *Gateway {
 		conflicts: map[string]bool{},
 		subs:      map[subKey]int{},
 		relays:    map[relayKey]*relayed{},
+		idle:      make(chan struct{}, 1),
 	}
 	g.catalog.Store(catalog.Build(nil))
 	return g
@@ -197,20 +199,48 @@ func (g *Gateway) CloseSession(id string, why string) bool {
 	return ok
 }
 
+// StopAccepting makes the gateway refuse new requests and sessions from now
+// on, as Drain does first, without waiting for the requests in flight.
+func (g *Gateway) StopAccepting() { g.draining.Store(true) }
+
+// CutOff answers every request still in flight with a CodeShuttingDown
+// error saying why, and tells the backends they are cancelled: what is left
+// once Drain gave up waiting.
+func (g *Gateway) CutOff(why string) {
+	g.eachSession(func(s *Session) {
+		s.mu.Lock()
+		calls := make([]*call, 0, len(s.calls))
+		for _, c := range s.calls {
+			calls = append(calls, c)
+		}
+		s.mu.Unlock()
+		for _, c := range calls {
+			c.abort(CodeShuttingDown, why)
+		}
+	})
+}
+
 // Drain makes the gateway refuse new requests and waits until the requests
 // in flight are answered or ctx ends.
 func (g *Gateway) Drain(ctx context.Context) error {
 	g.draining.Store(true)
-	done := make(chan struct{})
-	go func() {
-		g.inflight.Wait()
-		close(done)
-	}()
-	select {
-	case <-done:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
+	for g.inflight.Load() > 0 {
+		select {
+		case <-g.idle:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return nil
+}
+
+// callEnded counts a forwarded request as answered.
+func (g *Gateway) callEnded() {
+	if g.inflight.Add(-1) == 0 {
+		select {
+		case g.idle <- struct{}{}:
+		default:
+		}
 	}
 }
 

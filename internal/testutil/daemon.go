@@ -113,25 +113,27 @@ func (n *Notify) Mark(t testing.TB) int {
 	return n.Await(t, 0, 10*time.Second, mark, Has(mark))
 }
 
-// Never fails the test if a datagram at index from or later that satisfies
-// match arrives within window; it returns after window otherwise. Use it to
-// show something stopped, after an event (Mark) that orders the datagrams.
-func (n *Notify) Never(t testing.TB, from int, window time.Duration, what string, match func(string) bool) {
+// AtMost fails the test if more than n datagrams at index from or later
+// that satisfy match arrive within window; it returns after window
+// otherwise. Use it to show something stopped, after an event (Mark) that
+// orders the datagrams.
+func (n *Notify) AtMost(t testing.TB, from int, window time.Duration, limit int, what string, match func(string) bool) {
 	t.Helper()
 	timer := time.NewTimer(window)
 	defer timer.Stop()
+	var seen []string
 	for {
 		n.mu.Lock()
-		for i := from; i < len(n.msgs); i++ {
-			if match(n.msgs[i]) {
-				msg := n.msgs[i]
-				n.mu.Unlock()
-				t.Fatalf("sd_notify %s arrived (datagram %d: %q), want none", what, i, msg)
+		for ; from < len(n.msgs); from++ {
+			if match(n.msgs[from]) {
+				seen = append(seen, n.msgs[from])
 			}
 		}
-		from = max(from, len(n.msgs))
 		wake := n.wake
 		n.mu.Unlock()
+		if len(seen) > limit {
+			t.Fatalf("%d sd_notify %s arrived, want at most %d: %q", len(seen), what, limit, seen)
+		}
 		select {
 		case <-wake:
 		case <-timer.C:
