@@ -72,9 +72,9 @@ func TestCollisionLaterBackendLoses(t *testing.T) {
 func TestExposedNameStaysWithinRules(t *testing.T) {
 	long := strings.Repeat("n", 200)
 	tests := map[string]string{
-		"read":          "p__read",
-		"with space/ü":  "p__with_space__",
-		long:            "",
+		"read":         "p__read",
+		"with space/ü": "p__with_space__",
+		long:           "",
 	}
 	for in, want := range tests {
 		got := ExposedName("p__", in)
