@@ -540,3 +540,12 @@ func TestBridgeCancelledRequestGetsNoResponse(t *testing.T) {
 		t.Errorf("exit: %v, want status 0", err)
 	}
 }
+
+// TestBridgeOverURL relays to the daemon's TCP endpoint.
+func TestBridgeOverURL(t *testing.T) {
+	d, _ := bridgeGateway(t)
+	cs, _ := bridgeClient(t, nil, "--url", d.URL)
+	if got := bridgeText(bridgeCall(t, cs, &mcp.CallToolParams{Name: "fake__echo", Arguments: map[string]any{"text": "tcp"}})); got != "tcp" {
+		t.Errorf("echo over --url = %q", got)
+	}
+}

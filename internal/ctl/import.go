@@ -184,15 +184,15 @@ func importServers(file string, data []byte) (out []byte, summary string, err er
 	if len(servers) == 0 {
 		im.printf("\n# %s lists no servers.\n", file)
 	}
-	summary = fmt.Sprintf("%d backends from %s", local, file)
+	summary = importCount(local, "backend") + " from " + file
 	if remote > 0 {
-		summary += fmt.Sprintf(", %d remote servers left commented out", remote)
+		summary += ", " + importCount(remote, "remote server") + " left commented out"
 	}
 	if skipped > 0 {
-		summary += fmt.Sprintf(", %d servers skipped", skipped)
+		summary += ", " + importCount(skipped, "server") + " skipped"
 	}
 	if im.todos > 0 {
-		summary += fmt.Sprintf("; %d TODO comments need your attention", im.todos)
+		summary += "; check the output's " + importCount(im.todos, "TODO comment")
 	}
 	return im.out.Bytes(), summary, nil
 }
@@ -549,6 +549,14 @@ func importCompact(raw json.RawMessage) string {
 		return string(raw)
 	}
 	return b.String()
+}
+
+// importCount says "1 thing" or "N things".
+func importCount(n int, thing string) string {
+	if n == 1 {
+		return "1 " + thing
+	}
+	return strconv.Itoa(n) + " " + thing + "s"
 }
 
 // importUniq returns s without repeats, in order.

@@ -3,6 +3,7 @@ package ctl
 import (
 	"bytes"
 	"flag"
+	"fmt"
 	"maps"
 	"os"
 	"path/filepath"
@@ -21,9 +22,10 @@ func TestImport(t *testing.T) {
 	for _, tc := range []struct {
 		file     string
 		backends []string // as config.Load sees them
+		summary  string   // on stderr, after the file name
 		check    func(t *testing.T, cfg *config.Config)
 	}{
-		{"claude_desktop_config.json", []string{"filesystem", "github", "my_weather_server", "my_weather_server_2"}, func(t *testing.T, cfg *config.Config) {
+		{"claude_desktop_config.json", []string{"filesystem", "github", "my_weather_server", "my_weather_server_2"}, "; check the output's 1 TODO comment", func(t *testing.T, cfg *config.Config) {
 			fs := cfg.Backends["filesystem"]
 			if fs.Command != "npx" || !slices.Equal(fs.Args, []string{"-y", "@modelcontextprotocol/server-filesystem", "/home/alice/Desktop", "/srv/shared"}) {
 				t.Errorf("filesystem = %q %q", fs.Command, fs.Args)
@@ -44,7 +46,7 @@ func TestImport(t *testing.T) {
 				t.Errorf("my_weather_server = %+v", cfg.Backends["my_weather_server"])
 			}
 		}},
-		{"claude_code.mcp.json", []string{"airtable", "project-tools"}, func(t *testing.T, cfg *config.Config) {
+		{"claude_code.mcp.json", []string{"airtable", "project-tools"}, ", 2 remote servers left commented out; check the output's 3 TODO comments", func(t *testing.T, cfg *config.Config) {
 			if env := cfg.Backends["airtable"].Env; len(env) != 0 {
 				t.Errorf("airtable's env = %v, want the references left commented out", env)
 			}
@@ -52,7 +54,7 @@ func TestImport(t *testing.T) {
 				t.Error("project-tools is enabled with ${CLAUDE_PROJECT_DIR:-.} in its command")
 			}
 		}},
-		{"vscode_mcp.json", []string{"Perplexity", "fetch", "memory", "playwright"}, func(t *testing.T, cfg *config.Config) {
+		{"vscode_mcp.json", []string{"Perplexity", "fetch", "memory", "playwright"}, ", 1 remote server left commented out; check the output's 6 TODO comments", func(t *testing.T, cfg *config.Config) {
 			if env := cfg.Backends["Perplexity"].Env; !maps.Equal(env, map[string]string{"TIMEOUT": "30s"}) {
 				t.Errorf("Perplexity's env = %v, want only TIMEOUT; the input, the editor's variable, the reserved and the invalid name commented out", env)
 			}
@@ -69,6 +71,10 @@ func TestImport(t *testing.T) {
 			var stdout, stderr bytes.Buffer
 			if code := runImport([]string{in}, &stdout, &stderr); code != 0 {
 				t.Fatalf("import %s = %d: %s", in, code, stderr.String())
+			}
+			wantSummary := fmt.Sprintf("mcpgatectl import: %d backends from %s%s\n", len(tc.backends), in, tc.summary)
+			if stderr.String() != wantSummary {
+				t.Errorf("stderr = %q, want %q", stderr.String(), wantSummary)
 			}
 			golden := strings.TrimSuffix(in, filepath.Ext(in)) + ".toml"
 			if *updateImport {

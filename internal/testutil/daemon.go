@@ -214,6 +214,11 @@ type DaemonOptions struct {
 	// Watchdog, if positive, sets WATCHDOG_USEC to it and WATCHDOG_PID to
 	// the daemon's PID, as systemd does for WatchdogSec=.
 	Watchdog time.Duration
+	// Stderr, if set, is the daemon's standard error instead of
+	// Daemon.Stderr (which then gets only its standard output), e.g. a
+	// journal stream from journaldtest's Stream, passed with JOURNAL_STREAM
+	// in Env as systemd does.
+	Stderr *os.File
 }
 
 // Config returns a configuration whose gateway listens on a free port, with
@@ -292,6 +297,9 @@ func StartDaemon(t testing.TB, toml, url string, opts DaemonOptions) *Daemon {
 	d.Cmd.Env = Env(env...)
 	d.Cmd.Stdout = d.Stderr
 	d.Cmd.Stderr = d.Stderr
+	if opts.Stderr != nil {
+		d.Cmd.Stderr = opts.Stderr
+	}
 	d.Cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if err := d.Cmd.Start(); err != nil {
 		t.Fatal(err)
