@@ -92,12 +92,14 @@ type options struct {
 }
 
 func (o *options) register(fs *flag.FlagSet) {
-	fs.BoolVar(&o.user, "user", false, "")
-	fs.BoolVar(&o.json, "json", false, "")
-	fs.BoolVar(&o.noAskPassword, "no-ask-password", false, "")
-	fs.BoolVar(&o.version, "version", false, "")
-	fs.BoolVar(&o.help, "help", false, "")
-	fs.BoolVar(&o.help, "h", false, "")
+	// The defaults are the values so far: options before the command stay
+	// set when the command's own flag set parses the rest.
+	fs.BoolVar(&o.user, "user", o.user, "")
+	fs.BoolVar(&o.json, "json", o.json, "")
+	fs.BoolVar(&o.noAskPassword, "no-ask-password", o.noAskPassword, "")
+	fs.BoolVar(&o.version, "version", o.version, "")
+	fs.BoolVar(&o.help, "help", o.help, "")
+	fs.BoolVar(&o.help, "h", o.help, "")
 }
 
 // cli is one invocation.

@@ -154,7 +154,13 @@ func printBackend(w io.Writer, b dbusapi.BackendStatus, now time.Time, colour bo
 	row("Restarts", strconv.Itoa(int(b.NRestarts)))
 	tools := strconv.Itoa(len(b.Tools))
 	if len(b.Tools) > 0 {
-		tools += " (" + strings.Join(b.Tools, ", ") + ")"
+		const shown = 5 // "mcpgatectl tools" lists them all
+		names := b.Tools
+		more := ""
+		if len(names) > shown {
+			names, more = names[:shown], fmt.Sprintf(", … %d more", len(b.Tools)-shown)
+		}
+		tools += " (" + strings.Join(names, ", ") + more + ")"
 	}
 	row("Tools", tools)
 	if b.LastExitStatus != 0 {

@@ -174,6 +174,30 @@ func (n *Notify) Await(t testing.TB, from int, timeout time.Duration, what strin
 	}
 }
 
+// AwaitMessages waits until cond holds for every datagram received so far,
+// in order, checking again on each arrival; it fails the test after
+// timeout. Use it for what depends on several datagrams, such as "the last
+// STATUS= is …".
+func (n *Notify) AwaitMessages(t testing.TB, timeout time.Duration, what string, cond func(msgs []string) bool) {
+	t.Helper()
+	timer := time.NewTimer(timeout)
+	defer timer.Stop()
+	for {
+		n.mu.Lock()
+		msgs := append([]string(nil), n.msgs...)
+		wake := n.wake
+		n.mu.Unlock()
+		if cond(msgs) {
+			return
+		}
+		select {
+		case <-wake:
+		case <-timer.C:
+			t.Fatalf("timed out after %s waiting for sd_notify %s; got %q", timeout, what, msgs)
+		}
+	}
+}
+
 // Has returns a match function for a datagram holding the assignment kv,
 // e.g. Has("READY=1").
 func Has(kv string) func(string) bool {

@@ -1,0 +1,136 @@
+package ctl
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/godbus/dbus/v5"
+
+	"github.com/mcpgate/mcpgate/internal/dbusapi"
+)
+
+func TestPrintBackend(t *testing.T) {
+	now := time.Date(2025, 3, 4, 10, 5, 30, 0, time.UTC)
+	b := dbusapi.BackendStatus{
+		Name: "github", State: "failed", NRestarts: 5, LastExitStatus: 1,
+		LastError:            "exited with status 1\nsecond line",
+		StateChangeTimestamp: uint64(now.Add(-3*time.Minute - 5*time.Second).UnixMicro()),
+		Command:              []string{"npx", "-y", "server-github"},
+		StderrTail:           []string{"l1", "l2", "l3", "l4", "l5", "l6", "l7", "l8", "l9", "l10", "l11"},
+	}
+	for _, tc := range []struct {
+		colour bool
+		want   string
+	}{
+		{false, `● github
+       State: failed since Tue 2025-03-04 10:02:25 UTC; 3min 5s ago
+     Command: npx -y server-github
+    Main PID: -
+    Restarts: 5
+       Tools: 0
+   Last exit: 1
+  Last error: exited with status 1; second line
+
+l2
+l3
+l4
+l5
+l6
+l7
+l8
+l9
+l10
+l11
+`},
+		{true, "\x1b[0;1;31m●\x1b[0m github\n"},
+	} {
+		var out bytes.Buffer
+		printBackend(&out, b, now, tc.colour)
+		if tc.colour {
+			if !strings.HasPrefix(out.String(), tc.want) {
+				t.Errorf("coloured: got %q, want it to start with %q", out.String(), tc.want)
+			}
+			continue
+		}
+		if out.String() != tc.want {
+			t.Errorf("got:\n%s\nwant:\n%s", out.String(), tc.want)
+		}
+	}
+}
+
+func TestPrintOverview(t *testing.T) {
+	s := statusJSON{
+		Gateway: dbusapi.ManagerStatus{Version: "1.0", Status: "1/2 backends healthy, 3 tools; beta starting", NSessions: 2},
+		Backends: []dbusapi.BackendStatus{
+			{Name: "alpha", State: "healthy", MainPID: 1234, Tools: []string{"a", "b", "c"}},
+			{Name: "beta-long-name", State: "starting", NRestarts: 2, LastError: "exited with status 1"},
+		},
+	}
+	var out bytes.Buffer
+	printOverview(&out, s, false)
+	want := `● mcpgate 1.0 - 1/2 backends healthy, 3 tools; beta starting
+  Sessions: 2
+
+  BACKEND         STATE     PID   RESTARTS  TOOLS  LAST ERROR
+● alpha           healthy   1234  0         3
+● beta-long-name  starting  -     2         0      exited with status 1
+`
+	if out.String() != want {
+		t.Errorf("got:\n%s\nwant:\n%s", out.String(), want)
+	}
+	out.Reset()
+	printOverview(&out, s, true)
+	if lines := strings.Split(out.String(), "\n"); !strings.HasPrefix(lines[0], ansiYellow+"●"+ansiReset+" mcpgate") ||
+		!strings.HasPrefix(lines[4], ansiGreen+"●"+ansiReset+" alpha  ") || !strings.HasPrefix(lines[5], ansiYellow+"●"+ansiReset+" beta-long-name  starting") {
+		t.Errorf("coloured:\n%q", out.String())
+	}
+}
+
+func TestExitCode(t *testing.T) {
+	for _, tc := range []struct {
+		err  error
+		want int
+	}{
+		{dbus.Error{Name: dbusapi.ErrorNoSuchBackend}, exitNoSuchBackend},
+		{fmt.Errorf("wrapped: %w", dbus.Error{Name: dbusapi.ErrorAccessDenied}), exitAccessDenied},
+		{dbus.Error{Name: "org.freedesktop.DBus.Error.AccessDenied"}, exitAccessDenied},
+		{dbus.Error{Name: "org.freedesktop.DBus.Error.ServiceUnknown"}, exitNotRunning},
+		{dbus.Error{Name: "org.freedesktop.DBus.Error.NameHasNoOwner"}, exitNotRunning},
+		{dbus.Error{Name: dbusapi.ErrorFailed}, exitFailed},
+		{dbus.Error{Name: dbusapi.ErrorInvalidConfig}, exitFailed},
+		{errors.New("something else"), exitFailed},
+	} {
+		if got := exitCode(tc.err); got != tc.want {
+			t.Errorf("exitCode(%v) = %d, want %d", tc.err, got, tc.want)
+		}
+	}
+}
+
+func TestJournalctlArgs(t *testing.T) {
+	for _, tc := range []struct {
+		user, follow bool
+		lines        int
+		want         string
+	}{
+		{false, false, -1, "journalctl --unit=mcpgate.service MCPGATE_BACKEND=gh"},
+		{true, true, 0, "journalctl --user-unit=mcpgate.service MCPGATE_BACKEND=gh --follow --lines=0"},
+	} {
+		if got := strings.Join(journalctlArgs("gh", tc.user, tc.follow, tc.lines), " "); got != tc.want {
+			t.Errorf("got %q, want %q", got, tc.want)
+		}
+	}
+}
+
+func TestParseInterleaved(t *testing.T) {
+	c := &cli{}
+	fs := c.flagSet("test")
+	pos, err := parseInterleaved(fs, []string{"alpha", "--json", "beta", "--user"})
+	if err != nil || !slices.Equal(pos, []string{"alpha", "beta"}) || !c.opts.json || !c.opts.user {
+		t.Errorf("got %v, %v, opts %+v", pos, err, c.opts)
+	}
+}

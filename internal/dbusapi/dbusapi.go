@@ -1,0 +1,127 @@
+// Package dbusapi exports mcpgate's control interface, org.mcpgate.Gateway1, on D-Bus and calls it.
+package dbusapi
+
+import (
+	"context"
+	"errors"
+
+	"github.com/godbus/dbus/v5"
+)
+
+// Names of the interface. The introspection data is in
+// packaging/dbus/org.mcpgate.Gateway1.xml.
+const (
+	// BusName is the well-known name the gateway owns.
+	BusName = "org.mcpgate.Gateway1"
+	// ManagerPath is the object implementing ManagerInterface.
+	ManagerPath dbus.ObjectPath = "/org/mcpgate/Gateway1"
+	// BackendPathPrefix starts the path of every backend's object; the
+	// escaped backend name follows (see BackendPath).
+	BackendPathPrefix = "/org/mcpgate/Gateway1/backend/"
+	// ManagerInterface is the gateway as a whole.
+	ManagerInterface = "org.mcpgate.Gateway1.Manager"
+	// BackendInterface is one backend.
+	BackendInterface = "org.mcpgate.Gateway1.Backend"
+	// ManageAction is the polkit action that allows the mutating methods.
+	ManageAction = "org.mcpgate.Gateway1.manage"
+)
+
+// Names of the errors the interface returns.
+const (
+	ErrorNoSuchBackend = "org.mcpgate.Gateway1.Error.NoSuchBackend"
+	ErrorAccessDenied  = "org.mcpgate.Gateway1.Error.AccessDenied"
+	ErrorInvalidConfig = "org.mcpgate.Gateway1.Error.InvalidConfig"
+	ErrorFailed        = "org.mcpgate.Gateway1.Error.Failed"
+)
+
+var (
+	// ErrNoSuchBackend is returned, possibly wrapped, for a backend name
+	// that is not configured.
+	ErrNoSuchBackend = errors.New("no such backend")
+	// ErrAccessDenied is returned, possibly wrapped, when the caller may not
+	// change the gateway.
+	ErrAccessDenied = errors.New("access denied")
+	// ErrInvalidConfig is returned, wrapped together with the parser's
+	// error, when a reload is refused because the configuration is invalid.
+	ErrInvalidConfig = errors.New("invalid configuration")
+)
+
+// InvalidConfig marks err, the configuration parser's error, as the reason
+// a reload was refused: errors.Is(result, ErrInvalidConfig) holds, and the
+// message stays the parser's own.
+func InvalidConfig(err error) error { return invalidConfigError{err} }
+
+type invalidConfigError struct{ err error }
+
+func (e invalidConfigError) Error() string        { return e.err.Error() }
+func (e invalidConfigError) Unwrap() []error      { return []error{ErrInvalidConfig, e.err} }
+func (e invalidConfigError) Is(target error) bool { return target == ErrInvalidConfig }
+
+// Gateway is the running gateway as the interface sees it; the daemon
+// implements it. Every method may be called from many goroutines at once.
+// Backends are looked up by name on every call, so a reload that replaces
+// a backend needs no new objects.
+type Gateway interface {
+	// Version is the gateway's version.
+	Version() string
+	// Status is the one-line summary also sent to systemd as STATUS=.
+	Status() string
+	// NumSessions is the number of open MCP sessions.
+	NumSessions() int
+	// Backends returns every configured backend, sorted by name, without
+	// StderrTail.
+	Backends() []BackendStatus
+	// Backend returns the named backend with StderrTail, or false.
+	Backend(name string) (BackendStatus, bool)
+	// Tools returns every tool the gateway exposes.
+	Tools() []Tool
+	// StartBackend, StopBackend and RestartBackend control the named
+	// backend and return once done; an unknown name gives an error
+	// wrapping ErrNoSuchBackend.
+	StartBackend(ctx context.Context, name string) error
+	StopBackend(ctx context.Context, name string) error
+	RestartBackend(ctx context.Context, name string) error
+	// Reload re-reads the configuration and returns once it is applied,
+	// or the error that kept it from being applied: InvalidConfig(err)
+	// for a configuration that does not parse or validate.
+	Reload(ctx context.Context) error
+}
+
+// BackendStatus is what the interface shows of one backend: the properties
+// of its object.
+type BackendStatus struct {
+	Name                 string   `json:"name"`
+	State                string   `json:"state"` // starting, healthy, unhealthy, stopped or failed
+	MainPID              uint32   `json:"main_pid"`
+	NRestarts            uint32   `json:"restarts"`
+	LastExitStatus       int32    `json:"last_exit_status"` // exit code, or signal number
+	LastError            string   `json:"last_error"`
+	StateChangeTimestamp uint64   `json:"state_change_timestamp"` // µs since the epoch
+	Tools                []string `json:"tools"`                  // the exposed names of its tools
+	Command              []string `json:"command"`
+	StderrTail           []string `json:"stderr_tail,omitempty"`
+}
+
+// ManagerStatus is what the interface shows of the gateway as a whole: the
+// properties of the manager object.
+type ManagerStatus struct {
+	Version          string `json:"version"`
+	NBackends        uint32 `json:"backends"`
+	NHealthyBackends uint32 `json:"healthy_backends"`
+	NTools           uint32 `json:"tools"`
+	NSessions        uint32 `json:"sessions"`
+	Status           string `json:"status"`
+}
+
+// Tool is one tool the gateway exposes.
+type Tool struct {
+	Name        string `json:"name"` // the exposed name, prefix included
+	Backend     string `json:"backend"`
+	Description string `json:"description"`
+}
+
+// BackendRef names a backend and its object.
+type BackendRef struct {
+	Name string
+	Path dbus.ObjectPath
+}

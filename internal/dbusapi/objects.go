@@ -1,0 +1,167 @@
+package dbusapi
+
+import (
+	"context"
+
+	"github.com/godbus/dbus/v5"
+)
+
+// managerObject is /org/mcpgate/Gateway1. Its exported methods are the
+// D-Bus methods of ManagerInterface.
+type managerObject struct{ s *Server }
+
+// ListBackends returns every backend and its object, sorted by name.
+func (m managerObject) ListBackends() ([]BackendRef, *dbus.Error) {
+	refs := []BackendRef{}
+	for _, b := range m.s.gw.Backends() {
+		refs = append(refs, BackendRef{b.Name, BackendPath(b.Name)})
+	}
+	return refs, nil
+}
+
+// GetBackend returns the object of the named backend.
+func (m managerObject) GetBackend(name string) (dbus.ObjectPath, *dbus.Error) {
+	if _, ok := m.s.gw.Backend(name); !ok {
+		return "", noSuchBackend(name)
+	}
+	return BackendPath(name), nil
+}
+
+// StartBackend starts the named backend and waits for its handshake.
+func (m managerObject) StartBackend(msg dbus.Message, name string) *dbus.Error {
+	return m.s.control(msg, name, m.s.gw.StartBackend)
+}
+
+// StopBackend stops the named backend and keeps it stopped.
+func (m managerObject) StopBackend(msg dbus.Message, name string) *dbus.Error {
+	return m.s.control(msg, name, m.s.gw.StopBackend)
+}
+
+// RestartBackend restarts the named backend with its restart counter reset.
+func (m managerObject) RestartBackend(msg dbus.Message, name string) *dbus.Error {
+	return m.s.control(msg, name, m.s.gw.RestartBackend)
+}
+
+// Reload re-reads the configuration and returns once it is applied.
+func (m managerObject) Reload(msg dbus.Message) *dbus.Error {
+	if err := m.s.authorize(msg); err != nil {
+		return err
+	}
+	return dbusError(m.s.gw.Reload(m.s.ctx))
+}
+
+// toolRow is one element of ListTools' a(sss).
+type toolRow struct{ Name, Backend, Description string }
+
+// ListTools returns every exposed tool: its name, backend and description.
+func (m managerObject) ListTools() ([]toolRow, *dbus.Error) {
+	rows := []toolRow{}
+	for _, t := range m.s.gw.Tools() {
+		rows = append(rows, toolRow(t))
+	}
+	return rows, nil
+}
+
+func (m managerObject) properties() (string, map[string]dbus.Variant, *dbus.Error) {
+	st := m.s.managerStatus()
+	return ManagerInterface, map[string]dbus.Variant{
+		"Version":          dbus.MakeVariant(st.Version),
+		"NBackends":        dbus.MakeVariant(st.NBackends),
+		"NHealthyBackends": dbus.MakeVariant(st.NHealthyBackends),
+		"NTools":           dbus.MakeVariant(st.NTools),
+		"NSessions":        dbus.MakeVariant(st.NSessions),
+		"Status":           dbus.MakeVariant(st.Status),
+	}, nil
+}
+
+// backendObject is /org/mcpgate/Gateway1/backend/NAME. Its exported methods
+// are the D-Bus methods of BackendInterface.
+type backendObject struct {
+	s    *Server
+	name string
+}
+
+// Start starts the backend and waits for its handshake.
+func (b backendObject) Start(msg dbus.Message) *dbus.Error {
+	return b.s.control(msg, b.name, b.s.gw.StartBackend)
+}
+
+// Stop stops the backend and keeps it stopped.
+func (b backendObject) Stop(msg dbus.Message) *dbus.Error {
+	return b.s.control(msg, b.name, b.s.gw.StopBackend)
+}
+
+// Restart restarts the backend with its restart counter reset.
+func (b backendObject) Restart(msg dbus.Message) *dbus.Error {
+	return b.s.control(msg, b.name, b.s.gw.RestartBackend)
+}
+
+func (b backendObject) properties() (string, map[string]dbus.Variant, *dbus.Error) {
+	st, ok := b.s.gw.Backend(b.name)
+	if !ok {
+		return BackendInterface, nil, noSuchBackend(b.name)
+	}
+	props := watchedBackend(st)
+	props["Name"] = dbus.MakeVariant(st.Name)
+	props["LastExitStatus"] = dbus.MakeVariant(st.LastExitStatus)
+	props["StderrTail"] = dbus.MakeVariant(nonNil(st.StderrTail))
+	props["Command"] = dbus.MakeVariant(nonNil(st.Command))
+	return BackendInterface, props, nil
+}
+
+// control authorizes a mutating call and runs it.
+func (s *Server) control(msg dbus.Message, name string, fn func(context.Context, string) error) *dbus.Error {
+	if err := s.authorize(msg); err != nil {
+		return err
+	}
+	return dbusError(fn(s.ctx, name))
+}
+
+// propertySource is an object with properties.
+type propertySource interface {
+	properties() (iface string, values map[string]dbus.Variant, err *dbus.Error)
+}
+
+// properties serves org.freedesktop.DBus.Properties for one object. Every
+// read asks the gateway afresh; every property is read-only.
+type properties struct{ src propertySource }
+
+// Get returns one property.
+func (p properties) Get(iface, name string) (dbus.Variant, *dbus.Error) {
+	values, err := p.values(iface)
+	if err != nil {
+		return dbus.Variant{}, err
+	}
+	v, ok := values[name]
+	if !ok {
+		return dbus.Variant{}, dbus.NewError("org.freedesktop.DBus.Error.UnknownProperty", []any{"no property " + name + " in " + iface})
+	}
+	return v, nil
+}
+
+// GetAll returns every property of iface; "" means the object's interface.
+func (p properties) GetAll(iface string) (map[string]dbus.Variant, *dbus.Error) {
+	return p.values(iface)
+}
+
+// Set refuses: every property is read-only.
+func (p properties) Set(iface, name string, _ dbus.Variant) *dbus.Error {
+	if _, err := p.values(iface); err != nil {
+		return err
+	}
+	return dbus.NewError("org.freedesktop.DBus.Error.PropertyReadOnly", []any{"property " + name + " is read-only"})
+}
+
+func (p properties) values(iface string) (map[string]dbus.Variant, *dbus.Error) {
+	own, values, err := p.src.properties()
+	switch {
+	case iface != own && iface != "":
+		if iface == propertiesInterface || iface == introspectInterface || iface == "org.freedesktop.DBus.Peer" {
+			return map[string]dbus.Variant{}, nil
+		}
+		return nil, dbus.NewError("org.freedesktop.DBus.Error.UnknownInterface", []any{"no interface " + iface})
+	case err != nil:
+		return nil, err
+	}
+	return values, nil
+}
