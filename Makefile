@@ -33,17 +33,18 @@ TMPFILESDIR    ?= $(call systemd_dir,tmpfilesdir,/usr/lib/tmpfiles.d)
 # binaries (statically-linked-binary, an error, is what CGO_ENABLED=0
 # gives), and the external linker adds what its hardening checks look for:
 # PIE, RELRO and BIND_NOW; the C parts of the runtime are compiled with
-# Debian's hardening flags. -s -w strips the symbol table and DWARF
-# (unstripped-binary-or-object is an error too), strip the notes the C
-# toolchain adds. The package's libc6 dependency is computed from the
-# symbols used, by dpkg-shlibdeps.
+# Debian's hardening flags. -s -w leaves out the symbol table and DWARF
+# (unstripped-binary-or-object is an error too), and strip removes the
+# .comment and .note sections the C toolchain adds, as dh_strip would. The
+# package's libc6 dependency is computed by dpkg-shlibdeps from the symbol
+# versions the binaries use.
 RELEASE_LDFLAGS := $(LDFLAGS) -s -w -linkmode=external -extldflags '-Wl,-z,relro,-z,now'
 RELEASE_CGO     := CGO_ENABLED=1 CGO_CPPFLAGS='-D_FORTIFY_SOURCE=2' CGO_CFLAGS='-O2 -fstack-protector-strong'
-RELEASE   := $(BIN)/release
+RELEASE   ?= $(BIN)/release
 
 MAN_PAGES := $(patsubst man/%.scd,man/build/%,$(wildcard man/*.scd))
 
-.PHONY: all build run check test test-deps vet conformance e2e bench clean \
+.PHONY: all build run check test test-deps vet units conformance e2e bench clean \
         build-release man install install-bin install-systemd install-dbus \
         install-man install-config deb deb-version
 
@@ -61,17 +62,22 @@ run: build
 
 # check runs everything CI runs. Tests that need root, the network-free
 # npm servers, Node 22 or a booted container are part of it.
-check: test-deps vet test conformance e2e
+check: test-deps vet test units conformance e2e
 
 test-deps:
 	packaging/ci/deps.sh
 
 vet:
 	$(GO) vet ./...
-	@test -z "$$(gofmt -l cmd internal examples)" || (gofmt -l cmd internal examples; echo "gofmt: files above need formatting"; exit 1)
+	@test -z "$$(gofmt -l cmd internal examples man packaging systemd)" || (gofmt -l cmd internal examples man packaging systemd; echo "gofmt: files above need formatting"; exit 1)
 
 test:
 	$(GO) test -race -count=1 -timeout 20m ./...
+
+# units checks systemd/ with systemd-analyze verify and security (both run
+# in test too, silently) and prints mcpgate.service's exposure score.
+units:
+	$(GO) test -count=1 -v -run '^(TestVerify|TestSecurity)$$' ./systemd
 
 conformance:
 	MCPGATE_CONFORMANCE=1 $(GO) test -count=1 -v -timeout 10m -run TestConformance ./internal/conformance
@@ -90,7 +96,7 @@ man: $(MAN_PAGES)
 
 man/build/%: man/%.scd
 	@mkdir -p man/build
-	scdoc < $< > $@.tmp && mv $@.tmp $@
+	scdoc < $< > $@.tmp.$$$$ && mv $@.tmp.$$$$ $@
 
 install: install-bin install-systemd install-dbus install-man install-config
 
@@ -109,7 +115,8 @@ install-systemd:
 	install -m 0644 systemd/mcpgate.tmpfiles $(DESTDIR)$(TMPFILESDIR)/mcpgate.conf
 
 # The system bus policy, bus activation, introspection data and polkit
-# action of org.mcpgate.Gateway1.
+# action of org.mcpgate.Gateway1. dbus-daemon and polkitd look only under
+# /usr/share (and /etc): with another PREFIX, also pass datadir=/usr/share.
 install-dbus:
 	install -d $(DESTDIR)$(datadir)/dbus-1/system.d $(DESTDIR)$(datadir)/dbus-1/system-services \
 		$(DESTDIR)$(datadir)/dbus-1/interfaces $(DESTDIR)$(datadir)/polkit-1/actions
