@@ -21,6 +21,7 @@ import (
 
 	"github.com/mcpgate/mcpgate/internal/config"
 	"github.com/mcpgate/mcpgate/internal/dbusapi"
+	"github.com/mcpgate/mcpgate/internal/ctl"
 	"github.com/mcpgate/mcpgate/internal/testutil"
 	dbusfiles "github.com/mcpgate/mcpgate/packaging/dbus"
 )
@@ -278,19 +279,19 @@ func codeBlocks(lines []string) []string {
 	return blocks
 }
 
-// TestCtlCommands checks that mcpgatectl(1) documents every command and
-// option that "mcpgatectl help" lists.
-//
-// TODO(ctl): take the lists from internal/ctl once it exports them (for
-// example ctl.Commands()); until then they come from the help text the
-// built binary prints, which is what users see.
+// TestCtlCommands checks that mcpgatectl(1) documents every command (as
+// internal/ctl lists them) and every option "mcpgatectl help" lists.
 func TestCtlCommands(t *testing.T) {
 	bin := testutil.Build(t)
 	out, err := exec.Command(bin.Ctl, "help").Output()
 	if err != nil {
 		t.Fatalf("mcpgatectl help: %v", err)
 	}
-	commands, options := helpLists(string(out))
+	helpCommands, options := helpLists(string(out))
+	commands := ctl.Commands()
+	if len(helpCommands) < len(commands) {
+		t.Errorf("mcpgatectl help lists %q, fewer than the commands %q", helpCommands, commands)
+	}
 	t.Logf("mcpgatectl help lists commands %q and options %q", commands, options)
 	if len(commands) < 10 {
 		t.Fatalf("found only %q in the help's Commands:\n%s", commands, out)

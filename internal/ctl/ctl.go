@@ -48,6 +48,12 @@ const (
 	changeTimeout = 5 * time.Minute
 )
 
+// Commands returns the name of every mcpgatectl command, as dispatched by
+// Main and listed by "mcpgatectl help".
+func Commands() []string {
+	return []string{"status", "start", "stop", "restart", "reload", "tools", "logs", "check-config", "bridge", "import", "help", "version"}
+}
+
 const usage = `usage: mcpgatectl [OPTIONS] COMMAND [ARGS]
 
 Control the mcpgate MCP gateway.
@@ -66,6 +72,7 @@ Commands:
   import FILE            print [backends.*] TOML for a Claude Desktop,
                          .mcp.json or VS Code mcp.json file
   help                   show this help
+  version                print the version
 
 Options:
   --user                 talk to the gateway of the user's session bus

@@ -134,3 +134,18 @@ func TestParseInterleaved(t *testing.T) {
 		t.Errorf("got %v, %v, opts %+v", pos, err, c.opts)
 	}
 }
+
+// Every command Commands lists is dispatched (never "unknown command") and
+// named in the help text.
+func TestCommandsAreDispatchedAndListed(t *testing.T) {
+	for _, name := range Commands() {
+		if !strings.Contains(usage, "\n  "+name) {
+			t.Errorf("the help text does not list %q", name)
+		}
+		var stdout, stderr strings.Builder
+		run([]string{name, "--no-such-flag-xyz"}, strings.NewReader(""), &stdout, &stderr)
+		if strings.Contains(stderr.String(), "unknown command") {
+			t.Errorf("%q is not dispatched: %s", name, stderr.String())
+		}
+	}
+}
