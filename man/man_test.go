@@ -20,8 +20,8 @@ import (
 	"testing"
 
 	"github.com/mcpgate/mcpgate/internal/config"
-	"github.com/mcpgate/mcpgate/internal/dbusapi"
 	"github.com/mcpgate/mcpgate/internal/ctl"
+	"github.com/mcpgate/mcpgate/internal/dbusapi"
 	"github.com/mcpgate/mcpgate/internal/testutil"
 	dbusfiles "github.com/mcpgate/mcpgate/packaging/dbus"
 )
