@@ -98,6 +98,12 @@ type daemon struct {
 	lns    *listeners.Set
 	srv    *http.Server
 
+	// stopStatus stops status's Run once it sent what is pending, and waits
+	// for it; nil once called. See finalStatus.
+	stopStatus func()
+	// stopWatchdog ends the watchdog's rounds; nil without a watchdog.
+	stopWatchdog context.CancelFunc
+
 	sinksMu sync.Mutex
 	sinks   map[*config.Backend]*journal.BackendLog // journal sinks, per backend instance
 
@@ -168,7 +174,16 @@ func (d *daemon) run(ctx context.Context) int {
 	defer d.lns.Close()
 
 	d.status = sdnotify.NewStatusLimiter(d.notify, 100*time.Millisecond)
-	go d.status.Run(ctx)
+	statusCtx, cancelStatus := context.WithCancel(ctx)
+	statusDone := make(chan struct{})
+	go func() {
+		defer close(statusDone)
+		d.status.Run(statusCtx)
+	}()
+	d.stopStatus = func() {
+		cancelStatus()
+		<-statusDone
+	}
 	d.sup = supervisor.New(ctx, supervisor.Options{
 		BackendOptions: d.backendOptions,
 		OnAdd:          func(name string) { runHooks(d.onAdd, name) },
@@ -207,7 +222,9 @@ func (d *daemon) run(ctx context.Context) int {
 	d.updateStatus()
 	d.log.Info("mcpgate is ready", "listeners", listenerNames(d.lns), journal.MessageReady.Attr())
 	if watchdog != nil {
-		go watchdog.Run(ctx, d.alive)
+		var wdCtx context.Context
+		wdCtx, d.stopWatchdog = context.WithCancel(ctx)
+		go watchdog.Run(wdCtx, d.alive)
 	}
 	return d.loop(ctx, sigs)
 }
@@ -230,7 +247,7 @@ func (d *daemon) awaitBackends(ctx context.Context, sigs <-chan os.Signal) (code
 			for _, b := range d.sup.Backends() {
 				if st := b.Status(); b.Config().Required && st.State != backend.Healthy {
 					err := fmt.Errorf("required backend %q could not start: %s", b.Name(), st.LastError)
-					d.notify.Status("failed: " + err.Error())
+					d.finalStatus("failed: " + err.Error())
 					d.notify.Errno(int(unix.EHOSTDOWN))
 					d.log.Error(err.Error(), "backend", b.Name())
 					d.shutdownBackends()
@@ -245,6 +262,7 @@ func (d *daemon) awaitBackends(ctx context.Context, sigs <-chan os.Signal) (code
 				continue // the configuration is read once we are up
 			}
 			d.notify.Stopping()
+			d.finalStatus("stopping: shutting backends down")
 			d.shutdownBackends()
 			return exitOK, true
 		}
@@ -287,7 +305,7 @@ func (d *daemon) loop(ctx context.Context, sigs <-chan os.Signal) int {
 				d.reload(ctx)
 				continue
 			}
-			d.log.Info("stopping", "signal", sig.String(), journal.MessageStopping.Attr())
+			d.log.Info("stopping", "signal", unix.SignalName(sig.(syscall.Signal)), journal.MessageStopping.Attr())
 			return d.stop()
 		case done := <-d.reloads:
 			done <- d.reload(ctx)
@@ -323,7 +341,9 @@ func (d *daemon) reload(ctx context.Context) (err error) {
 	defer func() {
 		if err != nil {
 			d.log.Error("reload failed; the previous configuration stays in effect", "err", err, journal.MessageReloadFailed.Attr())
-			d.status.Set("reload failed: " + strings.ReplaceAll(err.Error(), "\n", "; ") + "; running the previous configuration")
+			line := "reload failed: " + strings.ReplaceAll(err.Error(), "\n", "; ") + "; running the previous configuration"
+			d.status.Set(line)
+			runHooks(d.onStatus, line)
 		} else {
 			d.updateStatus()
 		}
@@ -336,7 +356,7 @@ func (d *daemon) reload(ctx context.Context) (err error) {
 	if !reflect.DeepEqual(cfg.Gateway, d.cfg.Gateway) {
 		d.log.Warn("changes to the [gateway] section take effect when mcpgated restarts; backends are reloaded now")
 	}
-	change, err := d.sup.Apply(ctx, cfg)
+	change, err := d.apply(ctx, cfg)
 	d.cfg.Backends = cfg.Backends
 	d.cfg.Files = cfg.Files
 	d.gw.Refresh()
@@ -344,15 +364,48 @@ func (d *daemon) reload(ctx context.Context) (err error) {
 	return err
 }
 
+// apply applies cfg to the backends, which waits for the handshakes of the
+// new ones, and answers the watchdog's liveness probes meanwhile: the main
+// loop is not wedged, and a slow npx start is no reason for systemd to kill
+// the daemon.
+func (d *daemon) apply(ctx context.Context, cfg *config.Config) (supervisor.Change, error) {
+	type result struct {
+		change supervisor.Change
+		err    error
+	}
+	done := make(chan result, 1)
+	go func() {
+		change, err := d.sup.Apply(ctx, cfg)
+		done <- result{change, err}
+	}()
+	for {
+		select {
+		case r := <-done:
+			return r.change, r.err
+		case reply := <-d.ping:
+			close(reply)
+		}
+	}
+}
+
 // stop drains the requests in flight, closes the front and stops every
 // backend.
 func (d *daemon) stop() int {
+	// The main loop answers no liveness probe from here on, and systemd
+	// does not watch a stopping service: a failed check would only be a
+	// misleading log line.
+	if d.stopWatchdog != nil {
+		d.stopWatchdog()
+	}
+	// New calls are refused before anyone hears STOPPING=1.
+	d.gw.StopAccepting()
 	d.notify.Stopping()
 	g := d.cfg.Gateway
-	d.notify.Status("stopping: finishing requests in flight")
+	d.finalStatus("stopping: finishing requests in flight")
 	drainCtx, cancel := context.WithTimeout(context.Background(), g.DrainTimeout)
 	if err := d.gw.Drain(drainCtx); err != nil {
 		d.log.Warn("drain timeout reached; cancelling the requests still in flight", "drain_timeout", g.DrainTimeout)
+		d.gw.CutOff(fmt.Sprintf("the gateway is shutting down and the request did not finish within drain_timeout (%s)", g.DrainTimeout))
 	}
 	cancel()
 	d.gw.Close()
@@ -360,7 +413,7 @@ func (d *daemon) stop() int {
 	d.srv.Shutdown(closeCtx)
 	cancel()
 	d.srv.Close()
-	d.notify.Status("stopping: shutting backends down")
+	d.finalStatus("stopping: shutting backends down")
 	d.shutdownBackends()
 	d.log.Info("mcpgate stopped")
 	return exitOK
@@ -372,8 +425,19 @@ func (d *daemon) shutdownBackends() {
 
 func (d *daemon) fail(err error) int {
 	d.log.Error(err.Error())
-	d.notify.Status("failed: " + err.Error())
+	d.finalStatus("failed: " + err.Error())
 	return exitFailed
+}
+
+// finalStatus sends STATUS=line as the daemon's last word: it first stops
+// the updates that backend changes cause (sending the one pending), so that
+// a shutdown's "0/2 backends healthy" cannot overtake line.
+func (d *daemon) finalStatus(line string) {
+	if d.stopStatus != nil {
+		d.stopStatus()
+		d.stopStatus = nil
+	}
+	d.notify.Status(line)
 }
 
 // alive is the watchdog's liveness check: the main loop and the HTTP front
@@ -484,11 +548,25 @@ func (d *daemon) mcpLog(name string, params []byte) {
 		sink := d.sinks[b.Config()]
 		d.sinksMu.Unlock()
 		if sink != nil {
+			// The sink learns the pid from stderr lines; a child that
+			// never wrote one still gets its MCPGATE_BACKEND_PID.
+			if pid := b.Status().PID; pid > 0 {
+				sink.SetPID(pid)
+			}
 			sink.MCPMessage(params)
 			return
 		}
 	}
-	d.log.Info("log message from backend", "backend", name, "message", string(params))
+	m, err := journal.ParseMCPLog(params)
+	if err != nil {
+		d.log.Info("log message from backend", "backend", name, "message", string(params))
+		return
+	}
+	attrs := []slog.Attr{slog.String("backend", name), slog.String("mcp_level", m.Level)}
+	if m.Logger != "" {
+		attrs = append(attrs, slog.String("logger", m.Logger))
+	}
+	d.log.LogAttrs(context.Background(), m.SlogLevel, m.Message, attrs...)
 }
 
 func listenerNames(set *listeners.Set) []string {

@@ -29,6 +29,7 @@ type call struct {
 
 	token       int64           // our progress token toward the backend, 0 if none
 	clientToken json.RawMessage // the client's progress token
+	unsent      string          // why the call was given up before bcall was set; guarded by sess.mu
 
 	ended atomic.Bool
 	once  sync.Once // guards the bookkeeping in end
@@ -221,7 +222,11 @@ func (s *Session) forwardTo(msg *jsonrpc.Message, stream *Stream, name string, p
 	s.mu.Lock()
 	c.bcall = bcall
 	c.timer = time.AfterFunc(timeout, func() { c.timedOut(timeout) })
+	unsent := c.unsent
 	s.mu.Unlock()
+	if unsent != "" {
+		conn.Abandon(bcall, unsent) // cancelled while it was being sent
+	}
 	if c.ended.Load() {
 		c.timer.Stop()
 	}
@@ -258,24 +263,28 @@ func (c *call) timedOut(timeout time.Duration) {
 // cancel gives up on the call for the client: the backend is told, a late
 // response is dropped, and the client's stream ends without an answer.
 func (c *call) cancel(reason string) {
+	if c.giveUp(reason) && c.end() {
+		c.stream.drop()
+	}
+}
+
+// giveUp abandons the backend's request. It reports false if the backend
+// answered meanwhile. A request still being sent is abandoned by forwardTo
+// as soon as it is.
+func (c *call) giveUp(reason string) bool {
 	c.sess.mu.Lock()
 	bcall := c.bcall
+	if bcall == nil {
+		c.unsent = reason
+	}
 	c.sess.mu.Unlock()
-	if bcall != nil && !c.conn.Abandon(bcall, reason) {
-		return // answered meanwhile
-	}
-	if c.end() {
-		c.stream.finish()
-	}
+	return bcall == nil || c.conn.Abandon(bcall, reason)
 }
 
 // abort gives up on the call like cancel, but answers the client with an
 // error of code saying why.
 func (c *call) abort(code int, why string) {
-	c.sess.mu.Lock()
-	bcall := c.bcall
-	c.sess.mu.Unlock()
-	if bcall != nil && !c.conn.Abandon(bcall, why) {
+	if !c.giveUp(why) {
 		return // answered meanwhile
 	}
 	if c.end() {

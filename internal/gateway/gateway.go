@@ -90,7 +90,7 @@ type Gateway struct {
 	relays  map[relayKey]*relayed // server→client requests, by backend side
 
 	draining atomic.Bool
-	inflight atomic.Int64   // requests forwarded and not yet answered
+	inflight atomic.Int64  // requests forwarded and not yet answered
 	idle     chan struct{} // signalled when inflight drops to zero
 }
 

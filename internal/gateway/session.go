@@ -146,9 +146,12 @@ func (s *Session) touch() {
 }
 
 func (s *Session) idleSince(now time.Time) time.Duration {
+	if s.standalone.isAttached() {
+		return 0
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if len(s.calls) > 0 || s.standalone.attached > 0 {
+	if len(s.calls) > 0 {
 		return 0
 	}
 	return now.Sub(s.lastActive)
@@ -164,6 +167,7 @@ func (s *Session) NewStream(requests int, eventStream bool) *Stream {
 	st := newStream(s.nextStream, false)
 	st.finalsLeft = requests
 	st.jsonOnly = !eventStream
+	st.forget = func() { s.StreamDone(st) }
 	if s.closed {
 		st.finish()
 		return st
@@ -328,7 +332,10 @@ func (s *Session) close(why string) {
 	s.relays = map[int64]*relayed{}
 	subs := s.subs
 	s.subs = map[string]string{}
+	// A fresh map, like the others: StreamDone deletes from the old one
+	// while the loop below runs.
 	streams := s.streams
+	s.streams = map[int64]*Stream{}
 	s.mu.Unlock()
 	for _, c := range calls {
 		c.cancel(why)

@@ -26,7 +26,7 @@ type Stream struct {
 	// only responses can go on it; other messages take the standalone stream.
 	jsonOnly bool
 
-	finalsLeft int // responses still to come before the stream ends
+	finalsLeft int    // responses still to come before the stream ends
 	takeover   func() // stops the connection currently writing a standalone stream
 
 	mu       sync.Mutex
@@ -36,8 +36,11 @@ type Stream struct {
 	finished bool  // no more events will come
 	wake     chan struct{}
 	attached int         // connections currently writing this stream
-	orphan   *time.Timer // runs abandon when no connection comes back
+	orphan   *time.Timer // runs abandon and forget when no connection comes back
 	abandon  []func()    // cancel the requests of an abandoned stream
+	// forget removes a request's stream from its session once no client
+	// can resume it any more.
+	forget func()
 }
 
 // standaloneHistory bounds the events a standalone stream keeps for resumption.
@@ -68,8 +71,24 @@ func (s *Stream) push(data []byte, final bool) bool {
 	return true
 }
 
-// finish ends the stream without another message, e.g. for a cancelled
-// request or a closed session.
+// drop ends one request of the stream without a response, as for a
+// cancelled request; the stream ends when no request is left. The other
+// requests of a batch keep their answers.
+func (s *Stream) drop() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.finished {
+		return
+	}
+	s.finalsLeft--
+	if s.finalsLeft <= 0 {
+		s.finished = true
+		s.signal()
+	}
+}
+
+// finish ends the stream without another message, e.g. for a closed
+// session.
 func (s *Stream) finish() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -149,28 +168,54 @@ func (s *Stream) Attach() {
 	s.mu.Unlock()
 }
 
-// Detach records that a connection stopped writing this stream. If the
-// stream has not ended and no connection is left, its request is cancelled
-// unless a client resumes the stream within grace (0: cancel at once).
-func (s *Stream) Detach(grace time.Duration) {
+// isAttached reports whether a connection is writing this stream.
+func (s *Stream) isAttached() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	return s.attached > 0
+}
+
+// Detach records that a connection stopped writing this stream. Unless a
+// client resumes a request's stream within grace (0: at once), its
+// requests still in flight are cancelled and the stream is forgotten. A
+// stream that has ended stays resumable for grace too: the client may not
+// have received its last events.
+func (s *Stream) Detach(grace time.Duration) {
+	s.mu.Lock()
 	s.attached--
-	if s.attached > 0 || s.finished || len(s.abandon) == 0 || s.orphan != nil {
+	if s.attached > 0 || s.standalone || s.orphan != nil || (s.finished && s.forget == nil) {
+		s.mu.Unlock()
 		return
 	}
-	s.orphan = time.AfterFunc(grace, func() {
+	if s.finished && grace == 0 {
+		// The common case of a plain JSON answer: no timer on the hot path.
+		forget := s.forget
+		s.mu.Unlock() // forget takes the session's lock
+		forget()
+		return
+	}
+	defer s.mu.Unlock()
+	var timer *time.Timer
+	timer = time.AfterFunc(grace, func() {
 		s.mu.Lock()
-		abandoned := s.attached == 0 && !s.finished
-		hooks := s.abandon
+		if s.orphan != timer || s.attached > 0 {
+			s.mu.Unlock()
+			return // a client came back
+		}
 		s.orphan = nil
+		abandoned := !s.finished
+		hooks, forget := s.abandon, s.forget
 		s.mu.Unlock()
 		if abandoned {
 			for _, fn := range hooks {
 				fn()
 			}
 		}
+		if forget != nil {
+			forget()
+		}
 	})
+	s.orphan = timer
 }
 
 // onAbandon registers fn to run when the stream is abandoned (see Detach).

@@ -73,9 +73,14 @@
 //	                           allows), a response with unknown id 999999999,
 //	                           then answer "garbage sent"
 //	huge {bytes}               answer with a text of bytes "x" characters
+//	stderr {text, repeat}      write TEXT and a newline to stderr repeat times
+//	                           (default 1) in one write, then answer; TEXT may
+//	                           hold newlines and any prefix ("<3>", "ERROR: ").
+//	                           structuredContent {bytes}
 //	stderr_spam {lines, prefix}  write lines (default 1000) lines "PREFIX I" to
 //	                           stderr as fast as possible (prefix "spam"), then
-//	                           answer
+//	                           answer; lines -1 writes until notifications/cancelled
+//	                           names the request (or stdin ends) and never answers
 //	set_tools {names, burst}   replace the extra tools with names, then send
 //	                           burst (default 1) notifications/tools/list_changed
 //	                           and answer

@@ -387,6 +387,22 @@ func TestHandshakeBehaviours(t *testing.T) {
 		}
 		p.assertQuiet()
 	})
+	t.Run("initialize barrier", func(t *testing.T) {
+		record := filepath.Join(t.TempDir(), "shared.record")
+		first := start(t, nil, "--record", record, "--initialize-barrier", "2")
+		first.sendRequest("1", "initialize", init)
+		first.sendRequest("2", "ping", "")
+		if m := first.next(); string(m.ID) != "2" {
+			t.Fatalf("first answer %+v, want the ping's: initialize waits for a second server", m)
+		}
+		second := start(t, nil, "--record", record, "--initialize-barrier", "2")
+		second.sendRequest("1", "initialize", init)
+		for i, p := range []*proc{first, second} {
+			if m := p.next(); string(m.ID) != "1" || m.Result == nil {
+				t.Fatalf("server %d: %+v, want the initialize result once both received initialize", i+1, m)
+			}
+		}
+	})
 	t.Run("list_changed before the result", func(t *testing.T) {
 		p := start(t, nil, "--list-changed-before-init")
 		p.sendRequest("1", "initialize", init)
@@ -656,6 +672,45 @@ func TestStderrSpam(t *testing.T) {
 		}
 		return seen == 5000
 	})
+}
+
+func TestStderrWritesTextAsGiven(t *testing.T) {
+	p := start(t, nil)
+	p.initialize()
+	out := p.callTool("stderr", `{"text":"<3>first\nWARNING: second","repeat":2}`)
+	if got := field[int](t, out, "bytes"); got != 2*len("<3>first\nWARNING: second\n") {
+		t.Errorf("bytes = %d", got)
+	}
+	var want = []string{"<3>first", "WARNING: second", "<3>first", "WARNING: second"}
+	for _, w := range want {
+		p.awaitStderr(func(l string) bool { return l == w })
+	}
+	if got := field[int](t, p.callTool("stderr", `{}`), "bytes"); got != 1 {
+		t.Errorf("empty text wrote %d bytes, want 1 (the newline)", got)
+	}
+}
+
+// With lines -1, stderr_spam writes until its request is cancelled, and
+// the server keeps serving meanwhile.
+func TestStderrSpamUntilCancelled(t *testing.T) {
+	p := start(t, nil)
+	p.initialize()
+	p.sendRequest(`"spam"`, "tools/call", `{"name":"stderr_spam","arguments":{"lines":-1,"prefix":"flood"}}`)
+	p.awaitStderr(func(l string) bool {
+		n, err := strconv.Atoi(strings.TrimPrefix(l, "flood "))
+		return err == nil && n >= 100000
+	})
+	if out := p.callTool("echo", `{"text":"meanwhile"}`); out.text() != "meanwhile" {
+		t.Errorf("echo during the spam = %q", out.text())
+	}
+	p.send(`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":"spam"}}`)
+	// stderr waits for the spam to release stderr, so its answer shows the
+	// spam stopped.
+	if out := p.callTool("stderr", `{"text":"after"}`); field[int](t, out, "bytes") != len("after\n") {
+		t.Errorf("stderr after the spam answered %+v", out)
+	}
+	// The cancelled spam is not answered.
+	p.assertQuiet()
 }
 
 func TestSetToolsNotifies(t *testing.T) {

@@ -76,7 +76,7 @@ type server struct {
 	out   io.Writer
 	hung  bool // set by hang: nothing is written any more
 
-	errMu  sync.Mutex // keeps stderr_spam lines whole
+	errMu  sync.Mutex // keeps the lines of stderr and stderr_spam whole
 	stderr io.Writer
 
 	toolCalls atomic.Int64

@@ -45,8 +45,10 @@ func builtinTools() []tool {
 			schema: `{"type":"object","properties":{"bytes":{"type":"integer","minimum":0}}}`, run: (*server).toolGarbage},
 		{name: "huge", description: "Answers with a text of bytes bytes.",
 			schema: `{"type":"object","properties":{"bytes":{"type":"integer","minimum":0}}}`, run: (*server).toolHuge},
-		{name: "stderr_spam", description: "Writes lines lines to stderr as fast as possible.",
-			schema: `{"type":"object","properties":{"lines":{"type":"integer","minimum":0},"prefix":{"type":"string"}}}`, run: (*server).toolStderrSpam},
+		{name: "stderr", description: "Writes text and a newline to stderr repeat times, in one write.",
+			schema: `{"type":"object","properties":{"text":{"type":"string"},"repeat":{"type":"integer","minimum":0}}}`, run: (*server).toolStderr},
+		{name: "stderr_spam", description: "Writes lines lines to stderr as fast as possible; -1 until cancelled.",
+			schema: `{"type":"object","properties":{"lines":{"type":"integer","minimum":-1},"prefix":{"type":"string"}}}`, run: (*server).toolStderrSpam},
 		{name: "set_tools", description: "Replaces the extra tools and sends burst notifications/tools/list_changed.",
 			schema: `{"type":"object","properties":{"names":{"type":"array","items":{"type":"string"}},"burst":{"type":"integer","minimum":0}}}`, run: (*server).toolSetTools},
 		{name: "progress", description: "Sends steps progress notifications, then answers.",
@@ -248,6 +250,31 @@ func (s *server) toolHuge(c *call) (any, error) {
 	return textResult(strings.Repeat("x", a.Bytes), nil), nil
 }
 
+func (s *server) toolStderr(c *call) (any, error) {
+	a := struct {
+		Text   string `json:"text"`
+		Repeat int    `json:"repeat"`
+	}{Repeat: 1}
+	if err := c.decodeArgs(&a); err != nil {
+		return nil, err
+	}
+	if a.Repeat < 0 {
+		return nil, invalidParams("stderr: repeat %d is negative", a.Repeat)
+	}
+	b := make([]byte, 0, (len(a.Text)+1)*a.Repeat)
+	for range a.Repeat {
+		b = append(b, a.Text...)
+		b = append(b, '\n')
+	}
+	s.errMu.Lock()
+	_, err := s.stderr.Write(b)
+	s.errMu.Unlock()
+	if err != nil {
+		return nil, fmt.Errorf("write stderr: %w", err)
+	}
+	return textResult(fmt.Sprintf("wrote %d bytes", len(b)), map[string]any{"bytes": len(b)}), nil
+}
+
 func (s *server) toolStderrSpam(c *call) (any, error) {
 	a := struct {
 		Lines  int    `json:"lines"`
@@ -256,17 +283,45 @@ func (s *server) toolStderrSpam(c *call) (any, error) {
 	if err := c.decodeArgs(&a); err != nil {
 		return nil, err
 	}
+	forever := a.Lines < 0
+	var cancelled chan struct{}
+	if forever {
+		s.mu.Lock()
+		cancelled = s.cancelSignalLocked(c.id)
+		s.mu.Unlock()
+	}
 	s.errMu.Lock()
 	w := bufio.NewWriterSize(s.stderr, 64<<10)
-	for i := range a.Lines {
-		fmt.Fprintf(w, "%s %d\n", a.Prefix, i)
+	var err error
+	for i := 0; forever || i < a.Lines; i++ {
+		if forever && i%256 == 0 && (isClosed(cancelled) || isClosed(s.eof)) {
+			break
+		}
+		if _, err = fmt.Fprintf(w, "%s %d\n", a.Prefix, i); err != nil {
+			break
+		}
 	}
-	err := w.Flush()
+	if ferr := w.Flush(); err == nil {
+		err = ferr
+	}
 	s.errMu.Unlock()
-	if err != nil {
+	switch {
+	case err != nil:
 		return nil, fmt.Errorf("write stderr: %w", err)
+	case forever:
+		return nil, errNoReply // a cancelled request gets no answer
 	}
 	return textResult(fmt.Sprintf("wrote %d lines", a.Lines), map[string]any{"lines": a.Lines}), nil
+}
+
+// isClosed reports whether ch is closed, without waiting.
+func isClosed(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
 }
 
 func (s *server) toolSetTools(c *call) (any, error) {
