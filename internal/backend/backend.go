@@ -270,7 +270,7 @@ func (s *supervision) start(ctx context.Context) (*Conn, time.Time, error) {
 	b.mu.Unlock()
 	conn.start()
 	b.setState(Starting, func(st *Status) { st.PID = proc.pid })
-	b.log.Info("spawned backend", "pid", proc.pid, "command", strings.Join(argv, " "), journal.MessageSpawn.Attr())
+	b.log.Info("spawned backend", "backend_pid", proc.pid, "command", strings.Join(argv, " "), journal.MessageSpawn.Attr())
 
 	hctx, cancel := context.WithTimeout(ctx, b.cfg.Timeout)
 	defer cancel()
@@ -301,7 +301,7 @@ func (s *supervision) start(ctx context.Context) (*Conn, time.Time, error) {
 			}
 			b.lists.Store(r.lists)
 			b.setState(Healthy, func(st *Status) { st.Server = conn.Server(); st.LastError = "" })
-			b.log.Info("backend ready", "pid", proc.pid, "tools", len(r.lists.Tools), "protocol_version", conn.Server().ProtocolVersion, journal.MessageBackendReady.Attr())
+			b.log.Info("backend ready", "backend_pid", proc.pid, "tools", len(r.lists.Tools), "protocol_version", conn.Server().ProtocolVersion, journal.MessageBackendReady.Attr())
 			s.answer(nil)
 			b.settle()
 			return conn, started, nil
@@ -359,7 +359,7 @@ func (s *supervision) stopConn(conn *Conn, why string) {
 	}
 	b.mu.Unlock()
 	b.update(func(st *Status) { st.PID = 0; st.LastExit = conn.exit })
-	b.log.Info("backend stopped", "pid", conn.PID(), "reason", why, "exit", conn.exit.Text)
+	b.log.Info("backend stopped", "backend_pid", conn.PID(), "reason", why, "exit", conn.exit.Text)
 }
 
 // obey carries out Stop or Restart once the child is gone.
@@ -421,9 +421,9 @@ func (s *supervision) crashed(ctx context.Context, started time.Time, startErr e
 
 	reason := ""
 	var exit ExitInfo
-	tail := b.stderr.tail(10)
 	if conn != nil {
-		<-conn.Done()
+		<-conn.Done() // its stderr is drained, so the tail has its last words
+		tail := b.stderr.tail(10)
 		exit = conn.exit
 		reason = exit.Text
 		var why string
@@ -579,7 +579,7 @@ func (b *Backend) Probe(conn *Conn) {
 			}
 			return
 		}
-		b.log.Warn("backend does not answer ping after a timed-out call; killing it", "pid", conn.PID())
+		b.log.Warn("backend does not answer ping after a timed-out call; killing it", "backend_pid", conn.PID())
 		conn.reason.Store(ptr("did not answer ping after a call timed out"))
 		conn.proc.signalGroup(unix.SIGKILL)
 	}()
@@ -606,7 +606,7 @@ func (b *Backend) initializeParams() json.RawMessage {
 type logSink struct{ log *slog.Logger }
 
 func (l logSink) Line(pid int, line []byte, partial bool) {
-	l.log.Info(string(line), "pid", pid, "stream", "stderr", "partial", partial)
+	l.log.Info(string(line), "backend_pid", pid, "stream", "stderr", "partial", partial)
 }
 
 func ptr[T any](v T) *T { return &v }

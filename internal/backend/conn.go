@@ -84,7 +84,7 @@ func newConn(b *Backend, proc *process) *Conn {
 	c := &Conn{
 		b:          b,
 		proc:       proc,
-		log:        b.log.With("pid", proc.pid),
+		log:        b.log.With("backend_pid", proc.pid),
 		writeq:     make(chan []byte, 256),
 		closeStdin: make(chan struct{}),
 		pending:    make(map[int64]*Call),

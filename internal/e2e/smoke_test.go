@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -216,17 +215,7 @@ User=nobody
 
 // buildNotifyHTTPD builds the static notifyhttpd for the container.
 func buildNotifyHTTPD(t *testing.T) string {
-	gotool, err := exec.LookPath("go")
-	if err != nil {
-		t.Fatalf("building notifyhttpd: %v", err)
-	}
-	out := filepath.Join(t.TempDir(), "notifyhttpd")
-	cmd := exec.CommandContext(t.Context(), gotool, "build", "-o", out, "github.com/mcpgate/mcpgate/internal/e2e/notifyhttpd")
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if msg, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("building notifyhttpd: %v\n%s", err, msg)
-	}
-	return out
+	return buildStatic(t, "github.com/mcpgate/mcpgate/internal/e2e/notifyhttpd", "notifyhttpd")
 }
 
 // activeState returns the unit's ActiveState.

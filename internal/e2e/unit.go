@@ -134,18 +134,9 @@ func (c *Container) AwaitJournal(ctx context.Context, match func(JournalEntry) b
 	sc := bufio.NewScanner(stdout)
 	sc.Buffer(make([]byte, 64*1024), 16*1024*1024)
 	for sc.Scan() {
-		var raw map[string]json.RawMessage
-		if err := json.Unmarshal(sc.Bytes(), &raw); err != nil {
-			return nil, fmt.Errorf("in container: %s: bad JSON line %q: %w", shellQuote(argv), sc.Text(), err)
-		}
-		entry := make(JournalEntry, len(raw))
-		for k, v := range raw {
-			var s string
-			if json.Unmarshal(v, &s) == nil {
-				entry[k] = s
-			} else {
-				entry[k] = string(v)
-			}
+		entry, err := parseJournalEntry(sc.Bytes())
+		if err != nil {
+			return nil, fmt.Errorf("in container: %s: %w", shellQuote(argv), err)
 		}
 		if match(entry) {
 			return entry, nil
@@ -159,4 +150,45 @@ func (c *Container) AwaitJournal(ctx context.Context, match func(JournalEntry) b
 		err = errors.New("journalctl ended")
 	}
 	return nil, fmt.Errorf("in container: %s: no matching entry: %w (stderr: %s)", shellQuote(argv), err, strings.TrimSpace(stderr.String()))
+}
+
+// Journal returns the entries of the container's current boot that
+// `journalctl --boot --output=json` plus args (such as "--unit=mcpgate.service"
+// or "MCPGATE_BACKEND=demo") prints now, oldest first.
+func (c *Container) Journal(ctx context.Context, args ...string) ([]JournalEntry, error) {
+	argv := append([]string{"journalctl", "--boot", "--output=json", "--no-pager"}, args...)
+	res, err := c.Exec(ctx, nil, argv...)
+	if err != nil {
+		return nil, err
+	}
+	var entries []JournalEntry
+	for line := range strings.SplitSeq(res.Stdout, "\n") {
+		if line == "" {
+			continue
+		}
+		entry, err := parseJournalEntry([]byte(line))
+		if err != nil {
+			return nil, fmt.Errorf("in container: %s: %w", shellQuote(argv), err)
+		}
+		entries = append(entries, entry)
+	}
+	return entries, nil
+}
+
+// parseJournalEntry parses one line of `journalctl --output=json`.
+func parseJournalEntry(line []byte) (JournalEntry, error) {
+	var raw map[string]json.RawMessage
+	if err := json.Unmarshal(line, &raw); err != nil {
+		return nil, fmt.Errorf("bad JSON line %q: %w", line, err)
+	}
+	entry := make(JournalEntry, len(raw))
+	for k, v := range raw {
+		var s string
+		if json.Unmarshal(v, &s) == nil {
+			entry[k] = s
+		} else {
+			entry[k] = string(v)
+		}
+	}
+	return entry, nil
 }
