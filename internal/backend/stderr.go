@@ -1,15 +1,16 @@
 package backend
 
 import (
-	"bufio"
-	"errors"
 	"io"
 	"sync"
+	"unicode/utf8"
+
+	"github.com/mcpgate/mcpgate/internal/journal"
 )
 
 // MaxStderrLine is the longest piece of a stderr line handed over at once.
 // Longer lines arrive in pieces, all but the last marked partial.
-const MaxStderrLine = 64 << 10
+const MaxStderrLine = journal.MaxLineBytes
 
 // LineSink receives every line a child writes to stderr. Line must not
 // block: a child must never stall on a full stderr pipe.
@@ -34,7 +35,11 @@ func newRing() *ring { return &ring{lines: make([]string, ringLines)} }
 
 func (r *ring) add(line []byte) {
 	if len(line) > ringLineMax {
-		line = append(line[:ringLineMax:ringLineMax], "…"...)
+		cut := ringLineMax // back to a character boundary, so the tail stays UTF-8
+		for i := 1; i < utf8.UTFMax && cut > 0 && !utf8.RuneStart(line[cut]); i++ {
+			cut--
+		}
+		line = append(line[:cut:cut], "…"...)
 	}
 	r.mu.Lock()
 	r.lines[r.next] = string(line)
@@ -60,38 +65,20 @@ func (r *ring) tail(n int) []string {
 }
 
 // readStderr drains the child's stderr until EOF, into the ring and the sink.
-// It never stops reading early, so the child can always write.
+// It never stops reading early, so the child can always write. Lines longer
+// than MaxStderrLine come in pieces cut between UTF-8 characters, so every
+// piece is readable text; empty lines are skipped.
 func readStderr(r io.Reader, pid int, buf *ring, sink LineSink) {
-	br := bufio.NewReaderSize(r, MaxStderrLine)
-	partialPending := false
-	for {
-		chunk, err := br.ReadSlice('\n')
-		partial := errors.Is(err, bufio.ErrBufferFull)
-		line := chunk
-		if !partial {
-			line = trimEOL(line)
-		}
-		if len(line) > 0 || partial || partialPending {
-			if !partialPending {
+	continuing := false // the previous piece was partial
+	_ = journal.ReadLines(r, func(line []byte, partial bool) {
+		if len(line) > 0 || partial || continuing {
+			if !continuing {
 				buf.add(line)
 			}
 			if sink != nil {
 				sink.Line(pid, line, partial)
 			}
 		}
-		partialPending = partial
-		if err != nil && !partial {
-			return
-		}
-	}
-}
-
-func trimEOL(b []byte) []byte {
-	if n := len(b); n > 0 && b[n-1] == '\n' {
-		b = b[:n-1]
-	}
-	if n := len(b); n > 0 && b[n-1] == '\r' {
-		b = b[:n-1]
-	}
-	return b
+		continuing = partial
+	}) // a read error means the pipe is gone, as EOF does
 }

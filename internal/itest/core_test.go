@@ -298,7 +298,7 @@ command = "FAKE"
 `)
 	// Ready came only after bad gave up, and says so.
 	ready := d.Notify.Messages()[d.Notify.Await(t, 0, time.Second, "READY=1", testutil.Has("READY=1"))]
-	if !strings.Contains(ready, "STATUS=1/2 backends healthy, 22 tools; bad failed") {
+	if !strings.Contains(ready, "STATUS=1/2 backends healthy, 23 tools; bad failed") {
 		t.Errorf("READY=1 came with %q; want the status saying bad failed", ready)
 	}
 	cs := d.Connect(t, nil)

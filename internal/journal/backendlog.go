@@ -166,11 +166,15 @@ func NewBackendLog(w *Writer, opts BackendLogOptions) *BackendLog {
 }
 
 // SetPID sets MCPGATE_BACKEND_PID for the lines that follow, for a new
-// incarnation of the backend's process; 0 omits the field.
+// incarnation of the backend's process; 0 omits the field. A new pid ends
+// a long line being continued; the same pid again changes nothing, so a
+// caller may set it before every line.
 func (l *BackendLog) SetPID(pid int) {
 	l.mu.Lock()
-	l.pid = pid
-	l.continuing = false
+	if pid != l.pid {
+		l.pid = pid
+		l.continuing = false
+	}
 	l.mu.Unlock()
 }
 

@@ -112,6 +112,7 @@ func TestBackendLogFields(t *testing.T) {
 	defer bl.Close()
 
 	bl.Line([]byte("<3>head"), true)
+	bl.SetPID(100) // the same pid, as a per-line sink sets it: the line goes on
 	bl.Line([]byte("WARN middle"), true)
 	bl.Line([]byte("tail"), false)
 	bl.SetPID(200)
