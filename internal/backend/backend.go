@@ -156,7 +156,7 @@ func (b *Backend) Conn() *Conn {
 }
 
 // StderrTail returns up to n of the child's most recent stderr lines.
-func (b *Backend) StderrTail(n int) []string { return b.stderr.tail(n) }
+func (b *Backend) StderrTail(n int) []string { return b.stderr.tail(n, 0) }
 
 // Settled is closed once the first start attempt is decided: the backend is
 // healthy, has failed for good, or is not meant to run.
@@ -423,7 +423,7 @@ func (s *supervision) crashed(ctx context.Context, started time.Time, startErr e
 	var exit ExitInfo
 	if conn != nil {
 		<-conn.Done() // its stderr is drained, so the tail has its last words
-		tail := b.stderr.tail(10)
+		tail := b.stderr.tail(10, conn.PID())
 		exit = conn.exit
 		reason = exit.Text
 		var why string

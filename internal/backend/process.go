@@ -5,23 +5,24 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"syscall"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/mcpgate/mcpgate/internal/config"
 )
 
-// reservedEnv names the variables systemd hands the daemon. They describe the
-// daemon's own sockets and must never reach a child.
-var reservedEnv = []string{"LISTEN_FDS", "LISTEN_PID", "LISTEN_FDNAMES", "NOTIFY_SOCKET", "WATCHDOG_USEC", "WATCHDOG_PID", "JOURNAL_STREAM"}
-
-// ChildEnv returns base without the daemon's reserved variables, with extra
-// added (replacing variables of the same name).
+// ChildEnv returns base without the variables systemd hands the daemon
+// (config.ReservedEnv: they describe the daemon's own sockets), with extra
+// added, replacing variables of the same name.
 func ChildEnv(base []string, extra map[string]string) []string {
+	reserved := config.ReservedEnv()
 	env := make([]string, 0, len(base)+len(extra))
 	for _, kv := range base {
 		name, _, _ := strings.Cut(kv, "=")
-		if isReserved(name) {
+		if slices.Contains(reserved, name) {
 			continue
 		}
 		if _, override := extra[name]; override {
@@ -33,15 +34,6 @@ func ChildEnv(base []string, extra map[string]string) []string {
 		env = append(env, k+"="+v)
 	}
 	return env
-}
-
-func isReserved(name string) bool {
-	for _, r := range reservedEnv {
-		if name == r {
-			return true
-		}
-	}
-	return false
 }
 
 // process is one spawned child: the leader of its own process group, with

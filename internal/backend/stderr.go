@@ -2,6 +2,7 @@ package backend
 
 import (
 	"io"
+	"slices"
 	"sync"
 	"unicode/utf8"
 
@@ -21,9 +22,14 @@ type LineSink interface {
 // ring keeps the most recent lines of a backend's stderr, across restarts.
 type ring struct {
 	mu    sync.Mutex
-	lines []string
+	lines []ringLine
 	next  int
 	full  bool
+}
+
+type ringLine struct {
+	pid  int // the child that wrote it
+	text string
 }
 
 const (
@@ -31,9 +37,9 @@ const (
 	ringLineMax = 1024 // bytes kept of one line; the journal gets all of it
 )
 
-func newRing() *ring { return &ring{lines: make([]string, ringLines)} }
+func newRing() *ring { return &ring{lines: make([]ringLine, ringLines)} }
 
-func (r *ring) add(line []byte) {
+func (r *ring) add(pid int, line []byte) {
 	if len(line) > ringLineMax {
 		cut := ringLineMax // back to a character boundary, so the tail stays UTF-8
 		for i := 1; i < utf8.UTFMax && cut > 0 && !utf8.RuneStart(line[cut]); i++ {
@@ -42,25 +48,29 @@ func (r *ring) add(line []byte) {
 		line = append(line[:cut:cut], "…"...)
 	}
 	r.mu.Lock()
-	r.lines[r.next] = string(line)
+	r.lines[r.next] = ringLine{pid, string(line)}
 	r.next = (r.next + 1) % len(r.lines)
 	r.full = r.full || r.next == 0
 	r.mu.Unlock()
 }
 
-// tail returns up to n of the most recent lines, oldest first.
-func (r *ring) tail(n int) []string {
+// tail returns up to n of the most recent lines, oldest first, of the
+// child pid, or of any child for pid 0.
+func (r *ring) tail(n, pid int) []string {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	count := r.next
 	if r.full {
 		count = len(r.lines)
 	}
-	n = min(n, count)
-	out := make([]string, 0, n)
-	for i := r.next - n; i < r.next; i++ {
-		out = append(out, r.lines[(i+len(r.lines))%len(r.lines)])
+	var out []string
+	for i := 1; i <= count && len(out) < n; i++ {
+		l := r.lines[(r.next-i+len(r.lines))%len(r.lines)]
+		if pid == 0 || l.pid == pid {
+			out = append(out, l.text)
+		}
 	}
+	slices.Reverse(out)
 	return out
 }
 
@@ -73,7 +83,7 @@ func readStderr(r io.Reader, pid int, buf *ring, sink LineSink) {
 	_ = journal.ReadLines(r, func(line []byte, partial bool) {
 		if len(line) > 0 || partial || continuing {
 			if !continuing {
-				buf.add(line)
+				buf.add(pid, line)
 			}
 			if sink != nil {
 				sink.Line(pid, line, partial)

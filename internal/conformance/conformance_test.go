@@ -10,6 +10,12 @@ import (
 	"github.com/mcpgate/mcpgate/internal/testutil"
 )
 
+func TestMain(m *testing.M) {
+	code := m.Run()
+	testutil.RemoveBinaries()
+	os.Exit(code)
+}
+
 // TestConformance runs the active server scenarios of the official MCP
 // conformance suite twice: directly against the go-sdk everything-server
 // fixture over Streamable HTTP (the baseline), and against mcpgate with the

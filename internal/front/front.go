@@ -245,10 +245,12 @@ func (h *Handler) answer(w http.ResponseWriter, r *http.Request, sess *gateway.S
 			st.Detach(0) // nothing was streamed: the client cannot resume
 			return
 		}
-		for i, e := range events {
+		for _, e := range events {
 			if !e.Final {
-				// Switch to an event stream, replaying what came before.
-				h.stream(w, r, sess, st, after+int64(i))
+				// Switch to an event stream, replaying from the start:
+				// nothing was written yet, not even earlier responses of a
+				// batch.
+				h.stream(w, r, sess, st, 0)
 				return
 			}
 			responses = append(responses, e.Data)
@@ -311,12 +313,9 @@ func (h *Handler) stream(w http.ResponseWriter, r *http.Request, sess *gateway.S
 		st.Detach(h.opts.ResumeWindow)
 		return
 	}
-	defer func() {
-		if st.Finished() && st.Acked() >= after {
-			sess.StreamDone(st)
-		}
-		st.Detach(h.opts.ResumeWindow)
-	}()
+	// A finished stream stays resumable for the resume window too: the
+	// client may not have received its last events. Detach forgets it then.
+	defer st.Detach(h.opts.ResumeWindow)
 	for {
 		wctx, cancel := context.WithTimeout(ctx, h.opts.KeepAlive)
 		events, done, err := st.Wait(wctx, after)

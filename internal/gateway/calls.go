@@ -31,6 +31,11 @@ type call struct {
 	clientToken json.RawMessage // the client's progress token
 	unsent      string          // why the call was given up before bcall was set; guarded by sess.mu
 
+	// then, if set, learns whether the backend accepted the request once
+	// the call ends.
+	then      func(ok bool)
+	succeeded atomic.Bool
+
 	ended atomic.Bool
 	once  sync.Once // guards the bookkeeping in end
 }
@@ -91,7 +96,7 @@ func (s *Session) HandleRequest(msg *jsonrpc.Message, stream *Stream) {
 			fail(err)
 			return
 		}
-		owner, ok := cat.ResourceOwner(uri)
+		owner, ok := g.resourceOwner(cat, uri)
 		if !ok {
 			fail(&jsonrpc.Error{Code: CodeResourceNotFound, Message: fmt.Sprintf("resource not found: no backend serves %q", uri),
 				Data: append(jsonrpc.AppendString([]byte(`{"uri":`), uri), '}')})
@@ -164,9 +169,22 @@ func quoteList(names []string) string {
 // forwardTo sends the request to a backend under a fresh id, rewriting the
 // progress token, and answers the client when the backend does.
 func (s *Session) forwardTo(msg *jsonrpc.Message, stream *Stream, name string, params json.RawMessage) {
+	s.forwardThen(msg, stream, name, params, nil)
+}
+
+// forwardThen is forwardTo, calling then with the outcome once the call
+// ended: true if the backend answered with a result. Then is also called
+// (with false) when the request could not be sent.
+func (s *Session) forwardThen(msg *jsonrpc.Message, stream *Stream, name string, params json.RawMessage, then func(ok bool)) {
 	g := s.g
-	fail := func(code int, err error) {
+	answer := func(code int, err error) {
 		stream.push(jsonrpc.AppendError(nil, msg.ID, &jsonrpc.Error{Code: code, Message: err.Error()}), true)
+	}
+	fail := func(code int, err error) { // before the call is tracked
+		if then != nil {
+			then(false)
+		}
+		answer(code, err)
 	}
 	b := g.registry.Backend(name)
 	if b == nil {
@@ -178,7 +196,7 @@ func (s *Session) forwardTo(msg *jsonrpc.Message, stream *Stream, name string, p
 		fail(CodeBackendUnavailable, unavailable(b))
 		return
 	}
-	c := &call{sess: s, clientID: msg.ID, stream: stream, b: b, conn: conn}
+	c := &call{sess: s, clientID: msg.ID, stream: stream, b: b, conn: conn, then: then}
 	if tok, span, ok := jsonrpc.LookupPath(params, "_meta", "progressToken"); ok {
 		c.token = g.tokens.Add(1)
 		c.clientToken = tok
@@ -215,7 +233,7 @@ func (s *Session) forwardTo(msg *jsonrpc.Message, stream *Stream, name string, p
 	bcall, err := conn.Go(ctx, msg.Method, jsonrpc.Compact(params), c, c.deliver)
 	if err != nil {
 		if c.end() {
-			fail(CodeBackendUnavailable, fmt.Errorf("backend %q: %v", name, err))
+			answer(CodeBackendUnavailable, fmt.Errorf("backend %q: %v", name, err))
 		}
 		return
 	}
@@ -234,6 +252,7 @@ func (s *Session) forwardTo(msg *jsonrpc.Message, stream *Stream, name string, p
 
 // deliver receives the backend's answer, on the backend's reader goroutine.
 func (c *call) deliver(resp *jsonrpc.Message, err error) {
+	c.succeeded.Store(err == nil && resp.Error == nil)
 	if !c.end() {
 		return
 	}
@@ -299,6 +318,9 @@ func (c *call) end() bool {
 		return false
 	}
 	c.once.Do(func() {
+		if c.then != nil {
+			defer c.then(c.succeeded.Load())
+		}
 		s := c.sess
 		s.mu.Lock()
 		if s.calls[string(c.clientID)] == c {
@@ -388,7 +410,7 @@ func (s *Session) subscription(msg *jsonrpc.Message, stream *Stream, cat *catalo
 			return
 		}
 		var ok bool
-		if owner, ok = cat.ResourceOwner(uri); !ok {
+		if owner, ok = s.g.resourceOwner(cat, uri); !ok {
 			stream.push(errorResponse(msg.ID, CodeResourceNotFound, "resource not found: no backend serves %q", uri), true)
 			return
 		}
@@ -414,24 +436,60 @@ func (s *Session) subscription(msg *jsonrpc.Message, stream *Stream, cat *catalo
 		delete(s.subs, uri)
 	}
 	s.mu.Unlock()
-	if first || last {
+	if first {
+		// A backend that refuses the subscription must not stay counted.
+		s.forwardThen(msg, stream, owner, msg.Params, func(ok bool) {
+			if !ok {
+				s.mu.Lock()
+				delete(s.subs, uri)
+				s.mu.Unlock()
+				g.unsubscribeCount(k)
+			}
+		})
+		return
+	}
+	if last {
 		s.forwardTo(msg, stream, owner, msg.Params)
 		return
 	}
 	stream.push(jsonrpc.AppendResult(nil, msg.ID, json.RawMessage(`{}`)), true)
 }
 
+// unsubscribeCount forgets one session's subscription to k and reports
+// whether it was the last.
+func (g *Gateway) unsubscribeCount(k subKey) (last bool) {
+	g.subsMu.Lock()
+	defer g.subsMu.Unlock()
+	g.subs[k]--
+	if g.subs[k] > 0 {
+		return false
+	}
+	delete(g.subs, k)
+	return true
+}
+
+// resourceOwner returns the backend serving uri: the one that lists it or
+// a template matching it, else the only backend with resources at all, as
+// servers may serve URIs they do not list.
+func (g *Gateway) resourceOwner(cat *catalog.Catalog, uri string) (string, bool) {
+	if owner, ok := cat.ResourceOwner(uri); ok {
+		return owner, true
+	}
+	only := ""
+	for _, b := range g.registry.Backends() {
+		if conn := b.Conn(); conn != nil && conn.Server().Capabilities.Resources != nil {
+			if only != "" {
+				return "", false
+			}
+			only = b.Name()
+		}
+	}
+	return only, only != ""
+}
+
 // unsubscribe drops one session's subscription when it ends.
 func (g *Gateway) unsubscribe(owner, uri string) {
-	g.subsMu.Lock()
-	k := subKey{owner, uri}
-	g.subs[k]--
-	last := g.subs[k] <= 0
-	if last {
-		delete(g.subs, k)
-	}
-	g.subsMu.Unlock()
-	if !last {
+	if !g.unsubscribeCount(subKey{owner, uri}) {
 		return
 	}
 	if b := g.registry.Backend(owner); b != nil {

@@ -26,7 +26,7 @@ func (g *Gateway) Notification(b *backend.Backend, conn *backend.Conn, msg *json
 		}
 		c := v.(*call)
 		params := jsonrpc.Replace(msg.Params, span, c.clientToken)
-		c.stream.push(jsonrpc.AppendNotification(nil, msg.Method, params), false)
+		c.sess.send(jsonrpc.AppendNotification(nil, msg.Method, params), c.stream)
 	case "notifications/message":
 		if g.opts.OnLog != nil {
 			g.opts.OnLog(b.Name(), msg.Params)

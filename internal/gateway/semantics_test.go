@@ -238,6 +238,9 @@ func rawInit(t *testing.T, url, protocol string, caps string) *rawSession {
 // do sends a request to the endpoint with the session's headers.
 func (s *rawSession) do(ctx context.Context, method, body string, header ...string) *http.Response {
 	s.t.Helper()
+	// Bound every exchange, so that a stream that never ends fails the test.
+	ctx, cancel := context.WithTimeout(ctx, wait)
+	s.t.Cleanup(cancel)
 	req, err := http.NewRequestWithContext(ctx, method, s.url, strings.NewReader(body))
 	if err != nil {
 		s.t.Fatal(err)
@@ -742,6 +745,69 @@ func TestEventStreamOrderAndResumption(t *testing.T) {
 		}
 	})
 
+	t.Run("backend's own notifications reach the caller", func(t *testing.T) {
+		s := rawInit(t, d.URL, "2025-11-25", "{}")
+		resp := s.post(context.Background(), `{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"f__notify","arguments":{"method":"notifications/custom","params":{"n":1}}}}`)
+		defer resp.Body.Close()
+		if got := readAll(t, resp); !slices.Equal(got, []string{"notifications/custom", "response 5"}) {
+			t.Errorf("events %q, want the custom notification, then the response", got)
+		}
+	})
+
+	t.Run("resume after the end", func(t *testing.T) {
+		// A client that lost the last events of a finished stream gets them
+		// again within the resume window.
+		s := rawInit(t, d.URL, "2025-11-25", "{}")
+		resp := s.post(context.Background(), `{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"f__progress","arguments":{"steps":1},"_meta":{"progressToken":1}}}`)
+		r := newSSEReader(resp.Body)
+		var progress sseEvent
+		for {
+			ev, err := r.next()
+			if err != nil {
+				break
+			}
+			if strings.Contains(ev.Data, "notifications/progress") {
+				progress = ev
+			}
+		}
+		resp.Body.Close()
+		if progress.ID == "" {
+			t.Fatal("no progress event with an id")
+		}
+		resp = s.do(context.Background(), http.MethodGet, "", "Last-Event-Id", progress.ID)
+		defer resp.Body.Close()
+		if got := readAll(t, resp); !slices.Equal(got, []string{"response 3"}) {
+			t.Errorf("resumed finished stream carried %q, want the response again", got)
+		}
+	})
+
+	t.Run("client without event streams", func(t *testing.T) {
+		// Messages that cannot go on a plain JSON answer take the session's
+		// standalone stream.
+		s := rawInit(t, d.URL, "2025-11-25", "{}")
+		get := s.do(context.Background(), http.MethodGet, "")
+		defer get.Body.Close()
+		resp := s.do(context.Background(), http.MethodPost, `{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"f__progress","arguments":{"steps":2},"_meta":{"progressToken":"j"}}}`,
+			"Accept", "application/json")
+		if got := readAll(t, resp); !slices.Equal(got, []string{"response 4"}) {
+			t.Errorf("JSON answer %q, want the response alone", got)
+		}
+		resp.Body.Close()
+		r := newSSEReader(get.Body)
+		for n := 0; n < 2; {
+			ev, err := r.next()
+			if err != nil {
+				t.Fatalf("standalone stream ended after %d progress notifications: %v", n, err)
+			}
+			if ev.Data != "" {
+				if m := decode(t, ev.Data); m.Method != "notifications/progress" || m.Params["progressToken"] != "j" {
+					t.Fatalf("standalone stream carried %s, want the progress of request 4", ev.Data)
+				}
+				n++
+			}
+		}
+	})
+
 	t.Run("resume", func(t *testing.T) {
 		s := rawInit(t, d.URL, "2025-11-25", `{"sampling":{}}`)
 		resp := s.post(context.Background(), `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"f__sample"}}`)
@@ -814,6 +880,96 @@ func TestBatches(t *testing.T) {
 			}
 		})
 	}
+
+	// A batch answered as an event stream carries every response, also those
+	// that came before the stream had to switch from JSON.
+	t.Run("responses before the first notification", func(t *testing.T) {
+		s := rawInit(t, d.URL, "2025-03-26", "{}")
+		resp := s.post(context.Background(), `[{"jsonrpc":"2.0","id":"a","method":"ping"},`+
+			`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"f__progress","arguments":{"steps":1},"_meta":{"progressToken":1}}}]`)
+		defer resp.Body.Close()
+		got := readAll(t, resp)
+		want := []string{`response "a"`, "notifications/progress", "response 2"}
+		if !slices.Equal(got, want) {
+			t.Errorf("batch events %q, want %q", got, want)
+		}
+	})
+
+	// Cancelling one request of a batch leaves the others their answers.
+	t.Run("one request cancelled", func(t *testing.T) {
+		s := rawInit(t, d.URL, "2025-03-26", `{"sampling":{}}`)
+		resp := s.post(context.Background(), `[{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"f__wait_cancel"}},`+
+			`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"f__sample"}}]`)
+		defer resp.Body.Close()
+		r := newSSEReader(resp.Body)
+		var sampling message
+		for sampling.Method == "" {
+			ev, err := r.next()
+			if err != nil {
+				t.Fatalf("stream ended before the sampling request: %v", err)
+			}
+			if ev.Data != "" {
+				sampling = decode(t, ev.Data)
+			}
+		}
+		s.notify(`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":1,"reason":"changed my mind"}}`)
+		s.notify(fmt.Sprintf(`{"jsonrpc":"2.0","id":%s,"result":{"role":"assistant","model":"m","content":{"type":"text","text":"still here"}}}`, sampling.ID))
+		var got []string
+		for {
+			ev, err := r.next()
+			if err != nil {
+				break
+			}
+			if ev.Data != "" {
+				m := decode(t, ev.Data)
+				got = append(got, string(m.ID)+" "+string(m.Result))
+			}
+		}
+		if len(got) != 1 || !strings.HasPrefix(got[0], "2 ") || !strings.Contains(got[0], "still here") {
+			t.Errorf("after cancelling request 1 of the batch the stream carried %q, want only the response to 2", got)
+		}
+	})
+}
+
+// readAll reads a response to the end, as JSON or as an event stream, and
+// names its messages: "response ID" or the method.
+func readAll(t *testing.T, resp *http.Response) []string {
+	t.Helper()
+	var datas []string
+	if strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
+		r := newSSEReader(resp.Body)
+		for {
+			ev, err := r.next()
+			if err == io.EOF {
+				break
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if ev.Data != "" {
+				datas = append(datas, ev.Data)
+			}
+		}
+	} else {
+		body, _ := io.ReadAll(resp.Body)
+		var list []json.RawMessage
+		if err := json.Unmarshal(body, &list); err != nil {
+			list = []json.RawMessage{body}
+		}
+		for _, m := range list {
+			datas = append(datas, string(m))
+		}
+	}
+	var names []string
+	for _, data := range datas {
+		m := decode(t, data)
+		if m.Method != "" {
+			names = append(names, m.Method)
+		} else {
+			names = append(names, "response "+string(m.ID))
+		}
+	}
+	return names
 }
 
 // resources/subscribe is refcounted per backend and uri, and updates reach
@@ -993,6 +1149,19 @@ func TestListChanged(t *testing.T) {
 	reload(a, fakeBackend(t, "p", "", "--prompts"), fakeBackend(t, "q", "", "--prompts"))
 	ev2.Await(t, 1, wait, "prompts/list_changed", testutil.Method("notifications/prompts/list_changed"))
 
+	// A resource update comes on the same stream as list_changed, after
+	// anything sent before it: a barrier.
+	if err := s1.Subscribe(testutil.Context(t, wait), &mcp.SubscribeParams{URI: "fake://r/0"}); err != nil {
+		t.Fatal(err)
+	}
+	barriers := 0
+	barrier := func() {
+		t.Helper()
+		barriers++
+		callTool(t, s1, "a__touch", map[string]any{"uri": "fake://r/0"})
+		ev1.Await(t, barriers, wait, "the barrier update", testutil.Method("notifications/resources/updated"))
+	}
+	barrier()
 	tools := testutil.Method("notifications/tools/list_changed")
 	before := ev1.Count(tools)
 	lists := len(awaitRecorded(t, record, 1, `"method":"tools/list"`))
@@ -1001,12 +1170,7 @@ func TestListChanged(t *testing.T) {
 		t.Fatal(text(res))
 	}
 	ev1.Await(t, before+1, wait, "tools/list_changed after the burst", tools)
-	// A resource update on the same stream comes after anything sent before.
-	if err := s1.Subscribe(testutil.Context(t, wait), &mcp.SubscribeParams{URI: "fake://r/0"}); err != nil {
-		t.Fatal(err)
-	}
-	callTool(t, s1, "a__touch", map[string]any{"uri": "fake://r/0"})
-	ev1.Await(t, 1, wait, "the barrier update", testutil.Method("notifications/resources/updated"))
+	barrier()
 	if n := ev1.Count(tools) - before; n != 1 {
 		t.Errorf("a burst of 25 list_changed caused %d tools/list_changed, want 1", n)
 	}
@@ -1042,8 +1206,12 @@ func TestPagination(t *testing.T) {
 		}
 		names = append(names, tool.Name)
 	}
-	if len(names) != 24 || !slices.Contains(names, "pg__y") || !slices.Contains(names, "pg__echo") {
-		t.Errorf("tools over all pages: %d %q; want the 22 built-in tools and x, y", len(names), names)
+	distinct := map[string]bool{}
+	for _, n := range names {
+		distinct[n] = true
+	}
+	if len(distinct) != len(names) || len(names) < 24 || !distinct["pg__echo"] || !distinct["pg__pid"] || !distinct["pg__x"] || !distinct["pg__y"] {
+		t.Errorf("tools over all pages: %d %q; want every built-in tool of the fake server and x, y, once each", len(names), names)
 	}
 	n := 0
 	for _, err := range cs.Resources(ctx, nil) {

@@ -194,7 +194,9 @@ func (s *Session) ResumeStream(lastEventID string) (*Stream, int64, bool) {
 	return st, seq, found
 }
 
-// StreamDone forgets a request's stream once its last event was written.
+// StreamDone forgets a request's stream at once: it can no longer be
+// resumed. Streams written as event streams are forgotten by Detach, a
+// resume window after their client left.
 func (s *Session) StreamDone(st *Stream) {
 	if st.standalone {
 		return
