@@ -57,12 +57,16 @@ build:
 run: build
 	@./$(BIN)/mcpgated --check-config --config examples/demo.toml >/dev/null
 	@echo "mcpgate: serving the demo backend at http://127.0.0.1:7431/mcp"
-	@echo "try it:  curl -s http://127.0.0.1:7431/mcp -H 'Content-Type: application/json' -H 'Accept: application/json, text/event-stream' -d '{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"initialize\",\"params\":{\"protocolVersion\":\"2025-11-25\",\"capabilities\":{},\"clientInfo\":{\"name\":\"curl\",\"version\":\"1\"}}}'"
+	@echo "try it:  examples/try.sh    (initialize, list the tools, call demo__add)"
 	exec ./$(BIN)/mcpgated --config examples/demo.toml
 
 # check runs everything CI runs. Tests that need root, the network-free
 # npm servers, Node 22 or a booted container are part of it.
-check: test-deps vet test units conformance e2e
+# Under check, a test whose prerequisites are missing fails instead of
+# skipping (testutil.Unavailable): everything has just been installed.
+export MCPGATE_TEST_STRICT
+check:
+	$(MAKE) MCPGATE_TEST_STRICT=1 test-deps vet test units conformance e2e
 
 test-deps:
 	packaging/ci/deps.sh

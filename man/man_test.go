@@ -456,7 +456,7 @@ func journalNames(t *testing.T, dir string) (ids map[string]string, fields []str
 func TestPagesBuild(t *testing.T) {
 	scdoc, err := exec.LookPath("scdoc")
 	if err != nil {
-		t.Skip("scdoc is not installed (packaging/ci/deps.sh installs it)")
+		testutil.Unavailable(t, "scdoc is not installed (packaging/ci/deps.sh installs it)")
 	}
 	pages, _ := filepath.Glob("*.scd")
 	if len(pages) != 4 {
@@ -481,7 +481,7 @@ func TestPagesBuild(t *testing.T) {
 				t.Fatal(err)
 			}
 			if manErr != nil {
-				t.Skip("man is not installed; not checking for formatting warnings")
+				testutil.Unavailable(t, "man is not installed (packaging/ci/deps.sh installs man-db); not checking for formatting warnings")
 			}
 			cmd = exec.Command(manPath, "--warnings", "-E", "UTF-8", "-l", "-Tutf8", "-Z", out)
 			cmd.Env = append(os.Environ(), "LC_ALL=C.UTF-8", "MANROFFSEQ=", "MANWIDTH=80")

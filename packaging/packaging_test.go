@@ -17,6 +17,7 @@ import (
 	"testing"
 
 	"github.com/mcpgate/mcpgate/internal/config"
+	"github.com/mcpgate/mcpgate/internal/testutil"
 )
 
 // root is the top of the checkout; tests run in packaging/.
@@ -26,7 +27,7 @@ func lookTools(t *testing.T, tools ...string) {
 	t.Helper()
 	for _, tool := range tools {
 		if _, err := exec.LookPath(tool); err != nil {
-			t.Skipf("%s is not installed (packaging/ci/deps.sh installs what make deb needs): %v", tool, err)
+			testutil.Unavailable(t, "%s is not installed (packaging/ci/deps.sh installs what make deb needs): %v", tool, err)
 		}
 	}
 }

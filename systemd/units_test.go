@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/mcpgate/mcpgate/internal/testutil"
 )
 
 // maxExposure is the worst "systemd-analyze security" score accepted.
@@ -33,7 +35,7 @@ func lookTool(t *testing.T, name string) string {
 	t.Helper()
 	path, err := exec.LookPath(name)
 	if err != nil {
-		t.Skipf("%s not installed: %v", name, err)
+		testutil.Unavailable(t, "%s not installed: %v", name, err)
 	}
 	return path
 }
@@ -131,7 +133,7 @@ func TestSecurity(t *testing.T) {
 func sysusersRoot(t *testing.T) string {
 	t.Helper()
 	if os.Geteuid() != 0 {
-		t.Skip("needs root to create files owned by another user (run through make check)")
+		testutil.Unavailable(t, "needs root to create files owned by another user (run through make check)")
 	}
 	sysusers := lookTool(t, "systemd-sysusers")
 	root := t.TempDir()

@@ -434,10 +434,10 @@ max_restarts = 0
 // a system without polkit.
 func TestSystemBusPolicy(t *testing.T) {
 	if os.Getuid() != 0 {
-		t.Skip("needs root: the gateway must own its name under the shipped policy, and setpriv must switch to nobody")
+		testutil.Unavailable(t, "needs root: the gateway must own its name under the shipped policy, and setpriv must switch to nobody")
 	}
 	if _, err := exec.LookPath("setpriv"); err != nil {
-		t.Skip("setpriv is not installed")
+		testutil.Unavailable(t, "setpriv is not installed")
 	}
 	policy := filepath.Join(testutil.ModuleRoot(), "packaging", "dbus", "org.mcpgate.Gateway1.conf")
 	g := startGateway(t, dbustest.Options{System: true, Include: []string{policy}}, "[backends.alpha]\ncommand = \"FAKE\"\n", "")

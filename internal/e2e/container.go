@@ -70,6 +70,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/mcpgate/mcpgate/internal/testutil"
 )
 
 const (
@@ -103,7 +105,7 @@ func Require(t testing.TB) {
 		t.Skipf("end-to-end test: set %s=1 (`make e2e` does) to boot a systemd container", EnvEnable)
 	}
 	if os.Geteuid() != 0 {
-		t.Skip("end-to-end test: needs root (systemd-nspawn, nsenter, cgroups)")
+		testutil.Unavailable(t, "end-to-end test: needs root (systemd-nspawn, nsenter, cgroups)")
 	}
 	for _, tool := range []string{"systemd-nspawn", "nsenter", "debootstrap", "flock"} {
 		if _, err := exec.LookPath(tool); err != nil {
@@ -135,7 +137,7 @@ func PrepareRoot(t testing.TB) Root {
 	}
 	cache := os.Getenv(EnvCache)
 	if cache == "" {
-		cache = "/var/cache/mcpgate-test"
+		cache = testutil.CacheDir()
 	}
 	stamp := filepath.Join(cache, "bookworm-root.stamp")
 	before, _ := os.Stat(stamp)

@@ -508,7 +508,7 @@ func TestCheckConfig(t *testing.T) {
 
 // At least one real, published MCP server runs behind the gateway.
 func TestRealNpmServerBehindTheGateway(t *testing.T) {
-	bin := npmServer(t, "mcp-server-everything")
+	bin := testutil.NpmServer(t, "mcp-server-everything")
 	d := gateway(t, fmt.Sprintf(`
 [backends.everything]
 command = %q
@@ -545,18 +545,4 @@ func awaitFile(t *testing.T, path, want string) {
 		data, _ := os.ReadFile(path)
 		return strings.Contains(string(data), want)
 	})
-}
-
-// npmServer returns the path of an MCP server installed by
-// packaging/ci/deps.sh, or skips the test.
-func npmServer(t *testing.T, name string) string {
-	cache := os.Getenv("MCPGATE_TEST_CACHE")
-	if cache == "" {
-		cache = "/var/cache/mcpgate-test"
-	}
-	bin := filepath.Join(cache, "npm", "node_modules", ".bin", name)
-	if _, err := os.Stat(bin); err != nil {
-		t.Skipf("%s is not installed (run packaging/ci/deps.sh, which make check runs): %v", name, err)
-	}
-	return bin
 }

@@ -15,6 +15,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/mcpgate/mcpgate/internal/testutil"
 )
 
 // The activation tests run this test binary as the daemon under the real
@@ -112,7 +114,7 @@ func startActivation(t *testing.T, args ...string) (*activator, error) {
 	t.Helper()
 	tool, err := exec.LookPath("systemd-socket-activate")
 	if err != nil {
-		t.Skipf("systemd-socket-activate not installed: %v", err)
+		testutil.Unavailable(t, "systemd-socket-activate not installed: %v", err)
 	}
 	self, err := os.Executable()
 	if err != nil {

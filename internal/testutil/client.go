@@ -143,17 +143,34 @@ func Method(method string) func(ClientEvent) bool {
 }
 
 // NpmServer returns the path of the executable name of an npm MCP server
-// installed by packaging/ci/deps.sh into $MCPGATE_TEST_CACHE/npm (default
-// /var/cache/mcpgate-test/npm), or skips the test with the way to install it.
+// installed by packaging/ci/deps.sh into CacheDir()/npm, or skips the test
+// with the way to install it (see Unavailable).
 func NpmServer(t testing.TB, name string) string {
 	t.Helper()
-	cache := os.Getenv("MCPGATE_TEST_CACHE")
-	if cache == "" {
-		cache = "/var/cache/mcpgate-test"
-	}
-	bin := filepath.Join(cache, "npm", "node_modules", ".bin", name)
+	bin := filepath.Join(CacheDir(), "npm", "node_modules", ".bin", name)
 	if _, err := os.Stat(bin); err != nil {
-		t.Skipf("%s is not installed (run packaging/ci/deps.sh, which make check runs): %v", name, err)
+		Unavailable(t, "%s is not installed (run packaging/ci/deps.sh, which make check runs): %v", name, err)
 	}
 	return bin
+}
+
+// CacheDir is where make check installs what tests need from the network:
+// $MCPGATE_TEST_CACHE, default /var/cache/mcpgate-test.
+func CacheDir() string {
+	if dir := os.Getenv("MCPGATE_TEST_CACHE"); dir != "" {
+		return dir
+	}
+	return "/var/cache/mcpgate-test"
+}
+
+// Unavailable skips a test whose prerequisites are missing (a tool, root,
+// an installed server). Under make check, which sets MCPGATE_TEST_STRICT=1
+// after installing everything, it fails the test instead: there, a skip
+// would hide a test that never ran.
+func Unavailable(t testing.TB, format string, args ...any) {
+	t.Helper()
+	if os.Getenv("MCPGATE_TEST_STRICT") == "1" {
+		t.Fatalf("prerequisite missing under make check: "+format, args...)
+	}
+	t.Skipf(format, args...)
 }

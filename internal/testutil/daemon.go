@@ -302,7 +302,7 @@ func StartDaemon(t testing.TB, toml, url string, opts DaemonOptions) *Daemon {
 	if len(opts.Activate) > 0 {
 		tool, err := exec.LookPath("systemd-socket-activate")
 		if err != nil {
-			t.Skipf("systemd-socket-activate not installed: %v", err)
+			Unavailable(t, "systemd-socket-activate not installed: %v", err)
 		}
 		// It passes only PATH, HOME, TERM, LISTEN_* and what -E names.
 		wrapped := append([]string{tool}, opts.Activate...)

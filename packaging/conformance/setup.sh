@@ -6,7 +6,8 @@
 #   - the official Go SDK's conformance fixture, everything-server, built from the
 #     go-sdk version that the repository's go.mod requires (Go module proxy only).
 #
-# Cache directory: $MCPGATE_CONFORMANCE_CACHE, default /var/cache/mcpgate-test/conformance.
+# Cache directory: $MCPGATE_CONFORMANCE_CACHE, default $MCPGATE_TEST_CACHE/conformance
+# ($MCPGATE_TEST_CACHE defaults to /var/cache/mcpgate-test).
 # Re-running is cheap: each part is redone only when its pin changed or its output
 # is missing. Concurrent runs serialise on a lock file in the cache.
 #
@@ -19,7 +20,7 @@ set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 repo="$(cd "$here/../.." && pwd)"
-cache="${MCPGATE_CONFORMANCE_CACHE:-/var/cache/mcpgate-test/conformance}"
+cache="${MCPGATE_CONFORMANCE_CACHE:-${MCPGATE_TEST_CACHE:-/var/cache/mcpgate-test}/conformance}"
 sdk_module=github.com/modelcontextprotocol/go-sdk
 fixture_pkg=$sdk_module/conformance/everything-server
 

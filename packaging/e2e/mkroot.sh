@@ -14,7 +14,8 @@
 # the tree from under a running container. Safe to re-run at any time.
 #
 # Environment:
-#   MCPGATE_E2E_CACHE   cache directory (default /var/cache/mcpgate-test)
+#   MCPGATE_E2E_CACHE   cache directory (default $MCPGATE_TEST_CACHE, else
+#                       /var/cache/mcpgate-test)
 #   MCPGATE_E2E_MIRROR  Debian mirror (default http://deb.debian.org/debian)
 #
 # Needs root, debootstrap and systemd-nspawn (package systemd-container), and
@@ -25,7 +26,7 @@ set -euo pipefail
 suite=bookworm
 mirror=${MCPGATE_E2E_MIRROR:-http://deb.debian.org/debian}
 security_mirror=${mirror%/debian}/debian-security
-cache=${MCPGATE_E2E_CACHE:-/var/cache/mcpgate-test}
+cache=${MCPGATE_E2E_CACHE:-${MCPGATE_TEST_CACHE:-/var/cache/mcpgate-test}}
 root=$cache/$suite-root
 stamp=$cache/$suite-root.stamp
 build=$cache/$suite-root.build

@@ -72,7 +72,7 @@ func Start(t testing.TB, opts Options) *Bus {
 	t.Helper()
 	bin, err := exec.LookPath(Binary)
 	if err != nil {
-		t.Skipf("%s is not installed: %v", Binary, err)
+		testutil.Unavailable(t, "%s is not installed: %v", Binary, err)
 	}
 	dir := testutil.ShortTempDir(t)
 	if err := os.Chmod(dir, 0o755); err != nil {

@@ -16,6 +16,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/mcpgate/mcpgate/internal/testutil"
 )
 
 // Binary is the systemd-journald Start runs.
@@ -80,7 +82,7 @@ type Journald struct {
 func Start(t testing.TB) *Journald {
 	t.Helper()
 	if os.Geteuid() != 0 {
-		t.Skip("journaldtest: needs root to run systemd-journald in a private mount namespace (unshare -m); run as root, as make check does")
+		testutil.Unavailable(t, "journaldtest: needs root to run systemd-journald in a private mount namespace (unshare -m); run as root, as make check does")
 	}
 	unshare, err := exec.LookPath("unshare")
 	if err != nil {
