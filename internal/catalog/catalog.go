@@ -13,6 +13,7 @@ import (
 
 	"github.com/mcpgate/mcpgate/internal/backend"
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
+	"github.com/mcpgate/mcpgate/internal/suggest"
 )
 
 // MaxNameLen is the longest tool or prompt name MCP allows.
@@ -204,7 +205,7 @@ func (c *Catalog) Closest(name string, n int) []string {
 		case strings.Contains(e.Name, name) && len(name) >= 3:
 			cands = append(cands, cand{e.Name, 0})
 		default:
-			if d := editDistance(strings.ToLower(name), strings.ToLower(e.Name)); d <= limit {
+			if d := suggest.Distance(strings.ToLower(name), strings.ToLower(e.Name)); d <= limit {
 				cands = append(cands, cand{e.Name, d})
 			}
 		}
@@ -218,26 +219,6 @@ func (c *Catalog) Closest(name string, n int) []string {
 		out = append(out, c.name)
 	}
 	return out
-}
-
-func editDistance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
 }
 
 // templateRegexp turns an RFC 6570 URI template into a regexp matching the

@@ -176,7 +176,7 @@ func (d *decoder) failAt(pos position, at keyPath, format string, args ...any) {
 }
 
 func (d *decoder) unknown(at keyPath, known []string, hint string) {
-	if s := suggest(at[len(at)-1], known); s != "" {
+	if s := closestKey(at[len(at)-1], known); s != "" {
 		d.fail(at, "unknown key (did you mean %q?)", s)
 		return
 	}

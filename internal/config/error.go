@@ -4,6 +4,8 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+
+	"github.com/mcpgate/mcpgate/internal/suggest"
 )
 
 // Error is one problem found in a configuration file. Its text reads
@@ -72,9 +74,9 @@ func (k keyPath) String() string {
 	return strings.Join(parts, ".")
 }
 
-// suggest returns the known key closest to an unknown one, or "" when none is
+// closestKey returns the known key closest to an unknown one, or "" when none is
 // close enough to be a likely typo. Case and "-" versus "_" are ignored.
-func suggest(unknown string, known []string) string {
+func closestKey(unknown string, known []string) string {
 	norm := func(s string) string {
 		return strings.NewReplacer("_", "", "-", "").Replace(strings.ToLower(s))
 	}
@@ -88,30 +90,9 @@ func suggest(unknown string, known []string) string {
 	}
 	best, bestDist := "", limit+1
 	for _, k := range known {
-		if d := editDistance(u, norm(k)); d < bestDist {
+		if d := suggest.Distance(u, norm(k)); d < bestDist {
 			best, bestDist = k, d
 		}
 	}
 	return best
-}
-
-// editDistance is the Levenshtein distance between a and b, in bytes.
-func editDistance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
 }
