@@ -26,11 +26,7 @@ import (
 	dbusfiles "github.com/mcpgate/mcpgate/packaging/dbus"
 )
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	testutil.RemoveBinaries()
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { testutil.Main(m) }
 
 // page is one scdoc source split into its sections.
 type page struct {

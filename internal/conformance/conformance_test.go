@@ -10,11 +10,7 @@ import (
 	"github.com/mcpgate/mcpgate/internal/testutil"
 )
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	testutil.RemoveBinaries()
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { testutil.Main(m) }
 
 // TestConformance runs the active server scenarios of the official MCP
 // conformance suite twice: directly against the go-sdk everything-server

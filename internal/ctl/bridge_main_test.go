@@ -1,7 +1,6 @@
 package ctl
 
 import (
-	"os"
 	"testing"
 
 	"github.com/mcpgate/mcpgate/internal/testutil"
@@ -9,8 +8,4 @@ import (
 
 // TestMain removes the binaries testutil.Build made for the tests of this
 // package. It is the package's only TestMain: merge others into it.
-func TestMain(m *testing.M) {
-	code := m.Run()
-	testutil.RemoveBinaries()
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { testutil.Main(m) }

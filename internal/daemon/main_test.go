@@ -1,14 +1,9 @@
 package daemon_test
 
 import (
-	"os"
 	"testing"
 
 	"github.com/mcpgate/mcpgate/internal/testutil"
 )
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	testutil.RemoveBinaries()
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { testutil.Main(m) }

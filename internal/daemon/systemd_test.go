@@ -39,62 +39,6 @@ func config(t *testing.T, gateway, backends string) (toml, url string) {
 	return strings.Replace(toml, "[gateway]\n", "[gateway]\n"+gateway, 1), url
 }
 
-func callTool(cs *mcp.ClientSession, name string, args map[string]any) (*mcp.CallToolResult, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), wait)
-	defer cancel()
-	return cs.CallTool(ctx, &mcp.CallToolParams{Name: name, Arguments: args})
-}
-
-func mustCall(t *testing.T, cs *mcp.ClientSession, name string, args map[string]any) *mcp.CallToolResult {
-	t.Helper()
-	res, err := callTool(cs, name, args)
-	if err != nil {
-		t.Fatalf("call %s: %v", name, err)
-	}
-	if res.IsError {
-		t.Fatalf("call %s: tool error %q", name, resultText(res))
-	}
-	return res
-}
-
-func resultText(res *mcp.CallToolResult) string {
-	var parts []string
-	for _, c := range res.Content {
-		if tc, ok := c.(*mcp.TextContent); ok {
-			parts = append(parts, tc.Text)
-		}
-	}
-	return strings.Join(parts, "")
-}
-
-// pidOf returns the PID of the fake server behind the pid tool name.
-func pidOf(t *testing.T, cs *mcp.ClientSession, name string) int {
-	t.Helper()
-	var p struct{ PID int }
-	raw, err := json.Marshal(mustCall(t, cs, name, nil).StructuredContent)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := json.Unmarshal(raw, &p); err != nil || p.PID <= 0 {
-		t.Fatalf("%s: structuredContent %s: want {pid}", name, raw)
-	}
-	return p.PID
-}
-
-func toolNames(t *testing.T, cs *mcp.ClientSession) map[string]bool {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), wait)
-	defer cancel()
-	names := map[string]bool{}
-	for tool, err := range cs.Tools(ctx, nil) {
-		if err != nil {
-			t.Fatalf("list tools: %v", err)
-		}
-		names[tool.Name] = true
-	}
-	return names
-}
-
 // countPrefix counts the names starting with prefix.
 func countPrefix(names map[string]bool, prefix string) int {
 	n := 0
@@ -371,7 +315,7 @@ func TestSocketActivation(t *testing.T) {
 				if name := cs.InitializeResult().ServerInfo.Name; name != "mcpgate" {
 					t.Errorf("%s: serverInfo.name %q, want mcpgate", transport, name)
 				}
-				if names := toolNames(t, cs); !names["alpha__echo"] {
+				if names := testutil.ToolNames(t, cs); !names["alpha__echo"] {
 					t.Errorf("%s: tools/list has no alpha__echo: %v", transport, names)
 				}
 			}
@@ -523,7 +467,7 @@ func TestNotActivatedUnixSocket(t *testing.T) {
 		t.Errorf("socket mode %v, want 0660", perm)
 	}
 	cs := testutil.ConnectHTTP(t, "http://localhost/mcp", testutil.UnixHTTPClient(sock), nil)
-	if !toolNames(t, cs)["alpha__echo"] {
+	if !testutil.ToolNames(t, cs)["alpha__echo"] {
 		t.Error("no alpha__echo over the unix socket")
 	}
 	if code := d.Terminate(t); code != 0 {
@@ -575,7 +519,7 @@ func TestReadinessWaitsForEveryBackend(t *testing.T) {
 		}
 	}
 	cs := d.Connect(t, nil)
-	tools := len(toolNames(t, cs))
+	tools := len(testutil.ToolNames(t, cs))
 	d.AwaitNotify(t, 0, wait, "the status line", status(fmt.Sprintf("3/3 backends healthy, %d tools", tools)))
 }
 
@@ -593,10 +537,10 @@ command = "FAKE"
 `)
 	d := testutil.StartDaemon(t, toml, url, testutil.DaemonOptions{})
 	cs := d.Connect(t, nil)
-	names := toolNames(t, cs)
+	names := testutil.ToolNames(t, cs)
 	d.AwaitNotify(t, 0, wait, "the status line", status(fmt.Sprintf("2/2 backends healthy, %d tools", len(names))))
 	from := len(d.Notify.Messages())
-	if _, err := callTool(cs, "alpha__crash", map[string]any{"code": 3}); err == nil {
+	if _, err := testutil.CallTool(t, cs, "alpha__crash", map[string]any{"code": 3}); err == nil {
 		// The answer is an error either way; how it is carried is not
 		// this test's business.
 		t.Log("alpha__crash answered")
@@ -681,7 +625,7 @@ command = %[1]q
 	toml, url := config(t, "", v1)
 	d := testutil.StartDaemon(t, toml, url, testutil.DaemonOptions{})
 	cs := d.Connect(t, nil)
-	keep, change, gone := pidOf(t, cs, "keep__pid"), pidOf(t, cs, "change__pid"), pidOf(t, cs, "gone__pid")
+	keep, change, gone := testutil.FakeProcess(t, cs, "keep__pid").PID, testutil.FakeProcess(t, cs, "change__pid").PID, testutil.FakeProcess(t, cs, "gone__pid").PID
 
 	write := func(backends string) {
 		t.Helper()
@@ -721,20 +665,20 @@ args = ["--name", "v2"]
 command = %[1]q
 `, fake))
 	reloading, _ := reload()
-	if got := pidOf(t, cs, "keep__pid"); got != keep {
+	if got := testutil.FakeProcess(t, cs, "keep__pid").PID; got != keep {
 		t.Errorf("unchanged backend: PID %d after reload, was %d", got, keep)
 	}
-	if got := resultText(mustCall(t, cs, "keep__echo", map[string]any{"text": "still here"})); got != "still here" {
+	if got := testutil.ToolText(testutil.MustCallTool(t, cs, "keep__echo", map[string]any{"text": "still here"})); got != "still here" {
 		t.Errorf("keep__echo over the session from before the reload: %q", got)
 	}
-	newChange := pidOf(t, cs, "change__pid")
+	newChange := testutil.FakeProcess(t, cs, "change__pid").PID
 	if newChange == change {
 		t.Errorf("changed backend kept its PID %d", change)
 	}
 	if cs.InitializeResult() == nil {
 		t.Fatal("no initialize result")
 	}
-	added := pidOf(t, cs, "added__pid")
+	added := testutil.FakeProcess(t, cs, "added__pid").PID
 	// Apply returns, and READY=1 follows, only once the old children are
 	// reaped.
 	for what, pid := range map[string]int{"removed backend": gone, "changed backend's old child": change} {
@@ -742,7 +686,7 @@ command = %[1]q
 			t.Errorf("%s: process %d still there (state %s) after READY=1", what, pid, st)
 		}
 	}
-	names := toolNames(t, cs)
+	names := testutil.ToolNames(t, cs)
 	if countPrefix(names, "gone__") != 0 || countPrefix(names, "added__") == 0 {
 		t.Errorf("tools after reload: %v", names)
 	}
@@ -767,11 +711,11 @@ command = %[1]q
 		return strings.HasPrefix(v, "reload failed: ") && strings.Contains(v, where) && strings.Contains(v, "running the previous configuration")
 	})
 	for name, pid := range map[string]int{"keep__pid": keep, "change__pid": newChange, "added__pid": added} {
-		if got := pidOf(t, cs, name); got != pid {
+		if got := testutil.FakeProcess(t, cs, name).PID; got != pid {
 			t.Errorf("%s: PID %d after a failed reload, was %d", name, got, pid)
 		}
 	}
-	if after := toolNames(t, cs); len(after) != len(names) {
+	if after := testutil.ToolNames(t, cs); len(after) != len(names) {
 		t.Errorf("%d tools after a failed reload, were %d", len(after), len(names))
 	}
 }
@@ -875,7 +819,7 @@ args = ["--record", %q]
 `, workRec, stuckRec))
 	d := testutil.StartDaemon(t, toml, url, testutil.DaemonOptions{})
 	slowClient, lateClient := d.Connect(t, nil), d.Connect(t, nil)
-	workPID, stuckPID := pidOf(t, lateClient, "work__pid"), pidOf(t, lateClient, "stuck__pid")
+	workPID, stuckPID := testutil.FakeProcess(t, lateClient, "work__pid").PID, testutil.FakeProcess(t, lateClient, "stuck__pid").PID
 	hc := &http.Client{}
 	hangSession := rawSession(t, hc, url)
 
@@ -885,7 +829,7 @@ args = ["--record", %q]
 	}
 	slow := make(chan outcome, 1)
 	go func() {
-		res, err := callTool(slowClient, "work__slow", map[string]any{"ms": 1000})
+		res, err := testutil.CallTool(t, slowClient, "work__slow", map[string]any{"ms": 1000})
 		slow <- outcome{res, err}
 	}()
 	type rawOutcome struct {
@@ -906,8 +850,8 @@ args = ["--record", %q]
 	d.Signal(syscall.SIGTERM)
 	d.AwaitNotify(t, from, wait, "STOPPING=1", testutil.Has("STOPPING=1"))
 	// New calls and sessions are refused from STOPPING=1 on.
-	if res, err := callTool(lateClient, "work__echo", map[string]any{"text": "late"}); err == nil && !res.IsError {
-		t.Errorf("a call during the drain was answered: %q", resultText(res))
+	if res, err := testutil.CallTool(t, lateClient, "work__echo", map[string]any{"text": "late"}); err == nil && !res.IsError {
+		t.Errorf("a call during the drain was answered: %q", testutil.ToolText(res))
 	} else if msg := fmt.Sprint(err, res); !strings.Contains(msg, "shutting down") {
 		t.Errorf("a call during the drain: %s; want an error saying the gateway is shutting down", msg)
 	}
@@ -922,7 +866,7 @@ args = ["--record", %q]
 	cancel()
 
 	got := <-slow
-	if got.err != nil || got.res.IsError || resultText(got.res) != "slept 1000 ms" {
+	if got.err != nil || got.res.IsError || testutil.ToolText(got.res) != "slept 1000 ms" {
 		t.Errorf("the call in flight at SIGTERM: %v %v, want its answer", got.err, got.res)
 	}
 	cut := <-hang // the client's own timeout bounds this

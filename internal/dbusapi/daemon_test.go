@@ -24,11 +24,7 @@ import (
 	"github.com/mcpgate/mcpgate/internal/testutil/dbustest"
 )
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	testutil.RemoveBinaries()
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { testutil.Main(m) }
 
 // gateway is a real mcpgated on a private bus, and a connection of the
 // test's own to that bus that records the gateway's signals.

@@ -134,7 +134,8 @@ func TestInstalledPackage(t *testing.T) {
 	r.step("6-reload", g.checkReload)
 	r.step("7-watchdog", g.checkWatchdog)
 	r.step("8-stop", g.checkStop)
-	r.step("9-purge", g.checkPurge)
+	r.step("9-upgrade", g.checkUpgrade)
+	r.step("10-purge", g.checkPurge)
 }
 
 // runReport collects one line per step and prints them all at the end.
@@ -780,6 +781,59 @@ func (g *installedGateway) checkStop(t *testing.T) string {
 	}
 	return fmt.Sprintf("systemctl stop in %v (TimeoutStopSec %v): %d processes gone, cgroup empty, no SIGKILL by systemd; socket active; the next client started it again in %v",
 		res.Elapsed.Round(time.Millisecond), limit, len(procs), again.Round(time.Millisecond))
+}
+
+// checkUpgrade: installing the package over itself runs postinst as an
+// upgrade, which restarts a running service; the administrator's
+// configuration stays and the socket keeps listening.
+func (g *installedGateway) checkUpgrade(t *testing.T) string {
+	c := g.c
+	ctx, cancel := context.WithTimeout(t.Context(), 90*time.Second)
+	defer cancel()
+	cs, err := connect(ctx, c) // the service runs while the package is upgraded
+	if err != nil {
+		t.Fatalf("MCP client before the upgrade: %v", err)
+	}
+	g.client = cs
+	before := g.mainPID(t)
+	g.closeClient()
+	if before == 0 {
+		t.Fatal("mcpgate.service is not running before the upgrade")
+	}
+	confd := c.Run(t, "ls", "/etc/mcpgate/conf.d")
+	begin := time.Now()
+	if res, err := c.Exec(t.Context(), nil, "dpkg", "--force-confold", "-i", g.deb); err != nil {
+		t.Fatalf("dpkg -i over the installed package: %v\n%s%s", err, res.Stdout, res.Stderr)
+	}
+	took := time.Since(begin)
+	after := g.mainPID(t)
+	if after == 0 || after == before {
+		t.Errorf("MainPID %d before the upgrade, %d after; want the running service restarted", before, after)
+	}
+	if state := g.activeState(t); state != "active" {
+		t.Errorf("mcpgate.service is %s after the upgrade", state)
+	}
+	if state := c.Run(t, "systemctl", "show", "--property=ActiveState", "--value", "mcpgate.socket"); state != "active" {
+		t.Errorf("mcpgate.socket is %s after the upgrade", state)
+	}
+	if got := c.Run(t, "ls", "/etc/mcpgate/conf.d"); got != confd {
+		t.Errorf("conf.d holds %q after the upgrade, %q before", got, confd)
+	}
+	cs, err = connect(ctx, c)
+	if err != nil {
+		t.Fatalf("MCP client after the upgrade: %v", err)
+	}
+	g.client = cs
+	tools := toolNames(t, cs)
+	g.closeClient()
+	if !slices.Contains(tools, "everything__echo") {
+		t.Errorf("after the upgrade the tools are %v", tools)
+	}
+	if t.Failed() {
+		return ""
+	}
+	return fmt.Sprintf("dpkg -i over itself in %v restarted the running service (MainPID %d → %d); configuration kept; socket active",
+		took.Round(time.Millisecond), before, after)
 }
 
 // checkPurge: removing keeps the configuration and stops everything;

@@ -26,11 +26,7 @@ import (
 	"github.com/mcpgate/mcpgate/internal/testutil"
 )
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	testutil.RemoveBinaries()
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { testutil.Main(m) }
 
 // wait is the deadline for anything a test awaits.
 const wait = 30 * time.Second
@@ -95,23 +91,12 @@ func callToolErr(cs *mcp.ClientSession, name string, args any, token any) (*mcp.
 	return cs.CallTool(ctx, params)
 }
 
-// text returns the text content of a tool result.
-func text(res *mcp.CallToolResult) string {
-	var parts []string
-	for _, c := range res.Content {
-		if tc, ok := c.(*mcp.TextContent); ok {
-			parts = append(parts, tc.Text)
-		}
-	}
-	return strings.Join(parts, "\n")
-}
-
 // structured returns the structuredContent of a fakeserver result.
 func structured(t *testing.T, res *mcp.CallToolResult) map[string]any {
 	t.Helper()
 	m, ok := res.StructuredContent.(map[string]any)
 	if !ok {
-		t.Fatalf("result has no structuredContent object: %+v (text %q)", res.StructuredContent, text(res))
+		t.Fatalf("result has no structuredContent object: %+v (text %q)", res.StructuredContent, testutil.ToolText(res))
 	}
 	return m
 }
@@ -425,12 +410,12 @@ func TestClientRequestRouting(t *testing.T) {
 
 	t.Run("sampling and elicitation reach the caller only", func(t *testing.T) {
 		res := callTool(t, a, "f__sample", nil)
-		if res.IsError || !strings.Contains(text(res), "from A") {
-			t.Errorf("A's f__sample = %q (isError %v), want the answer of A's sampling handler", text(res), res.IsError)
+		if res.IsError || !strings.Contains(testutil.ToolText(res), "from A") {
+			t.Errorf("A's f__sample = %q (isError %v), want the answer of A's sampling handler", testutil.ToolText(res), res.IsError)
 		}
 		res = callTool(t, b, "f__elicit", nil)
-		if res.IsError || !strings.Contains(text(res), `"name":"B"`) {
-			t.Errorf("B's f__elicit = %q (isError %v), want the answer of B's elicitation handler", text(res), res.IsError)
+		if res.IsError || !strings.Contains(testutil.ToolText(res), `"name":"B"`) {
+			t.Errorf("B's f__elicit = %q (isError %v), want the answer of B's elicitation handler", testutil.ToolText(res), res.IsError)
 		}
 		if n := evA.Count(testutil.Method("sampling/createMessage")); n != 1 {
 			t.Errorf("A's sampling handler ran %d times, want 1", n)
@@ -451,7 +436,7 @@ func TestClientRequestRouting(t *testing.T) {
 			cs        *mcp.ClientSession
 			want, not string
 		}{{a, "file:///client/a", "file:///client/b"}, {b, "file:///client/b", "file:///client/a"}} {
-			got := text(callTool(t, c.cs, "f__roots", nil))
+			got := testutil.ToolText(callTool(t, c.cs, "f__roots", nil))
 			if !strings.Contains(got, c.want) || strings.Contains(got, c.not) {
 				t.Errorf("f__roots = %s, want %s and not %s", got, c.want, c.not)
 			}
@@ -461,7 +446,7 @@ func TestClientRequestRouting(t *testing.T) {
 	t.Run("roots from config", func(t *testing.T) {
 		res := callTool(t, a, "cfgroots__roots", nil)
 		want := `{"roots":[{"uri":"file:///srv/data"},{"uri":"file:///srv/more"}]}`
-		if got := text(res); got != want {
+		if got := testutil.ToolText(res); got != want {
 			t.Errorf("cfgroots__roots = %s, want %s", got, want)
 		}
 		init := recorded(t, cfgRecord)[0]
@@ -473,8 +458,8 @@ func TestClientRequestRouting(t *testing.T) {
 	t.Run("relay_client_requests = false", func(t *testing.T) {
 		for _, tool := range []string{"norelay__sample", "norelay__elicit", "norelay__roots"} {
 			res := callTool(t, a, tool, nil)
-			if !res.IsError || !strings.Contains(text(res), "relay_client_requests = false") {
-				t.Errorf("%s = %q (isError %v), want an error naming relay_client_requests = false", tool, text(res), res.IsError)
+			if !res.IsError || !strings.Contains(testutil.ToolText(res), "relay_client_requests = false") {
+				t.Errorf("%s = %q (isError %v), want an error naming relay_client_requests = false", tool, testutil.ToolText(res), res.IsError)
 			}
 		}
 		init := recorded(t, noRecord)[0]
@@ -483,8 +468,8 @@ func TestClientRequestRouting(t *testing.T) {
 		}
 		// A ping from the backend is answered by the gateway itself.
 		res := callTool(t, a, "norelay__request", map[string]any{"method": "ping"})
-		if res.IsError || text(res) != "{}" {
-			t.Errorf("norelay ping = %q (isError %v), want {}", text(res), res.IsError)
+		if res.IsError || testutil.ToolText(res) != "{}" {
+			t.Errorf("norelay ping = %q (isError %v), want {}", testutil.ToolText(res), res.IsError)
 		}
 	})
 
@@ -495,8 +480,8 @@ func TestClientRequestRouting(t *testing.T) {
 		n := connect(t, d, evN, opts)
 		for _, c := range []struct{ tool, method string }{{"f__sample", "sampling/createMessage"}, {"f__elicit", "elicitation/create"}} {
 			res := callTool(t, n, c.tool, nil)
-			if !res.IsError || !strings.Contains(text(res), "did not declare") || !strings.Contains(text(res), c.method) {
-				t.Errorf("%s from a client without the capability = %q (isError %v), want an error saying it did not declare it", c.tool, text(res), res.IsError)
+			if !res.IsError || !strings.Contains(testutil.ToolText(res), "did not declare") || !strings.Contains(testutil.ToolText(res), c.method) {
+				t.Errorf("%s from a client without the capability = %q (isError %v), want an error saying it did not declare it", c.tool, testutil.ToolText(res), res.IsError)
 			}
 		}
 		requests := func(ev testutil.ClientEvent) bool {
@@ -535,10 +520,10 @@ func TestClientRequestRouting(t *testing.T) {
 		}
 		res := callTool(t, o, "f__sample", nil)
 		close(release)
-		if !res.IsError || !strings.Contains(text(res), "cannot relay sampling/createMessage: 2 client sessions have requests in flight on backend") {
-			t.Errorf("O's f__sample while H's call is in flight = %q (isError %v), want the ambiguity error", text(res), res.IsError)
+		if !res.IsError || !strings.Contains(testutil.ToolText(res), "cannot relay sampling/createMessage: 2 client sessions have requests in flight on backend") {
+			t.Errorf("O's f__sample while H's call is in flight = %q (isError %v), want the ambiguity error", testutil.ToolText(res), res.IsError)
 		}
-		if r := <-held; r == nil || r.IsError || !strings.Contains(text(r), "from H") {
+		if r := <-held; r == nil || r.IsError || !strings.Contains(testutil.ToolText(r), "from H") {
 			t.Errorf("H's f__sample = %+v, want H's answer", r)
 		}
 		if n := evO.Count(testutil.Method("sampling/createMessage")); n != 0 {
@@ -1086,7 +1071,7 @@ func TestLogging(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, tool := range []string{"l1__loglevel", "l2__loglevel"} {
-		if got := text(callTool(t, a, tool, nil)); got != "warning" {
+		if got := testutil.ToolText(callTool(t, a, tool, nil)); got != "warning" {
 			t.Errorf("%s = %q after logging/setLevel warning", tool, got)
 		}
 	}
@@ -1167,7 +1152,7 @@ func TestListChanged(t *testing.T) {
 	lists := len(awaitRecorded(t, record, 1, `"method":"tools/list"`))
 	res := callTool(t, s1, "a__set_tools", map[string]any{"names": []string{"new_tool"}, "burst": 25})
 	if res.IsError {
-		t.Fatal(text(res))
+		t.Fatal(testutil.ToolText(res))
 	}
 	ev1.Await(t, before+1, wait, "tools/list_changed after the burst", tools)
 	barrier()

@@ -20,11 +20,7 @@ import (
 	"github.com/mcpgate/mcpgate/internal/testutil"
 )
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	testutil.RemoveBinaries()
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { testutil.Main(m) }
 
 // gateway starts mcpgated with the given backends section; FAKE in it is
 // replaced by the fake server's path.
@@ -42,35 +38,6 @@ func gatewayWith(t *testing.T, gatewayKeys, backends string) *testutil.Daemon {
 	return testutil.StartDaemon(t, toml, url, testutil.DaemonOptions{})
 }
 
-func call(t *testing.T, cs *mcp.ClientSession, name string, args map[string]any) (*mcp.CallToolResult, error) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	return cs.CallTool(ctx, &mcp.CallToolParams{Name: name, Arguments: args})
-}
-
-func mustCall(t *testing.T, cs *mcp.ClientSession, name string, args map[string]any) *mcp.CallToolResult {
-	t.Helper()
-	res, err := call(t, cs, name, args)
-	if err != nil {
-		t.Fatalf("call %s: %v", name, err)
-	}
-	if res.IsError {
-		t.Fatalf("call %s: tool error %v", name, text(res))
-	}
-	return res
-}
-
-func text(res *mcp.CallToolResult) string {
-	var parts []string
-	for _, c := range res.Content {
-		if tc, ok := c.(*mcp.TextContent); ok {
-			parts = append(parts, tc.Text)
-		}
-	}
-	return strings.Join(parts, "")
-}
-
 // structured decodes a tool result's structuredContent into v.
 func structured(t *testing.T, res *mcp.CallToolResult, v any) {
 	t.Helper()
@@ -81,29 +48,6 @@ func structured(t *testing.T, res *mcp.CallToolResult, v any) {
 	if err := json.Unmarshal(raw, v); err != nil {
 		t.Fatalf("structuredContent %s: %v", raw, err)
 	}
-}
-
-type procInfo struct{ PID, PGID, PPID int }
-
-func pidOf(t *testing.T, cs *mcp.ClientSession, tool string) procInfo {
-	t.Helper()
-	var p procInfo
-	structured(t, mustCall(t, cs, tool, nil), &p)
-	return p
-}
-
-func toolNames(t *testing.T, cs *mcp.ClientSession) map[string]bool {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	names := map[string]bool{}
-	for tool, err := range cs.Tools(ctx, nil) {
-		if err != nil {
-			t.Fatalf("list tools: %v", err)
-		}
-		names[tool.Name] = true
-	}
-	return names
 }
 
 func TestToolsOfTwoBackendsUnderTheirPrefixes(t *testing.T) {
@@ -121,7 +65,7 @@ args = ["--tools", "only_beta"]
 	if got := cs.InitializeResult().ServerInfo.Name; got != "mcpgate" {
 		t.Errorf("serverInfo.name = %q, want mcpgate", got)
 	}
-	names := toolNames(t, cs)
+	names := testutil.ToolNames(t, cs)
 	for _, want := range []string{"alpha__echo", "alpha__only_alpha", "echo", "only_beta"} {
 		if !names[want] {
 			t.Errorf("tool %q missing from %v", want, names)
@@ -130,15 +74,15 @@ args = ["--tools", "only_beta"]
 	if names["alpha__only_beta"] || names["only_alpha"] {
 		t.Errorf("a tool is exposed under the wrong prefix: %v", names)
 	}
-	if got := text(mustCall(t, cs, "alpha__echo", map[string]any{"text": "via alpha"})); got != "via alpha" {
+	if got := testutil.ToolText(testutil.MustCallTool(t, cs, "alpha__echo", map[string]any{"text": "via alpha"})); got != "via alpha" {
 		t.Errorf("alpha__echo = %q", got)
 	}
-	if got := text(mustCall(t, cs, "only_beta", nil)); got != "only_beta ok" {
+	if got := testutil.ToolText(testutil.MustCallTool(t, cs, "only_beta", nil)); got != "only_beta ok" {
 		t.Errorf("only_beta = %q", got)
 	}
 	// Each backend saw its own tool name, unprefixed.
 	var echoed struct{ Arguments map[string]any }
-	structured(t, mustCall(t, cs, "alpha__echo", map[string]any{"text": "x"}), &echoed)
+	structured(t, testutil.MustCallTool(t, cs, "alpha__echo", map[string]any{"text": "x"}), &echoed)
 	if echoed.Arguments["text"] != "x" {
 		t.Errorf("arguments reached the backend as %v", echoed.Arguments)
 	}
@@ -147,7 +91,7 @@ args = ["--tools", "only_beta"]
 func TestUnknownToolSuggestsClosestNames(t *testing.T) {
 	d := gateway(t, "[backends.gh]\ncommand = \"FAKE\"\n")
 	cs := d.Connect(t, nil)
-	_, err := call(t, cs, "echo", nil)
+	_, err := testutil.CallTool(t, cs, "echo", nil)
 	if err == nil || !strings.Contains(err.Error(), `unknown tool "echo"`) || !strings.Contains(err.Error(), `"gh__echo"`) {
 		t.Fatalf("calling an unknown tool: %v; want the unknown tool named and gh__echo suggested", err)
 	}
@@ -167,13 +111,13 @@ tool_prefix = ""
 args = ["--record", %q, "--tools", "only_b"]
 `, dir+"/a", dir+"/b"))
 	cs := d.Connect(t, nil)
-	mustCall(t, cs, "echo", map[string]any{"text": "who"})
+	testutil.MustCallTool(t, cs, "echo", map[string]any{"text": "who"})
 	a, _ := os.ReadFile(dir + "/a")
 	b, _ := os.ReadFile(dir + "/b")
 	if !strings.Contains(string(a), `"name":"echo"`) || strings.Contains(string(b), `"name":"echo"`) {
 		t.Errorf("echo went to the wrong backend:\na: %s\nb: %s", a, b)
 	}
-	if !toolNames(t, cs)["only_b"] {
+	if !testutil.ToolNames(t, cs)["only_b"] {
 		t.Error("b lost its tools that do not collide")
 	}
 	awaitLog(t, d, `tool \"echo\" of backend \"b\" is hidden`)
@@ -194,7 +138,7 @@ func TestConcurrentCallsComeBackOutOfOrderToTheirCallers(t *testing.T) {
 				defer wg.Done()
 				want := fmt.Sprintf("client %d call %d", c, i)
 				// Later calls are faster, so they overtake earlier ones.
-				res, err := call(t, cs, "s__slow", map[string]any{"ms": 10 * (perClient - i), "text": want})
+				res, err := testutil.CallTool(t, cs, "s__slow", map[string]any{"ms": 10 * (perClient - i), "text": want})
 				if err != nil {
 					errs <- err
 					return
@@ -246,16 +190,16 @@ restart_backoff_initial = "20ms"
 	cs := d.Connect(t, &mcp.ClientOptions{ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) {
 		changed <- struct{}{}
 	}})
-	before := pidOf(t, cs, "c__pid")
+	before := testutil.FakeProcess(t, cs, "c__pid")
 
 	pending := make(chan error, 1)
 	go func() {
-		_, err := call(t, cs, "c__slow", map[string]any{"ms": 600000})
+		_, err := testutil.CallTool(t, cs, "c__slow", map[string]any{"ms": 600000})
 		pending <- err
 	}()
 	// The slow call must be in flight at the child before it crashes.
 	awaitFile(t, rec, `"name":"slow"`)
-	call(t, cs, "c__crash", map[string]any{"code": 3})
+	testutil.CallTool(t, cs, "c__crash", map[string]any{"code": 3})
 	select {
 	case err := <-pending:
 		if err == nil || !strings.Contains(err.Error(), "exited with status 3") {
@@ -272,8 +216,8 @@ restart_backoff_initial = "20ms"
 		case <-time.After(30 * time.Second):
 			t.Fatal("no tools/list_changed brought the tools back on a new child")
 		}
-		if res, err := call(t, cs, "c__pid", nil); err == nil && !res.IsError {
-			var after procInfo
+		if res, err := testutil.CallTool(t, cs, "c__pid", nil); err == nil && !res.IsError {
+			var after testutil.Process
 			structured(t, res, &after)
 			restarted = after.PID != before.PID
 		}
@@ -303,7 +247,7 @@ command = "FAKE"
 		t.Errorf("READY=1 came with %q; want the status saying bad failed", ready)
 	}
 	cs := d.Connect(t, nil)
-	names := toolNames(t, cs)
+	names := testutil.ToolNames(t, cs)
 	if names["bad__echo"] || !names["good__echo"] {
 		t.Errorf("tools = %v; want good's and none of bad's", names)
 	}
@@ -323,13 +267,13 @@ args = ["--record", %q]
 timeout = "300ms"
 `, rec))
 	cs := d.Connect(t, nil)
-	_, err := call(t, cs, "t__slow", map[string]any{"ms": 60000})
+	_, err := testutil.CallTool(t, cs, "t__slow", map[string]any{"ms": 60000})
 	if err == nil || !strings.Contains(err.Error(), `backend "t" did not answer tools/call within 300ms`) {
 		t.Fatalf("slow call: %v; want a timeout error naming the backend and the timeout", err)
 	}
 	awaitFile(t, rec, `"method":"notifications/cancelled"`)
 	// The child still answers pings, so it stays and serves.
-	if got := text(mustCall(t, cs, "t__echo", map[string]any{"text": "still here"})); got != "still here" {
+	if got := testutil.ToolText(testutil.MustCallTool(t, cs, "t__echo", map[string]any{"text": "still here"})); got != "still here" {
 		t.Errorf("echo after the timeout = %q", got)
 	}
 }
@@ -342,16 +286,16 @@ timeout = "300ms"
 restart_backoff_initial = "10ms"
 `)
 	cs := d.Connect(t, nil)
-	before := pidOf(t, cs, "h__pid")
-	if _, err := call(t, cs, "h__hang", nil); err == nil || !strings.Contains(err.Error(), "within 300ms") {
+	before := testutil.FakeProcess(t, cs, "h__pid")
+	if _, err := testutil.CallTool(t, cs, "h__hang", nil); err == nil || !strings.Contains(err.Error(), "within 300ms") {
 		t.Fatalf("hang: %v; want a timeout", err)
 	}
 	testutil.Eventually(t, 30*time.Second, "a new child after the hang", func() bool {
-		res, err := call(t, cs, "h__pid", nil)
+		res, err := testutil.CallTool(t, cs, "h__pid", nil)
 		if err != nil || res.IsError {
 			return false
 		}
-		var p procInfo
+		var p testutil.Process
 		structured(t, res, &p)
 		return p.PID != before.PID
 	})
@@ -365,17 +309,17 @@ command = "FAKE"
 `)
 	cs := d.Connect(t, nil)
 	// 20 MiB exceeds the default max_message_bytes of 16 MiB.
-	if got := text(mustCall(t, cs, "g__garbage", map[string]any{"bytes": 20 << 20})); !strings.Contains(got, "garbage") {
+	if got := testutil.ToolText(testutil.MustCallTool(t, cs, "g__garbage", map[string]any{"bytes": 20 << 20})); !strings.Contains(got, "garbage") {
 		t.Errorf("garbage answered %q", got)
 	}
 	for _, want := range []string{"dropped invalid output of the child", "dropped a message from the child", "dropped a response with an unknown id"} {
 		awaitLog(t, d, want)
 	}
-	_, err := call(t, cs, "g__huge", map[string]any{"bytes": 17 << 20})
+	_, err := testutil.CallTool(t, cs, "g__huge", map[string]any{"bytes": 17 << 20})
 	if err == nil || !strings.Contains(err.Error(), "message too large") || !strings.Contains(err.Error(), "max_message_bytes") {
 		t.Errorf("huge response: %v; want a message-too-large error", err)
 	}
-	if got := text(mustCall(t, cs, "g__echo", map[string]any{"text": "ok"})); got != "ok" {
+	if got := testutil.ToolText(testutil.MustCallTool(t, cs, "g__echo", map[string]any{"text": "ok"})); got != "ok" {
 		t.Errorf("echo afterwards = %q", got)
 	}
 }
@@ -383,8 +327,8 @@ command = "FAKE"
 func TestChattyStderrNeverBlocksTheChild(t *testing.T) {
 	d := gateway(t, "[backends.n]\ncommand = \"FAKE\"\n")
 	cs := d.Connect(t, nil)
-	mustCall(t, cs, "n__stderr_spam", map[string]any{"lines": 100000, "prefix": "noise"})
-	if got := text(mustCall(t, cs, "n__echo", map[string]any{"text": "after"})); got != "after" {
+	testutil.MustCallTool(t, cs, "n__stderr_spam", map[string]any{"lines": 100000, "prefix": "noise"})
+	if got := testutil.ToolText(testutil.MustCallTool(t, cs, "n__echo", map[string]any{"text": "after"})); got != "after" {
 		t.Errorf("echo after the spam = %q", got)
 	}
 }
@@ -398,7 +342,7 @@ cwd = %q
 env = { MCPGATE_TEST_SECRET = "s3cret" }
 `, work))
 	cs := d.Connect(t, nil)
-	p := pidOf(t, cs, "e__pid")
+	p := testutil.FakeProcess(t, cs, "e__pid")
 	if p.PGID != p.PID {
 		t.Errorf("child pgid %d != pid %d: not in its own process group", p.PGID, p.PID)
 	}
@@ -447,11 +391,11 @@ args = ["--ignore-sigterm", "--ignore-eof"]
 command = "FAKE"
 `)
 	cs := d.Connect(t, nil)
-	stubborn := pidOf(t, cs, "stubborn__pid")
-	parent := pidOf(t, cs, "parent__pid")
+	stubborn := testutil.FakeProcess(t, cs, "stubborn__pid")
+	parent := testutil.FakeProcess(t, cs, "parent__pid")
 	var grand, orphan struct{ PID, PGID int }
-	structured(t, mustCall(t, cs, "parent__spawn_grandchild", map[string]any{"ignore_sigterm": true}), &grand)
-	structured(t, mustCall(t, cs, "parent__spawn_grandchild", map[string]any{"double_fork": true}), &orphan)
+	structured(t, testutil.MustCallTool(t, cs, "parent__spawn_grandchild", map[string]any{"ignore_sigterm": true}), &grand)
+	structured(t, testutil.MustCallTool(t, cs, "parent__spawn_grandchild", map[string]any{"double_fork": true}), &orphan)
 	if grand.PGID != parent.PID || orphan.PGID != parent.PID {
 		t.Fatalf("grandchildren not in the child's group: %+v %+v (group %d)", grand, orphan, parent.PID)
 	}
@@ -518,13 +462,13 @@ args = ["stdio"]
 command = "FAKE"
 `, bin))
 	cs := d.Connect(t, nil)
-	names := toolNames(t, cs)
+	names := testutil.ToolNames(t, cs)
 	if !names["everything__echo"] || !names["fake__echo"] {
 		t.Fatalf("tools = %v; want everything__echo and fake__echo", names)
 	}
-	res := mustCall(t, cs, "everything__echo", map[string]any{"message": "hello from mcpgate"})
-	if !strings.Contains(text(res), "hello from mcpgate") {
-		t.Errorf("everything__echo = %q", text(res))
+	res := testutil.MustCallTool(t, cs, "everything__echo", map[string]any{"message": "hello from mcpgate"})
+	if !strings.Contains(testutil.ToolText(res), "hello from mcpgate") {
+		t.Errorf("everything__echo = %q", testutil.ToolText(res))
 	}
 }
 

@@ -104,7 +104,7 @@ func TestJournalChildStderrLines(t *testing.T) {
 	j := journaldtest.Start(t)
 	d := journalGateway(t, j, "", "[backends.fmt]\ncommand = \"FAKE\"\n")
 	cs := d.Connect(t, nil)
-	child := pidOf(t, cs, "fmt__pid").PID
+	child := testutil.FakeProcess(t, cs, "fmt__pid").PID
 
 	cases := []struct{ line, message, priority string }{
 		{"<3>sd-daemon prefix", "sd-daemon prefix", "3"},
@@ -126,7 +126,7 @@ func TestJournalChildStderrLines(t *testing.T) {
 	for _, c := range cases {
 		lines = append(lines, c.line)
 	}
-	mustCall(t, cs, "fmt__stderr", map[string]any{"text": strings.Join(lines, "\n")})
+	testutil.MustCallTool(t, cs, "fmt__stderr", map[string]any{"text": strings.Join(lines, "\n")})
 
 	// The fake server writes nothing else to stderr, so these are all.
 	got := j.AwaitMatch(t, len(cases), childLog("fmt"))
@@ -173,7 +173,7 @@ func TestJournalLongStderrLineInMarkedPieces(t *testing.T) {
 	d := journalGateway(t, j, "", "[backends.long]\ncommand = \"FAKE\"\n")
 	cs := d.Connect(t, nil)
 	line := longLine(300 << 10)
-	mustCall(t, cs, "long__stderr", map[string]any{"text": line})
+	testutil.MustCallTool(t, cs, "long__stderr", map[string]any{"text": line})
 
 	n := (len(line) + journal.MaxLineBytes - 1) / journal.MaxLineBytes
 	pieces := j.AwaitMatch(t, n, childLog("long"))
@@ -222,20 +222,20 @@ func TestJournalMCPLogMessages(t *testing.T) {
 	if err := cs.SetLoggingLevel(testutil.Context(t, 30*time.Second), &mcp.SetLoggingLevelParams{Level: "debug"}); err != nil {
 		t.Fatalf("logging/setLevel: %v", err)
 	}
-	child := strconv.Itoa(pidOf(t, cs, "m__pid").PID)
+	child := strconv.Itoa(testutil.FakeProcess(t, cs, "m__pid").PID)
 
 	levels := []struct{ level, priority string }{
 		{"debug", "7"}, {"info", "6"}, {"notice", "5"}, {"warning", "4"},
 		{"error", "3"}, {"critical", "2"}, {"alert", "1"}, {"emergency", "0"},
 	}
 	for _, l := range levels {
-		mustCall(t, cs, "m__log", map[string]any{"level": l.level, "logger": "db", "data": "mcp says " + l.level})
+		testutil.MustCallTool(t, cs, "m__log", map[string]any{"level": l.level, "logger": "db", "data": "mcp says " + l.level})
 	}
-	mustCall(t, cs, "m__log", map[string]any{"level": "warning", "data": map[string]any{"table": "users", "rows": 3}})
-	mustCall(t, cs, "m__log", map[string]any{"level": "error", "logger": "multi", "data": "first line\nsecond line"})
+	testutil.MustCallTool(t, cs, "m__log", map[string]any{"level": "warning", "data": map[string]any{"table": "users", "rows": 3}})
+	testutil.MustCallTool(t, cs, "m__log", map[string]any{"level": "error", "logger": "multi", "data": "first line\nsecond line"})
 	// Far more than a datagram holds: this entry takes the memfd path.
 	big := strings.Repeat("0123456789abcdef", (300<<10)/16)
-	mustCall(t, cs, "m__log", map[string]any{"level": "info", "logger": "big", "data": big})
+	testutil.MustCallTool(t, cs, "m__log", map[string]any{"level": "info", "logger": "big", "data": big})
 
 	got := j.AwaitMatch(t, len(levels)+3, childLog("m"))
 	if len(got) != len(levels)+3 {
@@ -287,13 +287,13 @@ restart_backoff_initial = "10ms"
 	cs := d.Connect(t, nil)
 
 	// dflt has no log_rate_limit of its own: the [gateway] one applies.
-	mustCall(t, cs, "dflt__stderr", map[string]any{"text": "dflt line", "repeat": 20})
+	testutil.MustCallTool(t, cs, "dflt__stderr", map[string]any{"text": "dflt line", "repeat": 20})
 
 	// spam: the answer means the child wrote every line, unblocked. The
 	// summary comes once the limit lets a line through again, 3 s after
 	// the burst: long after the lines were read, so it counts them all.
 	const spamLines = 5000
-	mustCall(t, cs, "spam__stderr_spam", map[string]any{"lines": spamLines})
+	testutil.MustCallTool(t, cs, "spam__stderr_spam", map[string]any{"lines": spamLines})
 	summary := j.AwaitMatch(t, 1, entry{"SYSLOG_IDENTIFIER": "mcpgate-spam", "MESSAGE_ID": journal.MessageSuppressed.String()})[0]
 	checkFields(t, "spam summary", summary, entry{
 		"PRIORITY":           "4",
@@ -312,7 +312,7 @@ restart_backoff_initial = "10ms"
 		flooding <- err
 	}()
 	j.AwaitMatch(t, 5, childLog("flood"))
-	if got := text(mustCall(t, cs, "flood__echo", map[string]any{"text": "through the flood"})); got != "through the flood" {
+	if got := testutil.ToolText(testutil.MustCallTool(t, cs, "flood__echo", map[string]any{"text": "through the flood"})); got != "through the flood" {
 		t.Errorf("echo during the flood = %q", got)
 	}
 	select {
@@ -323,8 +323,8 @@ restart_backoff_initial = "10ms"
 	cancel()
 	<-flooding
 	// stderr waits for the flood to release the child's stderr.
-	mustCall(t, cs, "flood__stderr", map[string]any{"text": "after the flood"})
-	call(t, cs, "flood__crash", nil)
+	testutil.MustCallTool(t, cs, "flood__stderr", map[string]any{"text": "after the flood"})
+	testutil.CallTool(t, cs, "flood__crash", nil)
 	exit := j.AwaitMatch(t, 1, daemonLog(journal.MessageExit, entry{"MCPGATE_BACKEND": "flood"}))[0]
 	tail := strings.Split(exit["MCPGATE_STDERR_TAIL"], "\n")
 	lastFlood := -1
@@ -390,14 +390,14 @@ func TestJournalStoppedNeverBlocksTheChild(t *testing.T) {
 	})
 	// Far more than the pipe, the sink's queue and journald's socket hold.
 	const lines = 50000
-	mustCall(t, cs, "j__stderr_spam", map[string]any{"lines": lines})
-	if got := text(mustCall(t, cs, "j__echo", map[string]any{"text": "journal stopped"})); got != "journal stopped" {
+	testutil.MustCallTool(t, cs, "j__stderr_spam", map[string]any{"lines": lines})
+	if got := testutil.ToolText(testutil.MustCallTool(t, cs, "j__echo", map[string]any{"text": "journal stopped"})); got != "journal stopped" {
 		t.Errorf("echo while journald is stopped = %q", got)
 	}
 	j.Resume(t)
 	suspended = false
 
-	call(t, cs, "j__crash", nil)
+	testutil.CallTool(t, cs, "j__crash", nil)
 	exit := j.AwaitMatch(t, 1, daemonLog(journal.MessageExit, entry{"MCPGATE_BACKEND": "j"}))[0]
 	if !strings.Contains(exit["MCPGATE_STDERR_TAIL"], fmt.Sprintf("spam %d\n", lines-1)) {
 		t.Errorf("the ring buffer missed the last spam line; exit entry's tail: %q", exit["MCPGATE_STDERR_TAIL"])
@@ -452,11 +452,11 @@ command = "/nonexistent/mcp-server"
 max_restarts = 0
 `)
 	cs := d.Connect(t, nil)
-	first := pidOf(t, cs, "c__pid").PID
+	first := testutil.FakeProcess(t, cs, "c__pid").PID
 	// The tail keeps 1 KiB of a line, cut between characters.
 	long := strings.Repeat("€", 700)
-	mustCall(t, cs, "c__stderr", map[string]any{"text": long + "\nlast words before the crash"})
-	call(t, cs, "c__crash", map[string]any{"code": 3})
+	testutil.MustCallTool(t, cs, "c__stderr", map[string]any{"text": long + "\nlast words before the crash"})
+	testutil.CallTool(t, cs, "c__crash", map[string]any{"code": 3})
 
 	exit := j.AwaitMatch(t, 1, daemonLog(journal.MessageExit, entry{"MCPGATE_BACKEND_PID": strconv.Itoa(first)}))[0]
 	checkFields(t, "exit entry", exit, entry{
@@ -551,7 +551,7 @@ func TestJournalDaemonEntries(t *testing.T) {
 	j := journaldtest.Start(t)
 	d := journalGateway(t, j, "", "[backends.own]\ncommand = \"FAKE\"\n")
 	cs := d.Connect(t, nil)
-	child := strconv.Itoa(pidOf(t, cs, "own__pid").PID)
+	child := strconv.Itoa(testutil.FakeProcess(t, cs, "own__pid").PID)
 	daemon := strconv.Itoa(d.PID)
 
 	ready := j.AwaitMatch(t, 1, daemonLog(journal.MessageReady, nil))[0]
@@ -623,8 +623,8 @@ func TestJournalStreamMakesAutoLogNatively(t *testing.T) {
 	ready := j.AwaitMatch(t, 1, daemonLog(journal.MessageReady, nil))[0]
 	checkFields(t, "ready", ready, entry{"_TRANSPORT": "journal", "_PID": strconv.Itoa(d.PID)})
 	cs := d.Connect(t, nil)
-	child := pidOf(t, cs, "s__pid").PID
-	mustCall(t, cs, "s__stderr", map[string]any{"text": "<4>via the native protocol"})
+	child := testutil.FakeProcess(t, cs, "s__pid").PID
+	testutil.MustCallTool(t, cs, "s__stderr", map[string]any{"text": "<4>via the native protocol"})
 	line := j.AwaitMatch(t, 1, childLog("s"))[0]
 	checkFields(t, "child's line", line, entry{
 		"MESSAGE":             "via the native protocol",
@@ -659,9 +659,9 @@ func TestJournalTextTargets(t *testing.T) {
 			toml, url := journalConfig(t, target, "", "[backends.txt]\ncommand = \"FAKE\"\n")
 			d := testutil.StartDaemon(t, toml, url, testutil.DaemonOptions{Args: []string{"--journal-socket", j.Socket()}})
 			cs := d.Connect(t, nil)
-			child := pidOf(t, cs, "txt__pid").PID
-			mustCall(t, cs, "txt__stderr", map[string]any{"text": "hello from txt"})
-			mustCall(t, cs, "txt__log", map[string]any{"level": "warning", "logger": "db", "data": "mcp in text"})
+			child := testutil.FakeProcess(t, cs, "txt__pid").PID
+			testutil.MustCallTool(t, cs, "txt__stderr", map[string]any{"text": "hello from txt"})
+			testutil.MustCallTool(t, cs, "txt__log", map[string]any{"level": "warning", "logger": "db", "data": "mcp in text"})
 			for _, want := range []*regexp.Regexp{
 				regexp.MustCompile(fmt.Sprintf(`level=INFO msg="hello from txt" backend=txt backend_pid=%d `, child)),
 				regexp.MustCompile(`level=WARN msg="mcp in text" backend=txt .*logger=db`),

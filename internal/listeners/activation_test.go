@@ -51,7 +51,7 @@ type helperListener struct{ Name, Network, Addr string }
 // socket at report, answers every connection with "<name> <addr>", and on
 // "close" from the test closes its listeners and answers "closed".
 func helperMain(report string) int {
-	h := &recordingHandler{}
+	h := &testutil.LogRecorder{}
 	set, err := Open([]string{helperListen}, slog.New(h))
 	var rep helperReport
 	if err != nil {
@@ -72,7 +72,7 @@ func helperMain(report string) int {
 			}()
 		}
 	}
-	rep.Logs = h.messages()
+	rep.Logs = h.Messages()
 	for _, kv := range os.Environ() {
 		if strings.HasPrefix(kv, "LISTEN_") {
 			rep.EnvLeft = append(rep.EnvLeft, kv)

@@ -1,7 +1,6 @@
 package listeners
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -11,44 +10,17 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/mcpgate/mcpgate/internal/testutil"
 )
 
 // waitFor bounds every wait for an event; nothing in these tests sleeps.
 const waitFor = 10 * time.Second
-
-// recordingHandler is a slog.Handler that keeps what it handles, one line each.
-type recordingHandler struct {
-	mu   sync.Mutex
-	msgs []string
-}
-
-func (h *recordingHandler) Enabled(context.Context, slog.Level) bool { return true }
-func (h *recordingHandler) WithAttrs([]slog.Attr) slog.Handler       { return h }
-func (h *recordingHandler) WithGroup(string) slog.Handler            { return h }
-func (h *recordingHandler) Handle(_ context.Context, r slog.Record) error {
-	var b strings.Builder
-	b.WriteString(r.Level.String() + " " + r.Message)
-	r.Attrs(func(a slog.Attr) bool {
-		fmt.Fprintf(&b, " %s=%v", a.Key, a.Value)
-		return true
-	})
-	h.mu.Lock()
-	h.msgs = append(h.msgs, b.String())
-	h.mu.Unlock()
-	return nil
-}
-
-func (h *recordingHandler) messages() []string {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return append([]string(nil), h.msgs...)
-}
 
 // roundTrip connects to l's address, has l accept, and checks bytes pass.
 func roundTrip(t *testing.T, l net.Listener) {
@@ -353,7 +325,7 @@ func TestFromFilesRefuses(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			files := tt.files(t)
-			set, err := FromFiles(files, slog.New(&recordingHandler{}))
+			set, err := FromFiles(files, slog.New(&testutil.LogRecorder{}))
 			if err == nil {
 				set.Close()
 				t.Fatal("FromFiles succeeded")
@@ -376,7 +348,7 @@ func TestFromFiles(t *testing.T) {
 	tcp, _ := socketFile(t, "http", unix.AF_INET, unix.SOCK_STREAM, true)
 	ux, uxPath := socketFile(t, "http", unix.AF_UNIX, unix.SOCK_STREAM, true)
 	other, otherAddr := socketFile(t, "metrics", unix.AF_INET, unix.SOCK_STREAM, true)
-	h := &recordingHandler{}
+	h := &testutil.LogRecorder{}
 	set, err := FromFiles([]*os.File{tcp, other, ux}, slog.New(h))
 	if err != nil {
 		t.Fatal(err)
@@ -390,7 +362,7 @@ func TestFromFiles(t *testing.T) {
 		}
 		roundTrip(t, l)
 	}
-	if msgs := h.messages(); len(msgs) != 1 || !strings.Contains(msgs[0], "metrics") {
+	if msgs := h.Messages(); len(msgs) != 1 || !strings.Contains(msgs[0], "metrics") {
 		t.Errorf("log %q: want one message naming the metrics socket", msgs)
 	}
 	// The unknown socket is closed: nothing holds it any more.

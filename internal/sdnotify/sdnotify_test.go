@@ -1,7 +1,6 @@
 package sdnotify
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -10,11 +9,12 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/mcpgate/mcpgate/internal/testutil"
 )
 
 // waitFor bounds every wait for an event; nothing in these tests sleeps.
@@ -89,34 +89,6 @@ func (s *notifySocket) expectNone(t *testing.T) {
 	if msg, ok := s.pending(t); ok {
 		t.Fatalf("unexpected notification %q", msg)
 	}
-}
-
-// recordingHandler is a slog.Handler that keeps the messages it handles.
-type recordingHandler struct {
-	mu   sync.Mutex
-	msgs []string
-}
-
-func (h *recordingHandler) Enabled(context.Context, slog.Level) bool { return true }
-func (h *recordingHandler) WithAttrs([]slog.Attr) slog.Handler       { return h }
-func (h *recordingHandler) WithGroup(string) slog.Handler            { return h }
-func (h *recordingHandler) Handle(_ context.Context, r slog.Record) error {
-	var b strings.Builder
-	b.WriteString(r.Level.String() + " " + r.Message)
-	r.Attrs(func(a slog.Attr) bool {
-		fmt.Fprintf(&b, " %s=%v", a.Key, a.Value)
-		return true
-	})
-	h.mu.Lock()
-	h.msgs = append(h.msgs, b.String())
-	h.mu.Unlock()
-	return nil
-}
-
-func (h *recordingHandler) messages() []string {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return append([]string(nil), h.msgs...)
 }
 
 func TestMessages(t *testing.T) {
@@ -219,7 +191,7 @@ func TestFromEnv(t *testing.T) {
 func TestNoSocketIsSilent(t *testing.T) {
 	t.Setenv("NOTIFY_SOCKET", "")
 	os.Unsetenv("NOTIFY_SOCKET")
-	h := &recordingHandler{}
+	h := &testutil.LogRecorder{}
 	for name, n := range map[string]*Notifier{
 		"FromEnv": FromEnv(slog.New(h)),
 		"New":     New("", slog.New(h)),
@@ -241,14 +213,14 @@ func TestNoSocketIsSilent(t *testing.T) {
 			}
 		})
 	}
-	if msgs := h.messages(); len(msgs) != 0 {
+	if msgs := h.Messages(); len(msgs) != 0 {
 		t.Errorf("logged %q without a socket, want nothing", msgs)
 	}
 }
 
 func TestFailureIsLoggedOnce(t *testing.T) {
 	sock := listenNotify(t)
-	h := &recordingHandler{}
+	h := &testutil.LogRecorder{}
 	n := New(sock.addr, slog.New(h))
 	if err := n.Ready(); err != nil {
 		t.Fatal(err)
@@ -268,7 +240,7 @@ func TestFailureIsLoggedOnce(t *testing.T) {
 	if err := n.Status("still broken"); err == nil {
 		t.Error("Status on a dead socket returned nil")
 	}
-	msgs := h.messages()
+	msgs := h.Messages()
 	if len(msgs) != 1 {
 		t.Fatalf("logged %d messages, want 1: %q", len(msgs), msgs)
 	}
@@ -291,13 +263,13 @@ func TestSendRejects(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			h := &recordingHandler{}
+			h := &testutil.LogRecorder{}
 			err := tt.send(New(tt.socket, slog.New(h)))
 			if err == nil {
 				t.Fatal("got nil error")
 			}
-			if logged := len(h.messages()) > 0; logged != tt.logged {
-				t.Errorf("logged = %v, want %v (%q)", logged, tt.logged, h.messages())
+			if logged := len(h.Messages()) > 0; logged != tt.logged {
+				t.Errorf("logged = %v, want %v (%q)", logged, tt.logged, h.Messages())
 			}
 		})
 	}

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/mcpgate/mcpgate/internal/testutil"
 )
 
 func TestWatchdogFromEnv(t *testing.T) {
@@ -124,7 +126,7 @@ func runWatchdog(t *testing.T, ctx context.Context, w *Watchdog, alive func(cont
 
 func TestWatchdogPetsOnlyWhileAlive(t *testing.T) {
 	sock := listenNotify(t)
-	h := &recordingHandler{}
+	h := &testutil.LogRecorder{}
 	// The interval only sets the check deadline (interval/4) here: the test
 	// paces the rounds with its own ticker, so no deadline can pass while the
 	// test is slow.
@@ -178,7 +180,7 @@ func TestWatchdogPetsOnlyWhileAlive(t *testing.T) {
 	case <-time.After(waitFor):
 		t.Fatal("Run did not return after its context ended")
 	}
-	msgs := h.messages()
+	msgs := h.Messages()
 	if len(msgs) != 2 || !strings.HasPrefix(msgs[0], "ERROR ") || !strings.Contains(msgs[0], "supervisor loop wedged") ||
 		!strings.HasPrefix(msgs[1], "INFO ") {
 		t.Errorf("log %q: want one error for the two failed rounds, then one recovery message", msgs)
@@ -187,7 +189,7 @@ func TestWatchdogPetsOnlyWhileAlive(t *testing.T) {
 
 func TestWatchdogLateAnswerFails(t *testing.T) {
 	sock := listenNotify(t)
-	h := &recordingHandler{}
+	h := &testutil.LogRecorder{}
 	// The check deadline is 0.5ms; the ticker is the test's, so the rounds
 	// are counted exactly.
 	w := NewWatchdog(New(sock.addr, nil), 2*time.Millisecond, slog.New(h))
@@ -214,7 +216,7 @@ func TestWatchdogLateAnswerFails(t *testing.T) {
 		t.Fatalf("got %q, want WATCHDOG=1 from the second, timely round", got)
 	}
 	sock.expectNone(t)
-	if msgs := h.messages(); len(msgs) == 0 || !strings.Contains(msgs[0], "deadline") {
+	if msgs := h.Messages(); len(msgs) == 0 || !strings.Contains(msgs[0], "deadline") {
 		t.Errorf("log %q: want the late answer reported as a missed deadline", msgs)
 	}
 }

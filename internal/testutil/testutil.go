@@ -65,7 +65,15 @@ func Build(t testing.TB) Binaries {
 	return built
 }
 
-// RemoveBinaries deletes what Build made; call it from TestMain.
+// Main runs a package's tests and then removes the binaries Build made:
+// func TestMain(m *testing.M) { testutil.Main(m) }.
+func Main(m *testing.M) {
+	code := m.Run()
+	RemoveBinaries()
+	os.Exit(code)
+}
+
+// RemoveBinaries deletes what Build made; Main calls it.
 func RemoveBinaries() {
 	if built.Dir != "" {
 		os.RemoveAll(built.Dir)
