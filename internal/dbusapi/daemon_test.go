@@ -11,7 +11,6 @@ import (
 	"reflect"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -34,9 +33,7 @@ type gateway struct {
 	conn   *dbus.Conn
 	client *dbusapi.Client
 
-	mu      sync.Mutex
-	signals []*dbus.Signal
-	wake    chan struct{}
+	signals testutil.Recorder[*dbus.Signal]
 }
 
 // startGateway runs mcpgated with bus = "system" pointed at a private bus;
@@ -44,7 +41,7 @@ type gateway struct {
 func startGateway(t *testing.T, busOpts dbustest.Options, backends, gatewayLines string) *gateway {
 	t.Helper()
 	bins := testutil.Build(t)
-	g := &gateway{bus: dbustest.Start(t, busOpts), wake: make(chan struct{})}
+	g := &gateway{bus: dbustest.Start(t, busOpts)}
 	toml, url := testutil.ConfigWith(t, strings.ReplaceAll(backends, "FAKE", bins.Fake),
 		testutil.ConfigOptions{Bus: "system", Gateway: gatewayLines})
 	conn, err := dbus.Connect(g.bus.Address)
@@ -61,11 +58,7 @@ func startGateway(t *testing.T, busOpts dbustest.Options, backends, gatewayLines
 	conn.Signal(ch)
 	go func() {
 		for s := range ch {
-			g.mu.Lock()
-			g.signals = append(g.signals, s)
-			close(g.wake)
-			g.wake = make(chan struct{})
-			g.mu.Unlock()
+			g.signals.Add(s)
 		}
 	}()
 	g.daemon = testutil.StartDaemon(t, toml, url, testutil.DaemonOptions{Env: []string{"DBUS_SYSTEM_BUS_ADDRESS=" + g.bus.Address}})
@@ -73,42 +66,20 @@ func startGateway(t *testing.T, busOpts dbustest.Options, backends, gatewayLines
 }
 
 // mark returns the index of the next signal to arrive.
-func (g *gateway) mark() int {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	return len(g.signals)
-}
+func (g *gateway) mark() int { return g.signals.Len() }
 
 // signalsSince returns the signals received from index from on.
-func (g *gateway) signalsSince(from int) []*dbus.Signal {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	return append([]*dbus.Signal(nil), g.signals[from:]...)
-}
+func (g *gateway) signalsSince(from int) []*dbus.Signal { return g.signals.All()[from:] }
 
 // await waits for a signal at index from or later that satisfies match and
 // returns its index.
 func (g *gateway) await(t *testing.T, from int, what string, match func(*dbus.Signal) bool) int {
 	t.Helper()
-	timer := time.NewTimer(30 * time.Second)
-	defer timer.Stop()
-	for {
-		g.mu.Lock()
-		for i := from; i < len(g.signals); i++ {
-			if match(g.signals[i]) {
-				g.mu.Unlock()
-				return i
-			}
-		}
-		from = max(from, len(g.signals))
-		wake := g.wake
-		g.mu.Unlock()
-		select {
-		case <-wake:
-		case <-timer.C:
-			t.Fatalf("timed out waiting for %s; signals: %s", what, describe(g.signalsSince(0)))
-		}
+	var found int
+	if !g.signals.Within(30*time.Second, testutil.Index(from, match, &found)) {
+		t.Fatalf("timed out waiting for %s; signals: %s", what, describe(g.signals.All()))
 	}
+	return found
 }
 
 func describe(signals []*dbus.Signal) string {

@@ -6,7 +6,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -29,23 +28,17 @@ type ClientEvent struct {
 type ClientEvents struct {
 	Name string
 
-	mu     sync.Mutex
-	events []ClientEvent
-	wake   chan struct{}
+	events Recorder[ClientEvent]
 }
 
 // NewClientEvents returns an empty recorder for the client called name.
 func NewClientEvents(name string) *ClientEvents {
-	return &ClientEvents{Name: name, wake: make(chan struct{})}
+	return &ClientEvents{Name: name}
 }
 
 // Add records an event; handlers that tests install themselves use it too.
 func (e *ClientEvents) Add(method string, params any) {
-	e.mu.Lock()
-	e.events = append(e.events, ClientEvent{Method: method, Params: params})
-	close(e.wake)
-	e.wake = make(chan struct{})
-	e.mu.Unlock()
+	e.events.Add(ClientEvent{Method: method, Params: params})
 }
 
 // ClientOptions returns options whose handlers record every request and
@@ -84,11 +77,7 @@ func (e *ClientEvents) ClientOptions() *mcp.ClientOptions {
 }
 
 // Events returns the events recorded so far, oldest first.
-func (e *ClientEvents) Events() []ClientEvent {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return append([]ClientEvent(nil), e.events...)
-}
+func (e *ClientEvents) Events() []ClientEvent { return e.events.All() }
 
 // Count returns how many recorded events match.
 func (e *ClientEvents) Count(match func(ClientEvent) bool) int {
@@ -105,27 +94,20 @@ func (e *ClientEvents) Count(match func(ClientEvent) bool) int {
 // matching ones. It fails the test after timeout, listing what came.
 func (e *ClientEvents) Await(t testing.TB, n int, timeout time.Duration, what string, match func(ClientEvent) bool) []ClientEvent {
 	t.Helper()
-	timer := time.NewTimer(timeout)
-	defer timer.Stop()
-	for {
-		e.mu.Lock()
-		var got []ClientEvent
-		for _, ev := range e.events {
+	var got []ClientEvent
+	ok := e.events.Within(timeout, func(all []ClientEvent) bool {
+		got = got[:0]
+		for _, ev := range all {
 			if match(ev) {
 				got = append(got, ev)
 			}
 		}
-		wake := e.wake
-		e.mu.Unlock()
-		if len(got) >= n {
-			return got
-		}
-		select {
-		case <-wake:
-		case <-timer.C:
-			t.Fatalf("client %s: timed out after %s waiting for %d× %s; got %d; all events: %s", e.Name, timeout, n, what, len(got), e)
-		}
+		return len(got) >= n
+	})
+	if !ok {
+		t.Fatalf("client %s: timed out after %s waiting for %d× %s; got %d; all events: %s", e.Name, timeout, n, what, len(got), e)
 	}
+	return got
 }
 
 // String lists the recorded methods, for failure messages.

@@ -9,7 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -23,11 +23,13 @@ type Notify struct {
 	Path string
 	conn *net.UnixConn
 
-	mu      sync.Mutex
-	msgs    []string
-	senders []int // PID of each datagram's sender, 0 if unknown
-	marks   int   // markers sent by Mark
-	wake    chan struct{}
+	datagrams Recorder[datagram]
+	marks     atomic.Int64 // markers sent by Mark
+}
+
+type datagram struct {
+	text   string
+	sender int // PID of the sender, 0 if unknown
 }
 
 // NewNotify listens on a fresh notify socket until the test ends.
@@ -43,7 +45,7 @@ func NewNotify(t testing.TB) *Notify {
 	if rc, err := conn.SyscallConn(); err == nil {
 		rc.Control(func(fd uintptr) { syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_PASSCRED, 1) })
 	}
-	n := &Notify{Path: path, conn: conn, wake: make(chan struct{})}
+	n := &Notify{Path: path, conn: conn}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -54,12 +56,7 @@ func NewNotify(t testing.TB) *Notify {
 			if err != nil {
 				return
 			}
-			n.mu.Lock()
-			n.msgs = append(n.msgs, string(buf[:k]))
-			n.senders = append(n.senders, senderPID(oob[:oobn]))
-			close(n.wake)
-			n.wake = make(chan struct{})
-			n.mu.Unlock()
+			n.datagrams.Add(datagram{string(buf[:k]), senderPID(oob[:oobn])})
 		}
 	}()
 	t.Cleanup(func() {
@@ -85,12 +82,11 @@ func senderPID(oob []byte) int {
 // Sender returns the PID of the process that sent datagram i, or 0 if the
 // kernel did not say.
 func (n *Notify) Sender(i int) int {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	if i < 0 || i >= len(n.senders) {
+	all := n.datagrams.All()
+	if i < 0 || i >= len(all) {
 		return 0
 	}
-	return n.senders[i]
+	return all[i].sender
 }
 
 // Mark sends a marker datagram ("MCPGATE_TEST_MARK=N") to the socket and
@@ -98,10 +94,7 @@ func (n *Notify) Sender(i int) int {
 // everything after the index was sent after Mark was called.
 func (n *Notify) Mark(t testing.TB) int {
 	t.Helper()
-	n.mu.Lock()
-	n.marks++
-	mark := fmt.Sprintf("MCPGATE_TEST_MARK=%d", n.marks)
-	n.mu.Unlock()
+	mark := fmt.Sprintf("MCPGATE_TEST_MARK=%d", n.marks.Add(1))
 	conn, err := net.DialUnix("unixgram", nil, &net.UnixAddr{Name: n.Path, Net: "unixgram"})
 	if err != nil {
 		t.Fatal(err)
@@ -119,59 +112,42 @@ func (n *Notify) Mark(t testing.TB) int {
 // orders the datagrams.
 func (n *Notify) AtMost(t testing.TB, from int, window time.Duration, limit int, what string, match func(string) bool) {
 	t.Helper()
-	timer := time.NewTimer(window)
-	defer timer.Stop()
-	var seen []string
-	for {
-		n.mu.Lock()
-		for ; from < len(n.msgs); from++ {
-			if match(n.msgs[from]) {
-				seen = append(seen, n.msgs[from])
+	n.datagrams.Within(window, func(all []datagram) bool {
+		var seen []string
+		for _, d := range all[min(from, len(all)):] {
+			if match(d.text) {
+				seen = append(seen, d.text)
 			}
 		}
-		wake := n.wake
-		n.mu.Unlock()
 		if len(seen) > limit {
 			t.Fatalf("%d sd_notify %s arrived, want at most %d: %q", len(seen), what, limit, seen)
 		}
-		select {
-		case <-wake:
-		case <-timer.C:
-			return
-		}
-	}
+		return false // watch the whole window
+	})
 }
 
 // Messages returns every datagram received so far.
 func (n *Notify) Messages() []string {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	return append([]string(nil), n.msgs...)
+	return texts(n.datagrams.All())
+}
+
+func texts(all []datagram) []string {
+	out := make([]string, len(all))
+	for i, d := range all {
+		out[i] = d.text
+	}
+	return out
 }
 
 // Await waits for a datagram at index from or later that satisfies match
 // and returns its index. It fails the test after timeout.
 func (n *Notify) Await(t testing.TB, from int, timeout time.Duration, what string, match func(string) bool) int {
 	t.Helper()
-	timer := time.NewTimer(timeout)
-	defer timer.Stop()
-	for {
-		n.mu.Lock()
-		for i := from; i < len(n.msgs); i++ {
-			if match(n.msgs[i]) {
-				n.mu.Unlock()
-				return i
-			}
-		}
-		from = max(from, len(n.msgs))
-		wake := n.wake
-		n.mu.Unlock()
-		select {
-		case <-wake:
-		case <-timer.C:
-			t.Fatalf("timed out after %s waiting for sd_notify %s; got %q", timeout, what, n.Messages())
-		}
+	var found int
+	if !n.datagrams.Within(timeout, Index(from, func(d datagram) bool { return match(d.text) }, &found)) {
+		t.Fatalf("timed out after %s waiting for sd_notify %s; got %q", timeout, what, n.Messages())
 	}
+	return found
 }
 
 // AwaitMessages waits until cond holds for every datagram received so far,
@@ -180,21 +156,8 @@ func (n *Notify) Await(t testing.TB, from int, timeout time.Duration, what strin
 // STATUS= is …".
 func (n *Notify) AwaitMessages(t testing.TB, timeout time.Duration, what string, cond func(msgs []string) bool) {
 	t.Helper()
-	timer := time.NewTimer(timeout)
-	defer timer.Stop()
-	for {
-		n.mu.Lock()
-		msgs := append([]string(nil), n.msgs...)
-		wake := n.wake
-		n.mu.Unlock()
-		if cond(msgs) {
-			return
-		}
-		select {
-		case <-wake:
-		case <-timer.C:
-			t.Fatalf("timed out after %s waiting for sd_notify %s; got %q", timeout, what, msgs)
-		}
+	if !n.datagrams.Within(timeout, func(all []datagram) bool { return cond(texts(all)) }) {
+		t.Fatalf("timed out after %s waiting for sd_notify %s; got %q", timeout, what, n.Messages())
 	}
 }
 
