@@ -490,3 +490,30 @@ func awaitFile(t *testing.T, path, want string) {
 		return strings.Contains(string(data), want)
 	})
 }
+
+// A daemon told to stop while a backend waits out its restart backoff
+// spawns nothing more.
+func TestShutdownDuringBackoffSpawnsNothing(t *testing.T) {
+	bins := testutil.Build(t)
+	toml, url := testutil.Config(t, fmt.Sprintf(`
+[backends.flaky]
+command = %q
+args = ["--exit-at-start", "1"]
+restart_backoff_initial = "1h"
+restart_backoff_max = "1h"
+`, bins.Fake))
+	d := testutil.StartDaemon(t, toml, url, testutil.DaemonOptions{NoWait: true})
+	awaitLog(t, d, "restarting backend")
+	d.Signal(syscall.SIGINT)
+	select {
+	case <-d.Exited():
+	case <-time.After(30 * time.Second):
+		t.Fatal("the daemon did not exit on SIGINT during a backoff wait")
+	}
+	if code := d.Cmd.ProcessState.ExitCode(); code != 0 {
+		t.Errorf("exit code %d, want 0", code)
+	}
+	if n := strings.Count(d.Stderr.String(), `msg="spawned backend"`); n != 1 {
+		t.Errorf("the backend was spawned %d times, want once (nothing after the stop):\n%s", n, d.Stderr.String())
+	}
+}
