@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -165,7 +164,7 @@ func (e *Entry) AddBytes(name string, value []byte) {
 		return
 	}
 	e.buf = append(e.buf, name...)
-	e.buf = appendBytesValue(e.buf, value)
+	e.buf = appendValue(e.buf, value)
 }
 
 // Len returns the entry's serialised size in bytes.
@@ -176,8 +175,8 @@ func (e *Entry) Reset() { e.buf = e.buf[:0] }
 
 // appendValue appends "=value\n", or for a value with a newline
 // "\n" + little-endian uint64 length + value + "\n", after a field name.
-func appendValue(b []byte, v string) []byte {
-	if strings.IndexByte(v, '\n') < 0 {
+func appendValue[T string | []byte](b []byte, v T) []byte {
+	if !hasNewline(v) {
 		b = append(b, '=')
 		b = append(b, v...)
 		return append(b, '\n')
@@ -188,21 +187,9 @@ func appendValue(b []byte, v string) []byte {
 	return append(b, '\n')
 }
 
-func appendBytesValue(b []byte, v []byte) []byte {
-	if !containsNewline(v) {
-		b = append(b, '=')
-		b = append(b, v...)
-		return append(b, '\n')
-	}
-	b = append(b, '\n')
-	b = binary.LittleEndian.AppendUint64(b, uint64(len(v)))
-	b = append(b, v...)
-	return append(b, '\n')
-}
-
-func containsNewline(v []byte) bool {
-	for _, c := range v {
-		if c == '\n' {
+func hasNewline[T string | []byte](v T) bool {
+	for i := 0; i < len(v); i++ {
+		if v[i] == '\n' {
 			return true
 		}
 	}
