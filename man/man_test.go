@@ -103,21 +103,6 @@ func (e entry) field(label string) (string, bool) {
 	return "", false
 }
 
-func writeConfig(t *testing.T, files map[string]string) string {
-	t.Helper()
-	dir := t.TempDir()
-	for name, content := range files {
-		p := filepath.Join(dir, name)
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return filepath.Join(dir, "mcpgate.toml")
-}
-
 // TestConfigKeys checks that mcpgate.toml(5) documents every key with its
 // type, a default that is the real one, and an example that is valid.
 func TestConfigKeys(t *testing.T) {
@@ -157,10 +142,10 @@ func TestConfigKeys(t *testing.T) {
 			// one a file without the key gets.
 			switch table {
 			case "gateway":
-				if _, err := config.Load(writeConfig(t, map[string]string{"mcpgate.toml": "[gateway]\n" + example + "\n"})); err != nil {
+				if _, err := config.Load(testutil.WriteConfigFiles(t, map[string]string{"mcpgate.toml": "[gateway]\n" + example + "\n"})); err != nil {
 					t.Errorf("example %q: %v", example, err)
 				}
-				cfg, err := config.Load(writeConfig(t, map[string]string{"mcpgate.toml": "[gateway]\n" + name + " = " + def + "\n"}))
+				cfg, err := config.Load(testutil.WriteConfigFiles(t, map[string]string{"mcpgate.toml": "[gateway]\n" + name + " = " + def + "\n"}))
 				if err != nil {
 					t.Fatalf("default %q is not a valid value: %v", def, err)
 				}
@@ -168,19 +153,19 @@ func TestConfigKeys(t *testing.T) {
 					t.Errorf("documented default %q is not the real default:\n got %+v\nwant %+v", def, cfg.Gateway, config.Default().Gateway)
 				}
 			case "backends":
-				if _, err := config.Load(writeConfig(t, map[string]string{"mcpgate.toml": backendBase + example + "\n"})); err != nil {
+				if _, err := config.Load(testutil.WriteConfigFiles(t, map[string]string{"mcpgate.toml": backendBase + example + "\n"})); err != nil {
 					t.Errorf("example %q: %v", example, err)
 				}
 				if name == "command" {
 					return // required: no default
 				}
-				unset, err := config.Load(writeConfig(t, map[string]string{"mcpgate.toml": backendBase}))
+				unset, err := config.Load(testutil.WriteConfigFiles(t, map[string]string{"mcpgate.toml": backendBase}))
 				if err != nil {
 					t.Fatal(err)
 				}
 				compared := false
 				for _, v := range defaultValues(def) {
-					set, err := config.Load(writeConfig(t, map[string]string{"mcpgate.toml": backendBase + name + " = " + v + "\n"}))
+					set, err := config.Load(testutil.WriteConfigFiles(t, map[string]string{"mcpgate.toml": backendBase + name + " = " + v + "\n"}))
 					if err != nil {
 						continue
 					}
@@ -233,7 +218,7 @@ func TestConfigExample(t *testing.T) {
 	if len(blocks) < 3 {
 		t.Fatalf("EXAMPLE has %d code blocks, want the main file and two drop-ins", len(blocks))
 	}
-	path := writeConfig(t, map[string]string{
+	path := testutil.WriteConfigFiles(t, map[string]string{
 		"mcpgate.toml":        blocks[0],
 		"conf.d/github.toml":  blocks[1],
 		"conf.d/notes.toml":   blocks[2],

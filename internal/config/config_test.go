@@ -1,30 +1,14 @@
 package config
 
 import (
-	"os"
 	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
 	"time"
-)
 
-// writeFiles creates files (relative path → content) in a new temporary
-// directory and returns the path of its mcpgate.toml.
-func writeFiles(t *testing.T, files map[string]string) string {
-	t.Helper()
-	dir := t.TempDir()
-	for name, content := range files {
-		p := filepath.Join(dir, name)
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return filepath.Join(dir, "mcpgate.toml")
-}
+	"github.com/mcpgate/mcpgate/internal/testutil"
+)
 
 // wantGateway spells out the documented defaults independently of
 // defaultGateway, so that a changed default fails a test.
@@ -82,7 +66,7 @@ func TestDefault(t *testing.T) {
 }
 
 func TestLoadEmptyFileIsDefault(t *testing.T) {
-	path := writeFiles(t, map[string]string{"mcpgate.toml": "# nothing set\n"})
+	path := testutil.WriteConfigFiles(t, map[string]string{"mcpgate.toml": "# nothing set\n"})
 	c, err := Load(path)
 	if err != nil {
 		t.Fatal(err)
@@ -132,7 +116,7 @@ func TestGatewayKeys(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.toml, func(t *testing.T) {
-			path := writeFiles(t, map[string]string{"mcpgate.toml": "[gateway]\n" + tt.toml + "\n"})
+			path := testutil.WriteConfigFiles(t, map[string]string{"mcpgate.toml": "[gateway]\n" + tt.toml + "\n"})
 			c, err := Load(path)
 			if err != nil {
 				t.Fatal(err)
@@ -203,7 +187,7 @@ func TestBackendKeys(t *testing.T) {
 				// After the backend, so that Line stays 1 and order is shown not to matter.
 				content += "[gateway]\n" + tt.gateway + "\n"
 			}
-			path := writeFiles(t, map[string]string{"mcpgate.toml": content})
+			path := testutil.WriteConfigFiles(t, map[string]string{"mcpgate.toml": content})
 			c, err := Load(path)
 			if err != nil {
 				t.Fatal(err)
@@ -230,7 +214,7 @@ func TestBackendDefinitionForms(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			path := writeFiles(t, map[string]string{"mcpgate.toml": tt.toml})
+			path := testutil.WriteConfigFiles(t, map[string]string{"mcpgate.toml": tt.toml})
 			c, err := Load(path)
 			if err != nil {
 				t.Fatal(err)
@@ -244,7 +228,7 @@ func TestBackendDefinitionForms(t *testing.T) {
 }
 
 func TestDisabledBackendNeedsNoCommand(t *testing.T) {
-	path := writeFiles(t, map[string]string{"mcpgate.toml": "[backends.off]\nenabled = false\n"})
+	path := testutil.WriteConfigFiles(t, map[string]string{"mcpgate.toml": "[backends.off]\nenabled = false\n"})
 	c, err := Load(path)
 	if err != nil {
 		t.Fatal(err)
@@ -255,7 +239,7 @@ func TestDisabledBackendNeedsNoCommand(t *testing.T) {
 }
 
 func TestDropIns(t *testing.T) {
-	path := writeFiles(t, map[string]string{
+	path := testutil.WriteConfigFiles(t, map[string]string{
 		"mcpgate.toml": `[gateway]
 endpoint = "/main"
 page_size = 7
@@ -321,7 +305,7 @@ command = "c"
 }
 
 func TestEnabledBackends(t *testing.T) {
-	path := writeFiles(t, map[string]string{"mcpgate.toml": `
+	path := testutil.WriteConfigFiles(t, map[string]string{"mcpgate.toml": `
 [backends.zeta]
 command = "z"
 [backends.alpha]

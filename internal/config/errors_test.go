@@ -8,6 +8,8 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/mcpgate/mcpgate/internal/testutil"
 )
 
 // errorLines loads path and returns its error's lines with the temporary
@@ -282,7 +284,7 @@ env = { LISTEN_PID = "1" }
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := errorLines(t, writeFiles(t, tt.files))
+			got := errorLines(t, testutil.WriteConfigFiles(t, tt.files))
 			if !reflect.DeepEqual(got, tt.want) {
 				t.Errorf("errors:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(tt.want, "\n"))
 			}
@@ -291,7 +293,7 @@ env = { LISTEN_PID = "1" }
 }
 
 func TestErrorFields(t *testing.T) {
-	path := writeFiles(t, map[string]string{"mcpgate.toml": "\n[backends.github]\ncommand = \"gh\"\n  timeot = \"5s\"\n"})
+	path := testutil.WriteConfigFiles(t, map[string]string{"mcpgate.toml": "\n[backends.github]\ncommand = \"gh\"\n  timeot = \"5s\"\n"})
 	_, err := Load(path)
 	var e *Error
 	if !errors.As(err, &e) {
@@ -347,7 +349,7 @@ func TestLoadFileErrors(t *testing.T) {
 		}
 	})
 	t.Run("conf.d is a file", func(t *testing.T) {
-		path := writeFiles(t, map[string]string{"mcpgate.toml": "", "conf.d": "x"})
+		path := testutil.WriteConfigFiles(t, map[string]string{"mcpgate.toml": "", "conf.d": "x"})
 		_, err := Load(path)
 		dir := filepath.Join(filepath.Dir(path), "conf.d")
 		want := dir + ": cannot read drop-in directory: not a directory; make it a readable directory or remove it"
@@ -356,7 +358,7 @@ func TestLoadFileErrors(t *testing.T) {
 		}
 	})
 	t.Run("dangling drop-in symlink", func(t *testing.T) {
-		path := writeFiles(t, map[string]string{"mcpgate.toml": "", "conf.d/.keep": ""})
+		path := testutil.WriteConfigFiles(t, map[string]string{"mcpgate.toml": "", "conf.d/.keep": ""})
 		link := filepath.Join(filepath.Dir(path), "conf.d", "10-gone.toml")
 		if err := os.Symlink("/nonexistent/gone.toml", link); err != nil {
 			t.Fatal(err)

@@ -157,7 +157,7 @@ args = ["--record", %q]
 		if err := <-doneA; !errors.Is(err, context.Canceled) {
 			t.Errorf("A's cancelled call returned %v", err)
 		}
-		if err := <-doneB; err != nil || resB.IsError || !strings.Contains(routingResultText(resB), "Long running operation completed") {
+		if err := <-doneB; err != nil || resB.IsError || !strings.Contains(testutil.ToolText(resB), "Long running operation completed") {
 			t.Errorf("B's call after A cancelled its own: %v %+v", err, resB)
 		}
 
@@ -258,19 +258,9 @@ func routingText(t *testing.T, cs *mcp.ClientSession, name string, args any) str
 		t.Fatalf("%s: %v", name, err)
 	}
 	if res.IsError {
-		t.Errorf("%s answered with an error: %s", name, routingResultText(res))
+		t.Errorf("%s answered with an error: %s", name, testutil.ToolText(res))
 	}
-	return routingResultText(res)
-}
-
-func routingResultText(res *mcp.CallToolResult) string {
-	var parts []string
-	for _, c := range res.Content {
-		if tc, ok := c.(*mcp.TextContent); ok {
-			parts = append(parts, tc.Text)
-		}
-	}
-	return strings.Join(parts, "\n")
+	return testutil.ToolText(res)
 }
 
 // checkRequests checks that ev answered exactly one request of method, and

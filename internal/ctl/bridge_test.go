@@ -59,19 +59,9 @@ func bridgeCall(t *testing.T, cs *mcp.ClientSession, params *mcp.CallToolParams)
 		t.Fatalf("call %s: %v", params.Name, err)
 	}
 	if res.IsError {
-		t.Fatalf("call %s: tool error %s", params.Name, bridgeText(res))
+		t.Fatalf("call %s: tool error %s", params.Name, testutil.ToolText(res))
 	}
 	return res
-}
-
-func bridgeText(res *mcp.CallToolResult) string {
-	var parts []string
-	for _, c := range res.Content {
-		if tc, ok := c.(*mcp.TextContent); ok {
-			parts = append(parts, tc.Text)
-		}
-	}
-	return strings.Join(parts, "")
 }
 
 func bridgeTools(t *testing.T, cs *mcp.ClientSession) []string {
@@ -148,7 +138,7 @@ func TestBridgeRelaysThroughDaemon(t *testing.T) {
 	if names := bridgeTools(t, cs); !slices.Contains(names, "fake__echo") || !slices.Contains(names, "fake__sample") {
 		t.Fatalf("tools through the bridge = %v, want the fake server's under fake__", names)
 	}
-	if got := bridgeText(bridgeCall(t, cs, &mcp.CallToolParams{Name: "fake__echo", Arguments: map[string]any{"text": "héllo \"bridge\"\n"}})); got != "héllo \"bridge\"\n" {
+	if got := testutil.ToolText(bridgeCall(t, cs, &mcp.CallToolParams{Name: "fake__echo", Arguments: map[string]any{"text": "héllo \"bridge\"\n"}})); got != "héllo \"bridge\"\n" {
 		t.Errorf("echo = %q", got)
 	}
 
@@ -181,7 +171,7 @@ func TestBridgeRelaysThroughDaemon(t *testing.T) {
 			t.Errorf("sampling request = %+v, want the fake server's one message and maxTokens 100", req)
 		}
 		// The sample call waits for the client; others must not wait for it.
-		if got := bridgeText(bridgeCall(t, cs, &mcp.CallToolParams{Name: "fake__echo", Arguments: map[string]any{"text": "meanwhile"}})); got != "meanwhile" {
+		if got := testutil.ToolText(bridgeCall(t, cs, &mcp.CallToolParams{Name: "fake__echo", Arguments: map[string]any{"text": "meanwhile"}})); got != "meanwhile" {
 			t.Errorf("echo during sampling = %q", got)
 		}
 		close(release)
@@ -283,7 +273,7 @@ func TestBridgeRenewsSessionAfterRestart(t *testing.T) {
 	bridgeAwait(t, first.Exited(), "the first daemon to exit")
 	second := testutil.StartDaemon(t, toml, url, testutil.DaemonOptions{})
 
-	if got := bridgeText(bridgeCall(t, cs, &mcp.CallToolParams{Name: "fake__echo", Arguments: map[string]any{"text": "after"}})); got != "after" {
+	if got := testutil.ToolText(bridgeCall(t, cs, &mcp.CallToolParams{Name: "fake__echo", Arguments: map[string]any{"text": "after"}})); got != "after" {
 		t.Errorf("echo after the restart = %q", got)
 	}
 	bridgeAwait(t, listChanged, "notifications/tools/list_changed for the new session")
@@ -545,7 +535,7 @@ func TestBridgeCancelledRequestGetsNoResponse(t *testing.T) {
 func TestBridgeOverURL(t *testing.T) {
 	d, _ := bridgeGateway(t)
 	cs, _ := bridgeClient(t, nil, "--url", d.URL)
-	if got := bridgeText(bridgeCall(t, cs, &mcp.CallToolParams{Name: "fake__echo", Arguments: map[string]any{"text": "tcp"}})); got != "tcp" {
+	if got := testutil.ToolText(bridgeCall(t, cs, &mcp.CallToolParams{Name: "fake__echo", Arguments: map[string]any{"text": "tcp"}})); got != "tcp" {
 		t.Errorf("echo over --url = %q", got)
 	}
 }

@@ -101,6 +101,24 @@ func Env(extra ...string) []string {
 	return append(append(env, "GORACE=atexit_sleep_ms=0"), extra...)
 }
 
+// WriteConfigFiles writes files (path relative to a new temporary
+// directory → content) and returns the path of its mcpgate.toml, the main
+// configuration file beside its conf.d.
+func WriteConfigFiles(t testing.TB, files map[string]string) string {
+	t.Helper()
+	dir := t.TempDir()
+	for name, content := range files {
+		p := filepath.Join(dir, name)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return filepath.Join(dir, "mcpgate.toml")
+}
+
 // FreePort returns a TCP port on 127.0.0.1 that was free a moment ago.
 func FreePort(t testing.TB) int {
 	t.Helper()
