@@ -35,14 +35,6 @@ func TestBackendPath(t *testing.T) {
 		if !path.IsValid() {
 			t.Errorf("BackendPath(%q) = %s is not a valid object path", tc.name, path)
 		}
-		if name, ok := BackendName(path); !ok || name != tc.name {
-			t.Errorf("BackendName(%s) = %q, %v; want %q", path, name, ok, tc.name)
-		}
-	}
-	for _, bad := range []dbus.ObjectPath{"/org/mcpgate/Gateway1", BackendPathPrefix + "a_2", BackendPathPrefix + "a_zz", BackendPathPrefix + "a/b"} {
-		if name, ok := BackendName(bad); ok {
-			t.Errorf("BackendName(%s) = %q, want no name", bad, name)
-		}
 	}
 }
 

@@ -12,7 +12,6 @@ import (
 	"net"
 	"net/http"
 	"net/url"
-	"strconv"
 	"strings"
 	"time"
 
@@ -461,6 +460,3 @@ func (h *Handler) originAllowed(origin string) bool {
 	u, err := url.Parse(origin)
 	return err == nil && u.Host != "" && isLocalHost(splitHost(u.Host))
 }
-
-// Retry is exported for tests of clients that honour the retry field.
-var Retry = strconv.Itoa(retryMillis)

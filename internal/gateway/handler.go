@@ -6,6 +6,7 @@ import (
 	"strconv"
 
 	"github.com/mcpgate/mcpgate/internal/backend"
+	"github.com/mcpgate/mcpgate/internal/journal"
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
 )
 
@@ -77,10 +78,7 @@ func (g *Gateway) Notification(b *backend.Backend, conn *backend.Conn, msg *json
 // that asked for logging. Each session's level filters.
 func (g *Gateway) logMessage(conn *backend.Conn, msg *jsonrpc.Message) {
 	level, _, _ := stringParam(msg.Params, "level")
-	prio, ok := logLevels[level]
-	if !ok {
-		prio = logLevels["info"]
-	}
+	prio, _ := journal.MCPLevelPriority(level) // an unknown level counts as info
 	data := jsonrpc.AppendNotification(nil, msg.Method, msg.Params)
 	wants := func(s *Session, requireLevel bool) bool {
 		s.mu.Lock()

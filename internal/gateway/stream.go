@@ -225,13 +225,6 @@ func (s *Stream) onAbandon(fn func()) {
 	s.mu.Unlock()
 }
 
-// Finished reports whether the stream has ended.
-func (s *Stream) Finished() bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.finished
-}
-
 // PushResponse puts a response the transport made itself, such as the error
 // for an invalid member of a batch, on a request's stream.
 func PushResponse(st *Stream, resp []byte) { st.push(resp, true) }
