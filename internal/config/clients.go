@@ -167,7 +167,11 @@ func CredentialRefs(s string) []string {
 }
 
 // credentialRef is a ${credential:NAME} placeholder.
-var credentialRef = regexp.MustCompile(`\$\{credential:([^}]*)\}`)
+var credentialRef = CredentialPlaceholder()
+
+// CredentialPlaceholder returns a regexp matching ${credential:NAME}, with
+// NAME as its first group.
+func CredentialPlaceholder() *regexp.Regexp { return regexp.MustCompile(`\$\{credential:([^}]*)\}`) }
 
 // credentialName is what systemd accepts as a credential name, as a file
 // name in $CREDENTIALS_DIRECTORY.
@@ -209,7 +213,7 @@ func checkGlob(s string) string {
 }
 
 func checkAbsolute(s string) string {
-	if !strings.HasPrefix(s, "/") {
+	if s != "" && !strings.HasPrefix(s, "/") {
 		return fmt.Sprintf("%q is not an absolute path; write one such as \"/etc/mcpgate/credentials\"", s)
 	}
 	return ""
