@@ -64,7 +64,7 @@ func runBridge(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("mcpgatectl bridge", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
-		fmt.Fprintf(stderr, "usage: mcpgatectl bridge [--user] [--socket PATH [--endpoint PATH] | --url URL]\n\n"+
+		fmt.Fprintf(stderr, "usage: mcpgatectl bridge [--user] [--socket PATH [--endpoint PATH] | --url URL] [--token-file FILE]\n\n"+
 			"Serves MCP on stdin/stdout for clients that start servers as commands, relaying\n"+
 			"every message to the mcpgate daemon.\n\n")
 		fs.PrintDefaults()
@@ -74,6 +74,7 @@ func runBridge(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	rawURL := fs.String("url", "", "connect to the daemon's MCP endpoint at `URL` instead, e.g. http://127.0.0.1:7431/mcp")
 	endpoint := fs.String("endpoint", bridgeEndpoint, "the MCP endpoint `path` on the socket, as set by endpoint in [gateway]")
 	user := fs.Bool("user", false, "talk to the user's mcpgate (systemctl --user) rather than the system's")
+	tokenFile := fs.String("token-file", "", "send the bearer token in `FILE` (default: $"+bridgeTokenEnv+", if set)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
@@ -91,7 +92,15 @@ func runBridge(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "mcpgatectl bridge: --url cannot be combined with --socket or --endpoint; the URL names both the daemon and the endpoint")
 		return 2
 	}
+	token, err := bridgeToken(*tokenFile)
+	if err != nil {
+		fmt.Fprintf(stderr, "mcpgatectl bridge: %v\n", err)
+		return 2
+	}
 	b, err := newBridge(opts, stdout, stderr)
+	if b != nil {
+		b.token = token
+	}
 	if err != nil {
 		fmt.Fprintf(stderr, "mcpgatectl bridge: %v\n", err)
 		return 2
@@ -123,6 +132,7 @@ type bridge struct {
 	target   string // what is dialled, for messages: socket path or URL
 	hint     string // the command that shows why mcpgate is not there
 	perm     bool   // target is a unix socket, where EACCES has a known fix
+	token    string // bearer token sent with every request; "" for none
 	out      *bridgeOut
 	log      *slog.Logger
 
@@ -523,6 +533,9 @@ func (b *bridge) do(ctx context.Context, method string, body []byte, sess bridge
 	}
 	if lastEventID != "" {
 		req.Header.Set(bridgeHeaderLastID, lastEventID)
+	}
+	if b.token != "" {
+		req.Header.Set("Authorization", "Bearer "+b.token)
 	}
 	resp, err := b.client.Do(req)
 	if err != nil {

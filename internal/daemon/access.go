@@ -61,3 +61,14 @@ func reach(a net.Addr) string {
 	}
 	return "everyone who can reach " + a.String() + " over the network"
 }
+
+// maxExcerpt is how much of a message body a debug log entry shows.
+const maxExcerpt = 256
+
+// excerpt returns the start of a message body for a debug log entry.
+func excerpt(body []byte) string {
+	if len(body) <= maxExcerpt {
+		return string(body)
+	}
+	return string(body[:maxExcerpt]) + fmt.Sprintf("… (%d bytes)", len(body))
+}
