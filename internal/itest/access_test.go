@@ -12,6 +12,7 @@ import (
 	"os/user"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -377,5 +378,56 @@ func TestAccessClientLimits(t *testing.T) {
 	// Other clients are not affected.
 	if resp, body := exchange(t, http.DefaultClient, d.URL, initializeBody, "Authorization", "Bearer "+fullToken); resp.StatusCode != 200 {
 		t.Errorf("another client: HTTP %d %s", resp.StatusCode, body)
+	}
+}
+
+// TestAccessBridgeTokenFromEnvironment: mcpgatectl bridge sends the token
+// in $MCPGATE_TOKEN over TCP.
+func TestAccessBridgeTokenFromEnvironment(t *testing.T) {
+	d, _ := accessGateway(t)
+	bins := testutil.Build(t)
+	for _, tc := range []struct {
+		token, want string
+	}{
+		{fullToken, `"serverInfo"`},
+		{"", "no bearer token"},
+	} {
+		cmd := exec.CommandContext(testutil.Context(t, 60*time.Second), bins.Ctl, "bridge", "--url", d.URL)
+		cmd.Env = testutil.Env("MCPGATE_TOKEN=" + tc.token)
+		cmd.Stdin = strings.NewReader(initializeBody + "\n")
+		out, err := cmd.Output()
+		if err != nil || !strings.Contains(string(out), tc.want) {
+			t.Errorf("bridge with MCPGATE_TOKEN=%q: %v %s; want %q", tc.token, err, out, tc.want)
+		}
+	}
+}
+
+// TestAccessReloadRemovesAClient: after a reload without a client, its
+// sessions are gone and its token is refused; others keep theirs.
+func TestAccessReloadRemovesAClient(t *testing.T) {
+	d, _ := accessGateway(t)
+	narrow := testutil.ConnectHTTP(t, d.URL, tokenClient(narrowToken), nil)
+	full := testutil.ConnectHTTP(t, d.URL, tokenClient(fullToken), nil)
+	b, err := os.ReadFile(d.ConfigPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := string(b)
+	start := strings.Index(text, "[clients.narrow]")
+	end := strings.Index(text, "[clients.capped]")
+	if err := os.WriteFile(d.ConfigPath, []byte(text[:start]+text[end:]), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	from := d.Notify.Mark(t)
+	d.Signal(syscall.SIGHUP)
+	d.AwaitNotify(t, from, 30*time.Second, "READY=1 after the reload", testutil.Has("READY=1"))
+	if _, err := narrow.ListTools(testutil.Context(t, 30*time.Second), nil); err == nil {
+		t.Error("the removed client's session still answers")
+	}
+	if resp, body := exchange(t, http.DefaultClient, d.URL, initializeBody, "Authorization", "Bearer "+narrowToken); resp.StatusCode != 401 {
+		t.Errorf("the removed client's token: HTTP %d %s, want 401", resp.StatusCode, body)
+	}
+	if _, err := full.ListTools(testutil.Context(t, 30*time.Second), nil); err != nil {
+		t.Errorf("another client's session after the reload: %v", err)
 	}
 }
