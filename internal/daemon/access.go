@@ -38,7 +38,7 @@ func (d *daemon) warnAccess() {
 		for _, l := range d.lns.Listeners {
 			who = append(who, reach(l.Addr()))
 		}
-		d.log.Warn(`[gateway] auth = "none": every caller is client "anonymous" and may use every tool with the backends' credentials; reachable by `+strings.Join(who, "; "),
+		d.log.Warn(`auth = "none": every caller is client "anonymous" and may use every tool with the backends' credentials; reachable by `+strings.Join(who, "; "),
 			journal.MessageAuthNone.Attr())
 		return
 	}
