@@ -105,7 +105,7 @@ token_credential = "missing"
 	}
 	writeFile(t, dir, "tok", "credential-token\n")
 	set, warnings := NewSet(cfg, Options{CredentialsDirectory: dir})
-	if len(warnings) != 1 || !strings.Contains(warnings[0], `credential "missing"`) {
+	if len(warnings) != 1 || !strings.Contains(warnings[0], "${credential:missing}") {
 		t.Errorf("warnings %q, want one for the missing credential", warnings)
 	}
 	tests := []struct {

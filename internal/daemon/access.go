@@ -14,14 +14,14 @@ import (
 // credentialsDirectory is where ${credential:NAME} and token_credential
 // are read.
 func (d *daemon) credentialsDirectory() string {
-	return access.CredentialsDirectory(d.cfg.Gateway.CredentialsDirectory)
+	return config.CredentialsDirectory(d.cfg.Gateway.CredentialsDirectory)
 }
 
 // loadClients builds the clients of cfg and makes them the ones in effect.
 // A client that cannot be recognised (unreadable credential, unknown user)
 // is logged: it matches nobody until the next reload.
 func (d *daemon) loadClients(cfg *config.Config) *access.Set {
-	set, warnings := access.NewSet(cfg, access.Options{CredentialsDirectory: access.CredentialsDirectory(cfg.Gateway.CredentialsDirectory)})
+	set, warnings := access.NewSet(cfg, access.Options{CredentialsDirectory: config.CredentialsDirectory(cfg.Gateway.CredentialsDirectory)})
 	for _, w := range warnings {
 		d.log.Warn(w)
 	}
