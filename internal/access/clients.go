@@ -181,7 +181,7 @@ func (s *Set) Identify(r *http.Request, peer Peer) (*Client, *Refusal) {
 			"the token is not known to this gateway (revoked, or never created); create one with `mcpgatectl token create NAME`"}
 	}
 	if peer.Cred != nil {
-		if c := s.byPeer(peer.Cred.Uid, peer.Cred.Gid, peer.Cred.Pid); c != nil {
+		if c := s.byPeer(peer.Cred.Uid, peer.Cred.Gid, peer.Groups); c != nil {
 			return c, nil
 		}
 		name := strconv.Itoa(int(peer.Cred.Uid))
@@ -210,21 +210,13 @@ func (s *Set) byToken(token string) *Client {
 
 // byPeer finds the first client, by name, listing the uid or one of the
 // peer's groups.
-func (s *Set) byPeer(uid, gid uint32, pid int32) *Client {
-	var groups []uint32
-	groupsRead := false
+func (s *Set) byPeer(uid, gid uint32, groups []uint32) *Client {
 	for _, c := range s.clients {
 		if !c.byPeer {
 			continue
 		}
 		if c.uids[uid] || c.gids[gid] {
 			return c
-		}
-		if len(c.gids) == 0 {
-			continue
-		}
-		if !groupsRead {
-			groups, groupsRead = peerGroups(uid, pid), true
 		}
 		for _, g := range groups {
 			if c.gids[g] {
