@@ -47,6 +47,10 @@ type Options struct {
 	// CredentialsDirectory is where token_credential files are read:
 	// $CREDENTIALS_DIRECTORY, or [gateway] credentials_directory.
 	CredentialsDirectory string
+	// Previous, if set, is the set this one replaces: a client whose
+	// rate_limit did not change keeps its bucket, so a reload is no way
+	// around the limit.
+	Previous *Set
 }
 
 // NewSet builds the clients of cfg. Problems that leave a client without
@@ -66,6 +70,9 @@ func NewSet(cfg *config.Config, opts Options) (*Set, []string) {
 		}
 		if cc.RateLimit.Burst > 0 {
 			c.Limit = NewBucket(cc.RateLimit.Burst, cc.RateLimit.Interval)
+			if old := opts.Previous.Client(name); old != nil && old.Limit != nil && old.Limit.String() == c.Limit.String() {
+				c.Limit = old.Limit
+			}
 		}
 		where := fmt.Sprintf("%s:%d: client %q", cc.File, cc.Line, name)
 		switch {
@@ -139,8 +146,11 @@ func (s *Set) Names() []string {
 	return names
 }
 
-// Client returns the named client, or nil.
+// Client returns the named client, or nil (also for a nil Set).
 func (s *Set) Client(name string) *Client {
+	if s == nil {
+		return nil
+	}
 	if name == config.AnonymousClient && !s.required {
 		return s.anon
 	}
