@@ -60,65 +60,74 @@ func NewSet(cfg *config.Config, opts Options) (*Set, []string) {
 	s := &Set{required: cfg.Gateway.Auth != "none", anon: Anonymous()}
 	var warnings []string
 	for _, name := range slices.Sorted(maps.Keys(cfg.Clients)) {
-		cc := cfg.Clients[name]
-		c := &Client{
-			Name:        name,
-			Policy:      NewPolicy(cc.Tools, cc.Resources, cc.Prompts),
-			MaxSessions: cc.MaxSessions,
-			uids:        map[uint32]bool{},
-			gids:        map[uint32]bool{},
-		}
-		if cc.RateLimit.Burst > 0 {
-			c.Limit = NewBucket(cc.RateLimit.Burst, cc.RateLimit.Interval)
-			if old := opts.Previous.Client(name); old != nil && old.Limit != nil && old.Limit.String() == c.Limit.String() {
-				c.Limit = old.Limit
-			}
-		}
-		where := fmt.Sprintf("%s:%d: client %q", cc.File, cc.Line, name)
-		switch {
-		case cc.TokenSHA256 != "":
-			c.hash, _ = hex.DecodeString(cc.TokenSHA256)
-		case cc.TokenCredential != "":
-			token, err := config.ReadCredential(opts.CredentialsDirectory, cc.TokenCredential)
-			if err != nil {
-				warnings = append(warnings, fmt.Sprintf("%s: no token: %v", where, err))
-				break
-			}
-			sum := sha256.Sum256([]byte(token))
-			c.hash = sum[:]
-		}
-		for _, u := range cc.UnixUsers {
-			uid, err := lookupID(u, func(n string) (string, error) {
-				usr, err := user.Lookup(n)
-				if err != nil {
-					return "", err
-				}
-				return usr.Uid, nil
-			})
-			if err != nil {
-				warnings = append(warnings, fmt.Sprintf("%s: unix_users: %v", where, err))
-				continue
-			}
-			c.uids[uid] = true
-		}
-		for _, g := range cc.UnixGroups {
-			gid, err := lookupID(g, func(n string) (string, error) {
-				grp, err := user.LookupGroup(n)
-				if err != nil {
-					return "", err
-				}
-				return grp.Gid, nil
-			})
-			if err != nil {
-				warnings = append(warnings, fmt.Sprintf("%s: unix_groups: %v", where, err))
-				continue
-			}
-			c.gids[gid] = true
-		}
-		c.byPeer = len(c.uids) > 0 || len(c.gids) > 0
+		c, w := newClient(cfg.Clients[name], opts)
 		s.clients = append(s.clients, c)
+		warnings = append(warnings, w...)
 	}
 	return s, warnings
+}
+
+// newClient builds one client, with warnings for the identities it lost.
+func newClient(cc *config.Client, opts Options) (*Client, []string) {
+	c := &Client{
+		Name:        cc.Name,
+		Policy:      NewPolicy(cc.Tools, cc.Resources, cc.Prompts),
+		MaxSessions: cc.MaxSessions,
+		uids:        map[uint32]bool{},
+		gids:        map[uint32]bool{},
+	}
+	if cc.RateLimit.Burst > 0 {
+		c.Limit = NewBucket(cc.RateLimit.Burst, cc.RateLimit.Interval)
+		if old := opts.Previous.Client(cc.Name); old != nil && old.Limit != nil && old.Limit.String() == c.Limit.String() {
+			c.Limit = old.Limit
+		}
+	}
+	var warnings []string
+	warn := func(format string, args ...any) {
+		warnings = append(warnings, fmt.Sprintf("%s:%d: client %q: ", cc.File, cc.Line, cc.Name)+fmt.Sprintf(format, args...))
+	}
+	switch {
+	case cc.TokenSHA256 != "":
+		c.hash, _ = hex.DecodeString(cc.TokenSHA256)
+	case cc.TokenCredential != "":
+		token, err := config.ReadCredential(opts.CredentialsDirectory, cc.TokenCredential)
+		if err != nil {
+			warn("no token: %v", err)
+			break
+		}
+		sum := sha256.Sum256([]byte(token))
+		c.hash = sum[:]
+	}
+	for _, u := range cc.UnixUsers {
+		uid, err := lookupID(u, func(n string) (string, error) {
+			usr, err := user.Lookup(n)
+			if err != nil {
+				return "", err
+			}
+			return usr.Uid, nil
+		})
+		if err != nil {
+			warn("unix_users: %v", err)
+			continue
+		}
+		c.uids[uid] = true
+	}
+	for _, g := range cc.UnixGroups {
+		gid, err := lookupID(g, func(n string) (string, error) {
+			grp, err := user.LookupGroup(n)
+			if err != nil {
+				return "", err
+			}
+			return grp.Gid, nil
+		})
+		if err != nil {
+			warn("unix_groups: %v", err)
+			continue
+		}
+		c.gids[gid] = true
+	}
+	c.byPeer = len(c.uids) > 0 || len(c.gids) > 0
+	return c, warnings
 }
 
 // lookupID resolves a user or group given by number or name.
