@@ -253,7 +253,9 @@ func (c *Conn) fail(err error) {
 // connection's reader goroutine or when the child exits, with the response
 // (which may carry an error object) or with an error; it must not block.
 // Go returns an error instead, and never calls deliver, when the request
-// could not be sent. Params must not contain line breaks (see jsonrpc.Compact).
+// could not be sent; a request whose child died while it was being sent is
+// answered through deliver like any other. Either way the call ends exactly
+// once. Params must not contain line breaks (see jsonrpc.Compact).
 func (c *Conn) Go(ctx context.Context, method string, params json.RawMessage, owner any, deliver func(*jsonrpc.Message, error)) (*Call, error) {
 	call := &Call{ID: c.nextID.Add(1), Method: method, Owner: owner, deliver: deliver}
 	c.mu.Lock()
@@ -264,7 +266,11 @@ func (c *Conn) Go(ctx context.Context, method string, params json.RawMessage, ow
 	c.pending[call.ID] = call
 	c.mu.Unlock()
 	if err := c.send(ctx, jsonrpc.AppendRequest(nil, jsonrpc.IntID(call.ID), method, params)); err != nil {
-		c.take(call.ID)
+		if c.take(call.ID) == nil {
+			// fail took the call while it was being sent and answers it:
+			// it must not end a second time with this error.
+			return call, nil
+		}
 		return nil, err
 	}
 	return call, nil
