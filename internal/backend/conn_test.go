@@ -19,7 +19,6 @@ type nopHandler struct{}
 func (nopHandler) Notification(*Backend, *Conn, *jsonrpc.Message) {}
 func (nopHandler) Request(*Backend, *Conn, *jsonrpc.Message)      {}
 
-
 // testBackend returns a backend for argv that Run never supervises: tests
 // start connections on it by hand.
 func testBackend(t *testing.T, argv ...string) *Backend {
