@@ -189,13 +189,7 @@ func (c *Conn) readLoop() {
 			var tooLong *jsonrpc.ErrLineTooLong
 			if errors.As(err, &tooLong) {
 				c.log.Warn("dropped a message from the child", "err", err, "start", truncate(tooLong.Head, 100))
-				// A response too large to relay still answers its call:
-				// fail it now rather than let it time out.
-				if id, ok := jsonrpc.LeadingID(tooLong.Head); ok {
-					if call := c.take(id); call != nil {
-						call.deliver(nil, fmt.Errorf("backend %q answered %s with a %w: the limit is %d bytes (max_message_bytes)", c.b.name, call.Method, ErrTooLarge, tooLong.Limit))
-					}
-				}
+				c.tooLarge(tooLong)
 				continue
 			}
 			return
@@ -206,6 +200,27 @@ func (c *Conn) readLoop() {
 			continue
 		}
 		c.dispatch(msg)
+	}
+}
+
+// tooLarge answers what can be answered about a message too large to read:
+// a response still settles its call, now rather than at its timeout, and a
+// request gets an error response. Ids of requests live in the child's id
+// space, so only a response may settle one of ours.
+func (c *Conn) tooLarge(e *jsonrpc.ErrLineTooLong) {
+	h := jsonrpc.ParseHead(e.Head)
+	switch {
+	case h.ID == nil:
+	case h.Response:
+		id, err := strconv.ParseInt(string(h.ID), 10, 64)
+		if err != nil {
+			return
+		}
+		if call := c.take(id); call != nil {
+			call.deliver(nil, fmt.Errorf("backend %q answered %s with a %w: the limit is %d bytes (max_message_bytes)", c.b.name, call.Method, ErrTooLarge, e.Limit))
+		}
+	case h.Request:
+		c.ReplyError(h.ID, jsonrpc.Errorf(jsonrpc.CodeInvalidRequest, "request too large: mcpgate reads messages of at most %d bytes (max_message_bytes)", e.Limit))
 	}
 }
 
