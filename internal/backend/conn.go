@@ -291,6 +291,34 @@ func (c *Conn) Go(ctx context.Context, method string, params json.RawMessage, ow
 	return call, nil
 }
 
+// ErrTimeout is returned for a call the child did not answer in time.
+var ErrTimeout = errors.New("no answer in time")
+
+// Async sends a request the gateway makes on its own and calls done exactly
+// once: with the response, with the reason it could not be sent, or with an
+// error wrapping ErrTimeout when the child did not answer within timeout;
+// the child is then told the request is cancelled. Nothing of the call
+// outlives the timeout. done must not block.
+func (c *Conn) Async(method string, params json.RawMessage, timeout time.Duration, done func(*jsonrpc.Message, error)) {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	call, err := c.Go(ctx, method, params, nil, func(m *jsonrpc.Message, err error) {
+		cancel()
+		done(m, err)
+	})
+	if err != nil {
+		cancel()
+		done(nil, err)
+		return
+	}
+	// Abandon and deliver both take the call from the pending map, so only
+	// one of them ends it.
+	context.AfterFunc(ctx, func() {
+		if c.Abandon(call, "timed out in mcpgate") {
+			done(nil, fmt.Errorf("backend %q did not answer %s within %s: %w", c.b.name, method, timeout, ErrTimeout))
+		}
+	})
+}
+
 // Call sends a request and waits for its result. An error response comes
 // back as a *jsonrpc.Error.
 func (c *Conn) Call(ctx context.Context, method string, params json.RawMessage) (json.RawMessage, error) {
