@@ -21,7 +21,7 @@ type call struct {
 	bcall    *backend.Call
 	timer    *time.Timer
 
-	token       int64           // our progress token toward the backend, 0 if none
+	token       string          // our progress token toward the backend, as JSON; "" if none
 	clientToken json.RawMessage // the client's progress token
 	unsent      string          // why the call was given up before bcall was set; guarded by sess.mu
 
@@ -122,7 +122,7 @@ func (c *call) end() bool {
 
 // forget drops the call's progress token.
 func (c *call) forget() {
-	if c.token != 0 {
+	if c.token != "" {
 		c.sess.g.progress.Delete(c.token)
 	}
 }

@@ -5,6 +5,8 @@ package gateway_test
 
 import (
 	"context"
+	"encoding/json"
+	"regexp"
 	"testing"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -40,5 +42,43 @@ func TestSetLevelAnsweredWhenABackendNeverAnswers(t *testing.T) {
 	defer cancel()
 	if err := cs.SetLoggingLevel(ctx, &mcp.SetLoggingLevelParams{Level: "debug"}); err != nil {
 		t.Fatalf("logging/setLevel with a hung backend: %v", err)
+	}
+}
+
+// A backend can push progress only into its own calls, even when it knows
+// the token another backend's call carries.
+func TestProgressOnlyFromTheOwningBackend(t *testing.T) {
+	t.Parallel()
+	record := recordFile(t, "a")
+	d := startGateway(t, "", fakeBackend(t, "a", "", "--record", record), fakeBackend(t, "b", ""))
+	ev := testutil.NewClientEvents("c")
+	cs := connect(t, d, ev, nil)
+	done := make(chan error, 1)
+	go func() {
+		_, err := callToolErr(cs, "a__slow", map[string]any{"ms": 1500}, "mine")
+		done <- err
+	}()
+	var line struct {
+		Params struct {
+			Meta struct {
+				ProgressToken json.RawMessage `json:"progressToken"`
+			} `json:"_meta"`
+		} `json:"params"`
+	}
+	if err := json.Unmarshal([]byte(awaitRecorded(t, record, 1, `"name":"slow"`)[0]), &line); err != nil || line.Params.Meta.ProgressToken == nil {
+		t.Fatalf("backend a got no progress token: %v", err)
+	}
+	tok := line.Params.Meta.ProgressToken
+	if regexp.MustCompile(`^-?[0-9]{1,6}$`).Match(tok) {
+		t.Errorf("gateway progress token %s is a small number another backend could guess", tok)
+	}
+	params := map[string]any{"progressToken": tok, "progress": 1, "total": 2, "message": "injected"}
+	callTool(t, cs, "b__notify", map[string]any{"method": "notifications/progress", "params": params})
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	// Progress comes before the result on the call's stream.
+	if n := ev.Count(func(e testutil.ClientEvent) bool { return e.Method == "notifications/progress" }); n != 0 {
+		t.Errorf("backend b injected %d progress notifications into backend a's call: %s", n, ev)
 	}
 }

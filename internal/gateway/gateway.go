@@ -80,8 +80,7 @@ type Gateway struct {
 	conflicts map[string]bool
 
 	sessions sync.Map // session id → *Session
-	progress sync.Map // gateway progress token (int64) → *call
-	tokens   atomic.Int64
+	progress sync.Map // gateway progress token (as JSON) → *call
 
 	subsMu sync.Mutex
 	subs   map[subKey]int // subscribing sessions per backend and uri
@@ -267,6 +266,10 @@ func (g *Gateway) Run(ctx context.Context) {
 		}
 	}
 }
+
+// newToken returns a progress token for a call: random, so that a backend
+// cannot guess the tokens of other backends' calls.
+func newToken() string { return `"` + newID() + `"` }
 
 func newID() string {
 	var b [16]byte

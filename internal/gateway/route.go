@@ -172,9 +172,9 @@ func (s *Session) forwardThen(msg *jsonrpc.Message, stream *Stream, name string,
 	}
 	c := &call{sess: s, clientID: msg.ID, stream: stream, b: b, conn: conn, then: then}
 	if tok, span, ok := jsonrpc.LookupPath(params, "_meta", "progressToken"); ok {
-		c.token = g.tokens.Add(1)
+		c.token = newToken()
 		c.clientToken = tok
-		params = jsonrpc.Replace(params, span, strconv.AppendInt(nil, c.token, 10))
+		params = jsonrpc.Replace(params, span, []byte(c.token))
 		g.progress.Store(c.token, c)
 	}
 	key := string(msg.ID)
