@@ -61,6 +61,9 @@ type Options struct {
 	ResumeWindow time.Duration
 	// SessionIdleTimeout ends sessions without requests or open streams.
 	SessionIdleTimeout time.Duration
+	// MaxStreamEvents bounds the events a stream keeps for resumption;
+	// responses are kept besides. Default DefaultMaxStreamEvents.
+	MaxStreamEvents int
 	Logger             *slog.Logger
 	// OnLog, if set, receives every notifications/message from a backend,
 	// e.g. to write it to the journal.
