@@ -64,7 +64,7 @@ type Options struct {
 	// MaxStreamEvents bounds the events a stream keeps for resumption;
 	// responses are kept besides. Default DefaultMaxStreamEvents.
 	MaxStreamEvents int
-	Logger             *slog.Logger
+	Logger          *slog.Logger
 	// OnLog, if set, receives every notifications/message from a backend,
 	// e.g. to write it to the journal.
 	OnLog func(backend string, params []byte)

@@ -39,12 +39,12 @@ type Stream struct {
 	finals    []Event // responses older than the window, kept for resumption
 	maxEvents int     // bound of the window
 	next      int64   // seq of the next event
-	acked    int64 // events up to this seq were written to some connection
-	finished bool  // no more events will come
-	wake     chan struct{}
-	attached int         // connections currently writing this stream
-	orphan   *time.Timer // runs abandon and forget when no connection comes back
-	abandon  []func()    // cancel the requests of an abandoned stream
+	acked     int64   // events up to this seq were written to some connection
+	finished  bool    // no more events will come
+	wake      chan struct{}
+	attached  int         // connections currently writing this stream
+	orphan    *time.Timer // runs abandon and forget when no connection comes back
+	abandon   []func()    // cancel the requests of an abandoned stream
 	// forget removes a request's stream from its session once no client
 	// can resume it any more.
 	forget func()
