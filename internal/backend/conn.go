@@ -50,10 +50,10 @@ type Conn struct {
 	done   chan struct{} // closed when all pipes are drained and all calls answered
 	exit   ExitInfo      // valid once exited is closed
 
-	reason  atomic.Pointer[string]     // why we ended the child, for the calls it fails
-	server  atomic.Pointer[ServerInfo] // set by the handshake
-	lists   *refresher
-	probing atomic.Bool
+	reason atomic.Pointer[string]     // why we ended the child, for the calls it fails
+	server atomic.Pointer[ServerInfo] // set by the handshake
+	lists  *refresher
+	reads  atomic.Uint64 // lines read from the child, a sign of life
 }
 
 // Call is one request in flight on a child.
@@ -185,6 +185,9 @@ func (c *Conn) readLoop() {
 	lr := jsonrpc.NewLineReader(c.proc.stdout, c.b.opts.MaxMessageBytes)
 	for {
 		line, err := lr.Next()
+		if err == nil || errors.As(err, new(*jsonrpc.ErrLineTooLong)) {
+			c.reads.Add(1)
+		}
 		if err != nil {
 			var tooLong *jsonrpc.ErrLineTooLong
 			if errors.As(err, &tooLong) {

@@ -7,6 +7,7 @@ import (
 	"context"
 	"encoding/json"
 	"regexp"
+	"strings"
 	"testing"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -80,5 +81,31 @@ func TestProgressOnlyFromTheOwningBackend(t *testing.T) {
 	// Progress comes before the result on the call's stream.
 	if n := ev.Count(func(e testutil.ClientEvent) bool { return e.Method == "notifications/progress" }); n != 0 {
 		t.Errorf("backend b injected %d progress notifications into backend a's call: %s", n, ev)
+	}
+}
+
+// timeout is an idle timeout: a call that reports progress more often runs
+// longer, up to max_call_duration, which ends it without suspecting the
+// backend.
+func TestTimeoutCountsFromTheLastProgress(t *testing.T) {
+	t.Parallel()
+	d := startGateway(t, "",
+		fakeBackend(t, "idle", `timeout = "2s"`),
+		fakeBackend(t, "capped", "timeout = \"30s\"\nmax_call_duration = \"1s\""))
+	cs := connect(t, d, testutil.NewClientEvents("c"), nil)
+
+	// 8 steps 500 ms apart: 4 s in all, never 2 s without progress.
+	res, err := callToolErr(cs, "idle__progress", map[string]any{"steps": 8, "ms": 500}, "t1")
+	if err != nil || structured(t, res)["sent"] != 8.0 {
+		t.Fatalf("a call reporting progress every 500ms with timeout 2s: %v %+v", err, res)
+	}
+
+	before := callTool(t, cs, "capped__pid", nil)
+	_, err = callToolErr(cs, "capped__progress", map[string]any{"steps": 200, "ms": 100}, "t2")
+	if err == nil || !strings.Contains(err.Error(), `backend "capped" did not answer tools/call within 1s (max_call_duration)`) {
+		t.Fatalf("a call past max_call_duration: %v; want a timeout naming max_call_duration", err)
+	}
+	if after := callTool(t, cs, "capped__pid", nil); structured(t, after)["pid"] != structured(t, before)["pid"] {
+		t.Errorf("the backend was restarted after max_call_duration; it was still working")
 	}
 }

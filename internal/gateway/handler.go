@@ -28,6 +28,7 @@ func (g *Gateway) Notification(b *backend.Backend, conn *backend.Conn, msg *json
 			g.log.Warn("dropped progress for a call on another backend", "backend", b.Name())
 			return
 		}
+		c.progressed()
 		params := jsonrpc.Replace(msg.Params, span, c.clientToken)
 		c.sess.send(jsonrpc.AppendNotification(nil, msg.Method, params), c.stream)
 	case "notifications/message":
