@@ -21,6 +21,7 @@ type nopHandler struct{}
 
 func (nopHandler) Notification(*Backend, *Conn, *jsonrpc.Message) {}
 func (nopHandler) Request(*Backend, *Conn, *jsonrpc.Message)      {}
+func (nopHandler) Exited(*Backend, *Conn)                         {}
 
 // testBackend returns a backend for argv that Run never supervises: tests
 // start connections on it by hand.
