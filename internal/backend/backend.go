@@ -14,8 +14,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/mcpgate/mcpgate/internal/config"
 	"github.com/mcpgate/mcpgate/internal/journal"
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
@@ -553,42 +551,6 @@ func (b *Backend) publishLists(conn *Conn, lists *Lists) {
 		b.lists.Store(lists)
 		b.changed()
 	}
-}
-
-// Probe checks a child after one of its calls timed out. While the probe
-// runs the backend is unhealthy; a child that does not answer a ping either
-// is killed, and the usual restart policy applies.
-func (b *Backend) Probe(conn *Conn) {
-	if !conn.probing.CompareAndSwap(false, true) {
-		return
-	}
-	b.mu.Lock()
-	current := b.conn == conn && b.st.State == Healthy
-	b.mu.Unlock()
-	if !current {
-		conn.probing.Store(false)
-		return
-	}
-	b.setState(Unhealthy, func(st *Status) { st.LastError = "a call timed out; checking the backend with ping" })
-	go func() {
-		defer conn.probing.Store(false)
-		ctx, cancel := context.WithTimeout(context.Background(), min(b.cfg.Timeout, 10*time.Second))
-		defer cancel()
-		_, err := conn.Call(ctx, "ping", nil)
-		var rpcErr *jsonrpc.Error
-		if err == nil || errors.As(err, &rpcErr) {
-			b.mu.Lock()
-			ok := b.conn == conn && b.st.State == Unhealthy
-			b.mu.Unlock()
-			if ok {
-				b.setState(Healthy, func(st *Status) { st.LastError = "" })
-			}
-			return
-		}
-		b.log.Warn("backend does not answer ping after a timed-out call; killing it", "backend_pid", conn.PID())
-		conn.reason.Store(ptr("did not answer ping after a call timed out"))
-		conn.proc.signalGroup(unix.SIGKILL)
-	}()
 }
 
 // initializeParams is what the gateway declares to the child: the client
