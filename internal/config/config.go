@@ -21,9 +21,10 @@ const DropInDir = "conf.d"
 // Config is a fully resolved configuration: every default filled in, every
 // value validated.
 type Config struct {
-	Gateway  Gateway
-	Backends map[string]*Backend // by name
-	Files    []string            // files read, main first
+	Gateway    Gateway
+	Backends   map[string]*Backend   // by name
+	Composites map[string]*Composite // by name
+	Files      []string              // files read, main first
 }
 
 // Gateway holds the [gateway] table: how mcpgate listens and behaves as a
@@ -42,6 +43,7 @@ type Gateway struct {
 	LogTarget           string        // "auto" (default) | "journal" | "stderr"
 	LogLevel            string        // "info" (default) | "debug" | "warn" | "error"
 	LogRateLimit        RateLimit     // default for backends: 1000 lines / 10s
+	CompositePrefix     string        // default "composite__"
 }
 
 // RateLimit limits how many log lines a backend may emit per interval.
@@ -73,6 +75,16 @@ type Backend struct {
 	LogRateLimit          RateLimit     // default Gateway.LogRateLimit
 	RelayClientRequests   bool          // default true
 	Roots                 []string      // file:// URIs answered to roots/list from config
+
+	Transport   string              // "stdio" (default) | "cli"
+	Tools       map[string]*CLITool // cli tools by name, from tools and adapter_file
+	AdapterFile string              // file the cli tools were read from, if any
+
+	// The output pipeline: applied by the gateway to results as they pass,
+	// so Equal ignores them and a reload changes them without a restart.
+	MaxOutputBytes  int64             // see Output; 0 is off (default)
+	JSONSummaryOver int64             // see Output; 0 is off (default)
+	ToolOverrides   map[string]Output // by the tool's name at the backend
 }
 
 // defaultGateway is the one place that knows the gateway defaults.
@@ -89,6 +101,7 @@ func defaultGateway() Gateway {
 		LogTarget:           "auto",
 		LogLevel:            "info",
 		LogRateLimit:        RateLimit{Burst: 1000, Interval: 10 * time.Second},
+		CompositePrefix:     "composite__",
 	}
 }
 
@@ -106,6 +119,7 @@ func defaultBackend(name string, g *Gateway) *Backend {
 		RestartBackoffMax:     60 * time.Second,
 		LogRateLimit:          g.LogRateLimit,
 		RelayClientRequests:   true,
+		Transport:             "stdio",
 	}
 }
 
@@ -113,8 +127,9 @@ func defaultBackend(name string, g *Gateway) *Backend {
 // gateway defaults and no backends.
 func Default() *Config {
 	return &Config{
-		Gateway:  defaultGateway(),
-		Backends: map[string]*Backend{},
+		Gateway:    defaultGateway(),
+		Backends:   map[string]*Backend{},
+		Composites: map[string]*Composite{},
 	}
 }
 
@@ -152,7 +167,10 @@ func (b *Backend) Equal(o *Backend) bool {
 		b.RestartBackoffMax == o.RestartBackoffMax &&
 		b.LogRateLimit == o.LogRateLimit &&
 		b.RelayClientRequests == o.RelayClientRequests &&
-		slices.Equal(b.Roots, o.Roots)
+		slices.Equal(b.Roots, o.Roots) &&
+		b.Transport == o.Transport &&
+		b.AdapterFile == o.AdapterFile &&
+		cliToolsEqual(b.Tools, o.Tools)
 }
 
 // String returns the TOML spelling of r: "off" when unlimited, otherwise

@@ -25,6 +25,7 @@ func wantGateway() Gateway {
 		LogTarget:           "auto",
 		LogLevel:            "info",
 		LogRateLimit:        RateLimit{Burst: 1000, Interval: 10 * time.Second},
+		CompositePrefix:     "composite__",
 	}
 }
 
@@ -45,6 +46,7 @@ func wantBackend(file string) *Backend {
 		RestartBackoffMax:     60 * time.Second,
 		LogRateLimit:          RateLimit{Burst: 1000, Interval: 10 * time.Second},
 		RelayClientRequests:   true,
+		Transport:             "stdio",
 	}
 }
 

@@ -200,6 +200,8 @@ func (d *daemon) run(ctx context.Context) int {
 		OnLog:        d.mcpLog,
 		OnCatalog:    func(*catalog.Catalog) { d.updateStatus() },
 	})
+	d.gw.Configure(d.cfg)
+	d.onRemove = append(d.onRemove, d.gw.ForgetOutputBytes)
 	go d.gw.Run(ctx)
 	// The bus comes up before the backends start, so operators can watch
 	// them start; its hooks must be in place before the first change.
@@ -358,7 +360,9 @@ func (d *daemon) reload(ctx context.Context) (err error) {
 	}
 	change, err := d.apply(ctx, cfg)
 	d.cfg.Backends = cfg.Backends
+	d.cfg.Composites = cfg.Composites
 	d.cfg.Files = cfg.Files
+	d.gw.Configure(d.cfg)
 	d.gw.Refresh()
 	d.log.Info("configuration reloaded: "+change.String(), journal.MessageReload.Attr())
 	return err

@@ -115,6 +115,11 @@ func (g *dbusGateway) Backend(name string) (dbusapi.BackendStatus, bool) {
 	}
 	st := backendStatus(b, g.toolNames()[name])
 	st.StderrTail = b.StderrTail(math.MaxInt)
+	total, byTool := g.d.gw.OutputBytes(name)
+	st.NBytesProcessed, st.NBytesReturned = total.Processed, total.Returned
+	for _, t := range byTool {
+		st.ToolOutputBytes = append(st.ToolOutputBytes, dbusapi.ToolOutputBytes{Tool: t.Tool, Processed: t.Processed, Returned: t.Returned})
+	}
 	return st, true
 }
 

@@ -21,6 +21,7 @@ type call struct {
 	bcall    *backend.Call
 	timer    *time.Timer
 
+	tool        string          // for tools/call, the tool's name at the backend
 	token       int64           // our progress token toward the backend, 0 if none
 	clientToken json.RawMessage // the client's progress token
 	unsent      string          // why the call was given up before bcall was set; guarded by sess.mu
@@ -47,6 +48,9 @@ func (c *call) deliver(resp *jsonrpc.Message, err error) {
 		c.stream.push(errorResponse(c.clientID, CodeBackendUnavailable, "%v", err), true)
 	case resp.Error != nil:
 		c.stream.push(jsonrpc.AppendRawError(nil, c.clientID, resp.Error), true)
+	case c.tool != "":
+		result := c.sess.g.processOutput(c.b.Name(), c.tool, resp.Result)
+		c.stream.push(jsonrpc.AppendResult(nil, c.clientID, result), true)
 	default:
 		c.stream.push(jsonrpc.AppendResult(nil, c.clientID, resp.Result), true)
 	}

@@ -92,6 +92,9 @@ type Gateway struct {
 	draining atomic.Bool
 	inflight atomic.Int64  // requests forwarded and not yet answered
 	idle     chan struct{} // signalled when inflight drops to zero
+
+	settings atomic.Pointer[settings] // see Configure
+	outputState
 }
 
 type subKey struct{ backend, uri string }

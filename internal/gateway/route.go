@@ -171,6 +171,9 @@ func (s *Session) forwardThen(msg *jsonrpc.Message, stream *Stream, name string,
 		return
 	}
 	c := &call{sess: s, clientID: msg.ID, stream: stream, b: b, conn: conn, then: then}
+	if msg.Method == "tools/call" {
+		c.tool, _, _ = stringParam(params, "name") // for the output pipeline
+	}
 	if tok, span, ok := jsonrpc.LookupPath(params, "_meta", "progressToken"); ok {
 		c.token = g.tokens.Add(1)
 		c.clientToken = tok
