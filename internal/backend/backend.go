@@ -191,6 +191,11 @@ func (b *Backend) command(ctx context.Context, o op) error {
 // Run supervises the backend until ctx ends, then shuts the child down
 // gracefully and returns. It must be called once.
 func (b *Backend) Run(ctx context.Context) {
+	if b.IsCLI() {
+		b.runCLI(ctx)
+		b.drainCommands()
+		return
+	}
 	s := supervision{b: b, want: b.cfg.Enabled, backoff: b.cfg.RestartBackoffInitial}
 	if !s.want {
 		b.setState(Stopped, func(st *Status) { st.LastError = "" })
@@ -199,7 +204,12 @@ func (b *Backend) Run(ctx context.Context) {
 	s.loop(ctx)
 	b.setState(Stopped, func(st *Status) { st.PID = 0; st.Retrying = false })
 	b.settle()
-	// Nobody answers commands any more: fail those that raced with the end.
+	b.drainCommands()
+}
+
+// drainCommands fails the commands that raced with the end of Run: nobody
+// answers them any more.
+func (b *Backend) drainCommands() {
 	for {
 		select {
 		case cmd := <-b.cmds:

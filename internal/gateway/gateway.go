@@ -95,6 +95,7 @@ type Gateway struct {
 
 	settings atomic.Pointer[settings] // see Configure
 	outputState
+	localState
 }
 
 type subKey struct{ backend, uri string }
@@ -125,6 +126,7 @@ func New(registry Registry, opts Options) *Gateway {
 		idle:      make(chan struct{}, 1),
 	}
 	g.catalog.Store(catalog.Build(nil))
+	g.localState.init()
 	return g
 }
 
@@ -138,12 +140,15 @@ func (g *Gateway) Refresh() {
 	defer g.rebuildMu.Unlock()
 	var sources []catalog.Source
 	for _, b := range g.registry.Backends() {
-		if b.Conn() == nil {
+		if !serving(b) {
 			continue
 		}
 		sources = append(sources, catalog.Source{Backend: b.Name(), Prefix: b.Config().ToolPrefix, Lists: b.Lists()})
 	}
+	// Composites come last: a backend's tool keeps a name both claim.
+	sources = append(sources, g.compositeSource())
 	next := catalog.Build(sources)
+	next.Conflicts = append(next.Conflicts, g.compositeWarnings(next)...)
 	prev := g.catalog.Swap(next)
 	seen := map[string]bool{}
 	for _, c := range next.Conflicts {
@@ -250,6 +255,7 @@ func (g *Gateway) callEnded() {
 // Close ends every session.
 func (g *Gateway) Close() {
 	g.eachSession(func(s *Session) { g.CloseSession(s.ID, "the gateway is shutting down") })
+	g.localCancel()
 }
 
 // Run expires idle sessions until ctx ends.

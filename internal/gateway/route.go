@@ -51,6 +51,9 @@ func (s *Session) HandleRequest(msg *jsonrpc.Message, stream *Stream) {
 			fail(unknownTool(cat, name))
 			return
 		}
+		if s.callLocal(msg, stream, tool) {
+			return
+		}
 		s.forwardTo(msg, stream, tool.Backend, renamed(msg.Params, span, name, tool.Original))
 	case "prompts/get":
 		name, span, err := stringParam(msg.Params, "name")
