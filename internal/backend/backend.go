@@ -59,6 +59,11 @@ type Options struct {
 	Env             []string      // environment the child inherits, before config env
 	Handler         Handler       // receives the child's notifications and requests
 	Stderr          LineSink      // receives the child's stderr lines; may be nil
+	// Units waits for requires_units; nil makes such backends fail to start.
+	Units UnitWaiter
+	// PrerequisiteStderr receives the output lines of the backend's
+	// prerequisite process; may be nil.
+	PrerequisiteStderr LineSink
 	Logger          *slog.Logger
 	// OnChange is called after every change of Status or Lists, never with
 	// a lock held. It must not block for long.
@@ -202,6 +207,7 @@ func (b *Backend) Run(ctx context.Context) {
 		b.settle()
 	}
 	s.loop(ctx)
+	s.stopPrerequisite() // after the backend, which may need it to the end
 	b.setState(Stopped, func(st *Status) { st.PID = 0; st.Retrying = false })
 	b.settle()
 	b.drainCommands()
@@ -227,6 +233,7 @@ type supervision struct {
 	crashes []time.Time // crashes within the restart window
 	backoff time.Duration
 	waiters []chan error // commands waiting for the next start attempt
+	prereq  *managedPrereq
 }
 
 func (s *supervision) loop(ctx context.Context) {
@@ -269,6 +276,9 @@ func (s *supervision) start(ctx context.Context) (*Conn, time.Time, error) {
 	b := s.b
 	started := time.Now()
 	b.setState(Starting, func(st *Status) { st.Retrying = false })
+	if err := s.awaitPrerequisites(ctx); err != nil {
+		return nil, started, err
+	}
 	argv := append([]string{b.cfg.Command}, b.cfg.Args...)
 	proc, err := spawn(argv, ChildEnv(b.opts.Env, b.cfg.Env), b.cfg.Cwd)
 	if err != nil {
@@ -378,6 +388,7 @@ func (s *supervision) obey(cmd command) {
 	switch cmd.op {
 	case opStop:
 		s.want = false
+		s.stopPrerequisite()
 		b.setState(Stopped, func(st *Status) { st.Retrying = false })
 		cmd.done <- nil
 	case opRestart:
@@ -495,6 +506,7 @@ func (s *supervision) crashed(ctx context.Context, started time.Time, startErr e
 			switch cmd.op {
 			case opStop:
 				s.want = false
+				s.stopPrerequisite()
 				b.setState(Stopped, func(st *Status) { st.Retrying = false })
 				cmd.done <- nil
 				return

@@ -227,9 +227,9 @@ func (d *decoder) checkTransport(at keyPath, t map[string]any, b *Backend, refus
 		d.fail(at, `a cli backend needs tools: add [backends.%s.tools.TOOL] tables or adapter_file`, b.Name)
 		return false
 	case b.Transport == "cli":
-		for _, k := range []string{"command", "args", "env", "cwd", "roots", "relay_client_requests"} {
+		for _, k := range []string{"command", "args", "env", "cwd", "roots", "relay_client_requests", "requires_units", "prerequisite"} {
 			if _, set := t[k]; set {
-				d.fail(at.child(k), "%s is for stdio backends; a cli tool sets command, env and cwd in its own table", k)
+				d.fail(at.child(k), "%s is for stdio backends; a cli tool sets command, env and cwd in its own table, and runs no prerequisites", k)
 				return false
 			}
 		}

@@ -85,6 +85,10 @@ type Backend struct {
 	MaxOutputBytes  int64             // see Output; 0 is off (default)
 	JSONSummaryOver int64             // see Output; 0 is off (default)
 	ToolOverrides   map[string]Output // by the tool's name at the backend
+
+	RequiresUnits       []string      // systemd units that must be active first
+	PrerequisiteTimeout time.Duration // default 60s
+	Prerequisite        *Prerequisite // nil if none
 }
 
 // defaultGateway is the one place that knows the gateway defaults.
@@ -120,6 +124,7 @@ func defaultBackend(name string, g *Gateway) *Backend {
 		LogRateLimit:          g.LogRateLimit,
 		RelayClientRequests:   true,
 		Transport:             "stdio",
+		PrerequisiteTimeout:   60 * time.Second,
 	}
 }
 
@@ -170,7 +175,8 @@ func (b *Backend) Equal(o *Backend) bool {
 		slices.Equal(b.Roots, o.Roots) &&
 		b.Transport == o.Transport &&
 		b.AdapterFile == o.AdapterFile &&
-		cliToolsEqual(b.Tools, o.Tools)
+		cliToolsEqual(b.Tools, o.Tools) &&
+		prerequisitesEqual(b, o)
 }
 
 // String returns the TOML spelling of r: "off" when unlimited, otherwise

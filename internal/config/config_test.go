@@ -47,6 +47,7 @@ func wantBackend(file string) *Backend {
 		LogRateLimit:          RateLimit{Burst: 1000, Interval: 10 * time.Second},
 		RelayClientRequests:   true,
 		Transport:             "stdio",
+		PrerequisiteTimeout:   60 * time.Second,
 	}
 }
 

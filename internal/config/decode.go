@@ -138,7 +138,8 @@ func backendFields() []field[Backend] {
 			return d.adapterFile(at, v, b)
 		}},
 	}
-	return append(fields, outputBackendFields()...)
+	fields = append(fields, outputBackendFields()...)
+	return append(fields, prerequisiteBackendFields()...)
 }
 
 // decodeTable decodes every key of t into dst, reporting unknown keys, and

@@ -106,6 +106,9 @@ type daemon struct {
 
 	sinksMu sync.Mutex
 	sinks   map[*config.Backend]*journal.BackendLog // journal sinks, per backend instance
+	// prereqSinks are the journal sinks of prerequisite processes.
+	prereqSinks map[*config.Backend]*journal.BackendLog
+	units       *lazyUnits // watches requires_units
 
 	reloads chan chan error    // reload requests, answered when applied
 	ping    chan chan struct{} // liveness probes of the main loop
@@ -137,14 +140,17 @@ func run(ctx context.Context, opts options) int {
 	slog.SetDefault(log)
 
 	d := &daemon{
-		opts:    opts,
-		cfg:     cfg,
-		log:     log,
-		output:  output,
-		notify:  sdnotify.FromEnv(log),
-		sinks:   map[*config.Backend]*journal.BackendLog{},
-		reloads: make(chan chan error),
-		ping:    make(chan chan struct{}),
+		opts:   opts,
+		cfg:    cfg,
+		log:    log,
+		output: output,
+		notify: sdnotify.FromEnv(log),
+		sinks:  map[*config.Backend]*journal.BackendLog{},
+		// Prerequisites and units, of issue 17.
+		prereqSinks: map[*config.Backend]*journal.BackendLog{},
+		units:       &lazyUnits{session: cfg.Gateway.Bus == "session"},
+		reloads:     make(chan chan error),
+		ping:        make(chan chan struct{}),
 	}
 	return d.run(ctx)
 }
@@ -202,6 +208,7 @@ func (d *daemon) run(ctx context.Context) int {
 	})
 	d.gw.Configure(d.cfg)
 	d.onRemove = append(d.onRemove, d.gw.ForgetOutputBytes)
+	defer d.units.close()
 	go d.gw.Run(ctx)
 	// The bus comes up before the backends start, so operators can watch
 	// them start; its hooks must be in place before the first change.
@@ -509,6 +516,9 @@ func (d *daemon) backendOptions(cfg *config.Backend) backend.Options {
 			runHooks(d.onChange, b)
 		},
 	}
+	if len(cfg.RequiresUnits) > 0 {
+		opts.Units = d.units
+	}
 	if d.output.Writer != nil {
 		sink := journal.NewBackendLog(d.output.Writer, journal.BackendLogOptions{
 			Backend:   cfg.Name,
@@ -516,6 +526,9 @@ func (d *daemon) backendOptions(cfg *config.Backend) backend.Options {
 			ErrorLog:  d.log,
 		})
 		opts.Stderr = pidSink{sink}
+		if cfg.Prerequisite != nil {
+			opts.PrerequisiteStderr = d.prerequisiteSink(cfg)
+		}
 		// MCP log messages share the sink and its rate limit; the sink is
 		// closed when the backend is gone.
 		d.sinksMu.Lock()
@@ -538,9 +551,14 @@ func (d *daemon) releaseSink(b *backend.Backend) {
 	d.sinksMu.Lock()
 	sink := d.sinks[b.Config()]
 	delete(d.sinks, b.Config())
+	prereq := d.prereqSinks[b.Config()]
+	delete(d.prereqSinks, b.Config())
 	d.sinksMu.Unlock()
 	if sink != nil {
 		sink.Close()
+	}
+	if prereq != nil {
+		prereq.Close()
 	}
 }
 
