@@ -64,7 +64,7 @@ type Options struct {
 	// PrerequisiteStderr receives the output lines of the backend's
 	// prerequisite process; may be nil.
 	PrerequisiteStderr LineSink
-	Logger          *slog.Logger
+	Logger             *slog.Logger
 	// OnChange is called after every change of Status or Lists, never with
 	// a lock held. It must not block for long.
 	OnChange func(*Backend)

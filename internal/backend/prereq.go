@@ -72,7 +72,9 @@ func (s *supervision) prerequisites(ctx context.Context) error {
 			return errors.New("requires_units needs systemd's D-Bus API, which mcpgated cannot reach")
 		}
 		err := b.opts.Units.WaitActive(ctx, cfg.RequiresUnits, func(unit, state string) {
-			b.update(func(st *Status) { st.LastError = fmt.Sprintf("waiting for unit %s to be active (it is %s)", unit, state) })
+			b.update(func(st *Status) {
+				st.LastError = fmt.Sprintf("waiting for unit %s to be active (it is %s)", unit, state)
+			})
 			b.log.Info("waiting for a required unit", "unit", unit, "unit_state", state)
 		})
 		if err != nil {
