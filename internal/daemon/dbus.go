@@ -148,8 +148,17 @@ func backendStatus(b *backend.Backend, tools []string) dbusapi.BackendStatus {
 		LastError:            st.LastError,
 		StateChangeTimestamp: since,
 		Tools:                tools,
-		Command:              append([]string{cfg.Command}, cfg.Args...),
+		Command:              command(cfg),
 	}
+}
+
+// command is the command line a backend runs; none for a cli backend,
+// whose tools each have their own.
+func command(cfg *config.Backend) []string {
+	if cfg.Transport == "cli" {
+		return nil
+	}
+	return append([]string{cfg.Command}, cfg.Args...)
 }
 
 func (g *dbusGateway) Tools() []dbusapi.Tool {
