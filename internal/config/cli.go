@@ -3,6 +3,7 @@ package config
 import (
 	"encoding/json"
 	"maps"
+	"os"
 	"path/filepath"
 	"reflect"
 	"regexp"
@@ -193,6 +194,10 @@ func (d *decoder) adapterFile(at keyPath, v any, b *Backend) bool {
 		p = filepath.Join(filepath.Dir(d.f.path), p)
 	}
 	b.AdapterFile = p
+	if _, err := os.Stat(p); err != nil {
+		d.fail(at, "cannot read %s: %v; check the path (a relative one is relative to %s)", p, pathErrorReason(err), filepath.Dir(d.f.path))
+		return false
+	}
 	f := d.l.parse(p)
 	if f == nil || f.doc == nil {
 		return false

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"os"
+	"sync"
 
 	"github.com/mcpgate/mcpgate/internal/backend"
 	"github.com/mcpgate/mcpgate/internal/catalog"
@@ -19,6 +20,31 @@ type localState struct {
 	// running is then killed or abandoned.
 	localCtx    context.Context
 	localCancel context.CancelFunc
+	locals      sync.Map // localKey → context.CancelFunc of a local call in flight
+}
+
+// localKey names a local call: its session and the client's raw id.
+type localKey struct {
+	sess *Session
+	id   string
+}
+
+// cancelLocal cancels the session's local call with the client's id, as
+// notifications/cancelled asks: it ends without a response.
+func (g *Gateway) cancelLocal(s *Session, id json.RawMessage) {
+	if cancel, ok := g.locals.Load(localKey{s, string(id)}); ok {
+		cancel.(context.CancelFunc)()
+	}
+}
+
+// cancelLocals cancels every local call of a session that ends.
+func (g *Gateway) cancelLocals(s *Session) {
+	g.locals.Range(func(k, v any) bool {
+		if k.(localKey).sess == s {
+			v.(context.CancelFunc)()
+		}
+		return true
+	})
 }
 
 func (l *localState) init() {
@@ -47,6 +73,8 @@ func (s *Session) callLocal(msg *jsonrpc.Message, stream *Stream, tool *catalog.
 func (s *Session) runLocal(msg *jsonrpc.Message, stream *Stream, fn func(ctx context.Context) []byte) {
 	g := s.g
 	ctx, cancel := context.WithCancel(g.localCtx)
+	key := localKey{s, string(msg.ID)}
+	g.locals.Store(key, cancel)
 	g.inflight.Add(1)
 	stream.onAbandon(func() {
 		cancel()
@@ -54,6 +82,7 @@ func (s *Session) runLocal(msg *jsonrpc.Message, stream *Stream, fn func(ctx con
 	})
 	go func() {
 		defer g.callEnded()
+		defer g.locals.Delete(key)
 		defer cancel()
 		resp := fn(ctx)
 		if ctx.Err() != nil && g.localCtx.Err() == nil {

@@ -240,6 +240,8 @@ func (s *Session) HandleNotification(msg *jsonrpc.Message) {
 		s.mu.Unlock()
 		if c != nil {
 			c.cancel(reason)
+		} else {
+			s.g.cancelLocal(s, idRaw)
 		}
 	case "notifications/roots/list_changed":
 		var relaying []*backend.Backend
@@ -342,6 +344,7 @@ func (s *Session) close(why string) {
 	for _, c := range calls {
 		c.cancel(why)
 	}
+	s.g.cancelLocals(s)
 	for _, r := range relays {
 		s.g.forgetRelay(r)
 		r.conn.ReplyError(r.backendID, jsonrpc.Errorf(jsonrpc.CodeInternalError, "the client session ended before answering %s: %s", r.method, why))

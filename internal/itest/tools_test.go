@@ -1,15 +1,19 @@
 package itest
 
 import (
+	"context"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/godbus/dbus/v5"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"golang.org/x/sys/unix"
 
 	"github.com/mcpgate/mcpgate/internal/dbusapi"
 	"github.com/mcpgate/mcpgate/internal/testutil"
@@ -117,6 +121,9 @@ command = ["sh", "-c", "echo broken >&2; exit 4"]
 [backends.sh.tools.json]
 command = ["echo", "{\"title\": \"from cli\"}"]
 output = "json"
+
+[backends.sh.tools.sleeper]
+command = ["sh", "-c", "echo $$ > $0; exec sleep 1000", "`+filepath.Join(dir, "sleeper.pid")+`"]
 `)
 	cs := d.Connect(t, nil)
 	names := testutil.ToolNames(t, cs)
@@ -143,6 +150,26 @@ output = "json"
 	if sc.Title != "from cli" {
 		t.Errorf("json tool structuredContent = %+v", sc)
 	}
+
+	// A call the client cancels (notifications/cancelled) kills its program.
+	ctx, cancel := context.WithCancel(testutil.Context(t, 30*time.Second))
+	called := make(chan error, 1)
+	go func() {
+		_, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "sh__sleeper"})
+		called <- err
+	}()
+	var pid int
+	testutil.Eventually(t, 10*time.Second, "the sleeper's pid file", func() bool {
+		b, err := os.ReadFile(filepath.Join(dir, "sleeper.pid"))
+		pid, _ = strconv.Atoi(strings.TrimSpace(string(b)))
+		return err == nil && pid > 0
+	})
+	t.Cleanup(func() { unix.Kill(pid, unix.SIGKILL) })
+	cancel()
+	<-called
+	testutil.Eventually(t, 10*time.Second, "the cancelled program to be killed and reaped", func() bool {
+		return errors.Is(unix.Kill(pid, 0), unix.ESRCH)
+	})
 }
 
 func TestComposites(t *testing.T) {
