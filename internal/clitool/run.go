@@ -179,7 +179,10 @@ func run(ctx context.Context, argv []string, stdin string, env []string, dir str
 	// The pipes close when every process holding them is gone, so reading
 	// them to the end also waits for grandchildren that kept them.
 	out.stdout, out.stderr = <-outDone, <-errDone
-	out.state, _ = cmd.Process.Wait()
+	// Wait, not Process.Wait: it also ends the stdin copier and closes
+	// our ends of the pipes.
+	_ = cmd.Wait()
+	out.state = cmd.ProcessState
 	close(killed)
 	<-watchDone
 	// Whatever is left in the group is an orphan now: kill it and reap the

@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"strconv"
 	"unicode/utf8"
+
+	"github.com/mcpgate/mcpgate/internal/jsonrpc"
 )
 
 // MetaKey is the _meta member a changed result carries.
@@ -48,7 +50,8 @@ type Report struct {
 // itself, not re-encoded, when nothing needs changing; the check is the
 // length of result first, so small results cost nothing. A changed result
 // carries _meta["io.mcpgate/output"] with the Report. structuredContent,
-// images, audio and every member it does not change keep their bytes.
+// images, audio and every member it does not change keep their bytes: the
+// changed text items are spliced into the original document.
 func Process(result json.RawMessage, o Options) (json.RawMessage, Report) {
 	rep := Report{OriginalBytes: int64(len(result)), ReturnedBytes: int64(len(result))}
 	// A JSON string's encoding is never shorter than its text, so a result
@@ -56,47 +59,59 @@ func Process(result json.RawMessage, o Options) (json.RawMessage, Report) {
 	if o.Off() || int64(len(result)) <= o.threshold() {
 		return result, rep
 	}
-	var top map[string]json.RawMessage
-	if json.Unmarshal(result, &top) != nil {
+	content, span, ok := jsonrpc.Lookup(result, "content")
+	if !ok {
 		return result, rep
 	}
-	var content []json.RawMessage
-	if json.Unmarshal(top["content"], &content) != nil {
+	var items []json.RawMessage
+	if json.Unmarshal(content, &items) != nil {
 		return result, rep
 	}
 	changed := false
-	for i, item := range content {
+	for i, item := range items {
 		if int64(len(item)) <= o.threshold() {
 			continue
 		}
 		if out, ok := processItem(item, o, &rep); ok {
-			content[i] = out
+			items[i] = out
 			changed = true
 		}
 	}
 	if !changed {
 		return result, rep
 	}
-	top["content"] = mustMarshal(content)
-	// The report's ReturnedBytes depends on the final size, which depends
-	// on the report: marshal twice, the second time with the measured size.
-	top["_meta"] = withMeta(top["_meta"], rep)
-	out := mustMarshal(top)
-	rep.ReturnedBytes = int64(len(out))
-	top["_meta"] = withMeta(top["_meta"], rep)
-	out = mustMarshal(top)
-	rep.ReturnedBytes = int64(len(out))
-	return out, rep
+	newContent := []byte{'['}
+	for i, item := range items {
+		if i > 0 {
+			newContent = append(newContent, ',')
+		}
+		newContent = append(newContent, item...)
+	}
+	out := jsonrpc.Replace(result, span, append(newContent, ']'))
+	// ReturnedBytes counts the report itself, whose length depends on the
+	// number: settle it by trying until it is consistent.
+	for range 3 {
+		withReport := withMeta(out, rep)
+		if int64(len(withReport)) == rep.ReturnedBytes {
+			return withReport, rep
+		}
+		rep.ReturnedBytes = int64(len(withReport))
+	}
+	return withMeta(out, rep), rep
 }
 
-// processItem summarises and truncates one text content item.
+// processItem summarises and truncates one text content item, splicing
+// the new text into it.
 func processItem(item json.RawMessage, o Options, rep *Report) (json.RawMessage, bool) {
-	var fields map[string]json.RawMessage
-	if json.Unmarshal(item, &fields) != nil || string(fields["type"]) != `"text"` {
+	if typ, _, _ := jsonrpc.Lookup(item, "type"); string(typ) != `"text"` {
 		return nil, false
 	}
-	var text string
-	if json.Unmarshal(fields["text"], &text) != nil {
+	raw, span, ok := jsonrpc.Lookup(item, "text")
+	if !ok {
+		return nil, false
+	}
+	text, ok := jsonrpc.StringValue(raw)
+	if !ok {
 		return nil, false
 	}
 	changed := false
@@ -113,8 +128,7 @@ func processItem(item json.RawMessage, o Options, rep *Report) (json.RawMessage,
 	if !changed {
 		return nil, false
 	}
-	fields["text"] = mustMarshal(text)
-	return mustMarshal(fields), true
+	return jsonrpc.Replace(item, span, mustMarshal(text)), true
 }
 
 // Truncate cuts s to about max bytes: its first 60% and its last 40%, with
@@ -137,17 +151,25 @@ func Truncate(s string, max int) string {
 	return s[:head] + "\n[… " + strconv.Itoa(omitted) + " bytes omitted by mcpgate …]\n" + s[from:]
 }
 
-// withMeta returns the _meta object meta with MetaKey set to rep.
-func withMeta(meta json.RawMessage, rep Report) json.RawMessage {
-	m := map[string]json.RawMessage{}
-	if len(bytes.TrimSpace(meta)) > 0 {
-		_ = json.Unmarshal(meta, &m) // a malformed _meta is replaced
-		if m == nil {
-			m = map[string]json.RawMessage{}
+// withMeta returns the result doc with _meta[MetaKey] set to rep: added
+// to an existing _meta object, or as a new _meta member.
+func withMeta(doc json.RawMessage, rep Report) json.RawMessage {
+	member := append(jsonrpc.AppendString(nil, MetaKey), ':')
+	member = append(member, mustMarshal(rep)...)
+	if meta, span, ok := jsonrpc.Lookup(doc, "_meta"); ok && len(meta) > 0 && meta[0] == '{' {
+		m := map[string]json.RawMessage{}
+		if json.Unmarshal(meta, &m) == nil {
+			m[MetaKey] = mustMarshal(rep)
+			return jsonrpc.Replace(doc, span, mustMarshal(m))
 		}
 	}
-	m[MetaKey] = mustMarshal(rep)
-	return mustMarshal(m)
+	end := bytes.LastIndexByte(doc, '}')
+	out := make([]byte, 0, len(doc)+len(member)+12)
+	out = append(out, doc[:end]...)
+	out = append(out, `,"_meta":{`...)
+	out = append(out, member...)
+	out = append(out, '}')
+	return append(out, doc[end:]...)
 }
 
 // mustMarshal encodes values that always encode: raw messages that were

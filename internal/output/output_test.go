@@ -186,3 +186,25 @@ func TestCounters(t *testing.T) {
 		t.Errorf("tools %+v", tools)
 	}
 }
+
+// BenchmarkProcessSmall is the cost the pipeline adds to a typical result
+// it leaves alone: a length check and nothing else.
+func BenchmarkProcessSmall(b *testing.B) {
+	raw := []byte(`{"content":[{"type":"text","text":"` + strings.Repeat("x", 2000) + `"}]}`)
+	opts := Options{MaxOutputBytes: 64 << 10, JSONSummaryOver: 32 << 10}
+	b.ReportAllocs()
+	for b.Loop() {
+		Process(raw, opts)
+	}
+}
+
+// BenchmarkProcessTruncate is the cost of cutting a 1 MiB text to 64 KiB.
+func BenchmarkProcessTruncate(b *testing.B) {
+	raw := []byte(`{"content":[{"type":"text","text":"` + strings.Repeat("x", 1<<20) + `"}]}`)
+	opts := Options{MaxOutputBytes: 64 << 10}
+	b.ReportAllocs()
+	b.SetBytes(int64(len(raw)))
+	for b.Loop() {
+		Process(raw, opts)
+	}
+}
