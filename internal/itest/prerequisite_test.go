@@ -92,3 +92,45 @@ managed = true
 		t.Errorf("want the backend stopped before its prerequisite; log:\n%s", log)
 	}
 }
+
+func TestUnmanagedPrerequisiteFailures(t *testing.T) {
+	_, client, _ := gatewayOnBus(t, `
+[backends.fails]
+command = "FAKE"
+max_restarts = 0
+[backends.fails.prerequisite]
+command = "/bin/sh"
+args = ["-c", "echo cannot start the database >&2; exit 3"]
+
+[backends.slow]
+command = "FAKE"
+max_restarts = 0
+prerequisite_timeout = "300ms"
+[backends.slow.prerequisite]
+command = "/bin/sleep"
+args = ["30"]
+
+[backends.runs]
+command = "FAKE"
+[backends.runs.prerequisite]
+command = "/bin/true"
+`)
+	ctx := testutil.Context(t, 10*time.Second)
+	for name, want := range map[string]string{
+		"fails": "prerequisite /bin/sh exited with status 3",
+		"slow":  "prerequisites not ready within prerequisite_timeout (300ms)",
+		"runs":  "",
+	} {
+		b, err := client.Backend(ctx, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantState := "failed"
+		if want == "" {
+			wantState = "healthy"
+		}
+		if b.State != wantState || !strings.Contains(b.LastError, want) {
+			t.Errorf("%s: state %s, LastError %q; want %s with %q", name, b.State, b.LastError, wantState, want)
+		}
+	}
+}
