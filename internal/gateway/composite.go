@@ -91,10 +91,15 @@ func (s *Session) callComposite(msg *jsonrpc.Message, stream *Stream, name strin
 		stream.push(jsonrpc.AppendError(nil, msg.ID, jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "composite %q: %v", name, err)), true)
 		return
 	}
+	depth := compositeDepth(msg.ID) + 1
+	if depth > maxCompositeDepth {
+		stream.push(jsonrpc.AppendResult(nil, msg.ID, errorResult("composite %q: composites call composites at most %d deep; is there a cycle?", name, maxCompositeDepth)), true)
+		return
+	}
 	progress, _, _ := jsonrpc.LookupPath(msg.Params, "_meta", "progressToken")
 	seq := s.g.tokens.Add(1)
 	s.runLocal(msg, stream, func(ctx context.Context) []byte {
-		result := s.runSteps(ctx, c, input, seq, func(i int, tool string) {
+		result := s.runSteps(ctx, c, input, depth, seq, func(i int, tool string) {
 			if progress == nil {
 				return
 			}
@@ -107,7 +112,7 @@ func (s *Session) callComposite(msg *jsonrpc.Message, stream *Stream, name strin
 }
 
 // runSteps runs the steps and returns the composite's result.
-func (s *Session) runSteps(ctx context.Context, c *config.Composite, input map[string]any, seq int64, done func(int, string)) json.RawMessage {
+func (s *Session) runSteps(ctx context.Context, c *config.Composite, input map[string]any, depth int, seq int64, done func(int, string)) json.RawMessage {
 	steps := make([]stepResult, 0, len(c.Steps))
 	env := templateEnv{input: input}
 	for i, step := range c.Steps {
@@ -117,7 +122,7 @@ func (s *Session) runSteps(ctx context.Context, c *config.Composite, input map[s
 			return errorResult("composite %q step %d (%s): %v", c.Name, i, step.Tool, err)
 		}
 		params := rawJSON(map[string]any{"name": step.Tool, "arguments": args})
-		id := jsonrpc.AppendString(nil, fmt.Sprintf("mcpgate-composite-%d-%d", seq, i))
+		id := jsonrpc.AppendString(nil, fmt.Sprintf("%s%d-%d-%d", stepIDPrefix, depth, seq, i))
 		resp, err := s.internalCall(ctx, &jsonrpc.Message{JSONRPC: "2.0", ID: id, Method: "tools/call", Params: params})
 		if err != nil {
 			return errorResult("composite %q step %d (%s): %v", c.Name, i, step.Tool, err)
@@ -149,6 +154,29 @@ func (s *Session) runSteps(ctx context.Context, c *config.Composite, input map[s
 }
 
 var stepSelect = regexp.MustCompile(`^steps\.([0-9]+)$`)
+
+// Steps are requests of the session with ids "mcpgate-composite-dDEPTH-…",
+// which tell a composite called by a step how deep it is nested.
+const (
+	stepIDPrefix      = "mcpgate-composite-d"
+	maxCompositeDepth = 4
+)
+
+// compositeDepth returns how many composites are running around the
+// request with this id: 0 for a client's own request.
+func compositeDepth(id json.RawMessage) int {
+	s, ok := jsonrpc.StringValue(id)
+	if !ok {
+		return 0
+	}
+	rest, ok := strings.CutPrefix(s, stepIDPrefix)
+	if !ok {
+		return 0
+	}
+	digits, _, _ := strings.Cut(rest, "-")
+	n, _ := strconv.Atoi(digits)
+	return n
+}
 
 // internalCall sends one request through the session's own routing, as if
 // the client had sent it, and waits for its answer.

@@ -195,6 +195,9 @@ steps = [
 
 [composites.hidden]
 steps = [{ tool = "alpha__nosuch" }]
+
+[composites.loop]
+steps = [{ tool = "composite__loop" }]
 `
 	d, _, _ := gatewayOnBus(t, config)
 	events := testutil.NewClientEvents("client")
@@ -218,6 +221,10 @@ steps = [{ tool = "alpha__nosuch" }]
 	hidden := callResult(t, cs, "composite__hidden", nil)
 	if text := testutil.ToolText(hidden); !hidden.IsError || !strings.Contains(text, `unknown tool "alpha__nosuch"`) {
 		t.Errorf("a step whose tool the caller cannot see = %q, want the unknown tool error", text)
+	}
+	loop := callResult(t, cs, "composite__loop", nil)
+	if text := testutil.ToolText(loop); !loop.IsError || !strings.Contains(text, "at most 4 deep") {
+		t.Errorf("a composite calling itself = %q, want the depth error", text)
 	}
 	if _, err := testutil.CallTool(t, cs, "composite__chain", map[string]any{}); err == nil || !strings.Contains(err.Error(), `missing required argument "text"`) {
 		t.Errorf("chain without text: %v", err)
