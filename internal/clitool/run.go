@@ -28,7 +28,7 @@ const stderrLines = 20
 // Options are what every run needs besides the tool.
 type Options struct {
 	Env             []string // the daemon's environment; the tool's env is added
-	MaxOutputBytes  int64    // standard output beyond this fails the call
+	MaxOutputBytes  int64    // standard output beyond this fails the call; default 16 MiB
 	MaxStderrBytes  int64    // kept of standard error; default 64 KiB
 	ReservedEnvVars []string // never passed on (systemd's variables for the daemon)
 }
@@ -160,8 +160,8 @@ func run(ctx context.Context, argv []string, stdin string, env []string, dir str
 	var out outcome
 	tooLarge := make(chan struct{})
 	outDone, errDone := make(chan []byte, 1), make(chan []byte, 1)
-	go func() { outDone <- readBounded(stdout, opts.MaxOutputBytes, tooLarge) }()
-	go func() { errDone <- readTail(stderr, cmp(opts.MaxStderrBytes, 64<<10)) }()
+	go func() { outDone <- readBounded(stdout, orDefault(opts.MaxOutputBytes, 16<<20), tooLarge) }()
+	go func() { errDone <- readTail(stderr, orDefault(opts.MaxStderrBytes, 64<<10)) }()
 	killed := make(chan struct{})
 	watchDone := make(chan struct{})
 	go func() { // kills the whole group on timeout, cancellation or excess output
@@ -198,7 +198,8 @@ func run(ctx context.Context, argv []string, stdin string, env []string, dir str
 	return out
 }
 
-func cmp(v, def int64) int64 {
+// orDefault returns v, or def when v is not positive.
+func orDefault(v, def int64) int64 {
 	if v <= 0 {
 		return def
 	}
@@ -210,7 +211,7 @@ func cmp(v, def int64) int64 {
 func readBounded(r io.Reader, limit int64, tooLarge chan struct{}) []byte {
 	var buf bytes.Buffer
 	n, _ := io.Copy(&buf, io.LimitReader(r, limit+1))
-	if limit > 0 && n > limit {
+	if n > limit {
 		close(tooLarge)
 		_, _ = io.Copy(io.Discard, r)
 		return buf.Bytes()[:limit]

@@ -74,8 +74,10 @@ type stepResult struct {
 // as this session, so each step meets the same policy, limits and routing
 // as a call the client made itself.
 func (s *Session) callComposite(msg *jsonrpc.Message, stream *Stream, name string) {
-	st := s.g.settings.Load()
-	c := st.composites[name]
+	var c *config.Composite
+	if st := s.g.settings.Load(); st != nil {
+		c = st.composites[name]
+	}
 	if c == nil {
 		stream.push(jsonrpc.AppendError(nil, msg.ID, jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "unknown tool %q", name)), true)
 		return
