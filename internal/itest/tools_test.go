@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -97,6 +98,17 @@ max_output_bytes = "off"
 	if !strings.Contains(string(out), "% saved)") || !strings.Contains(string(out), "huge: ") {
 		t.Errorf("mcpgatectl status alpha shows no saving:\n%s", out)
 	}
+
+	// A reload changes the pipeline without restarting the backend.
+	pid := alphaPID(t, cs)
+	reconfigure(t, d, "[backends.alpha]\ncommand = \"FAKE\"\nmax_output_bytes = \"4KiB\"\n")
+	testutil.Eventually(t, 10*time.Second, "the reloaded max_output_bytes", func() bool {
+		res, err := testutil.CallTool(t, cs, "alpha__huge", map[string]any{"bytes": 100000})
+		return err == nil && len(testutil.ToolText(res)) > 4000 && len(testutil.ToolText(res)) < 4200
+	})
+	if alphaPID(t, cs) != pid {
+		t.Error("a change of max_output_bytes restarted the backend")
+	}
 }
 
 func TestCLIBackend(t *testing.T) {
@@ -173,7 +185,6 @@ command = ["sh", "-c", "echo $$ > $0; exec sleep 1000", "`+filepath.Join(dir, "s
 }
 
 func TestComposites(t *testing.T) {
-	bins := testutil.Build(t)
 	config := `
 [backends.alpha]
 command = "FAKE"
@@ -231,20 +242,8 @@ steps = [{ tool = "composite__loop" }]
 	}
 
 	// Hot reload: a changed composite applies without a restart.
-	changed := strings.Replace(config, `text = "second {{steps.0.structuredContent.text}}"`, `text = "changed {{steps.0.text}}"`, 1)
-	toml, _ := testutil.ConfigWith(t, strings.ReplaceAll(changed, "FAKE", bins.Fake), testutil.ConfigOptions{Bus: "session"})
-	// Keep the listener of the running daemon: only the composites change.
-	running, err := os.ReadFile(d.ConfigPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	head, _, _ := strings.Cut(string(running), "[backends.")
-	_, tail, _ := strings.Cut(toml, "[backends.")
-	if err := os.WriteFile(d.ConfigPath, []byte(head+"[backends."+tail), 0o644); err != nil {
-		t.Fatal(err)
-	}
 	pid := alphaPID(t, cs)
-	d.Signal(1) // SIGHUP
+	reconfigure(t, d, strings.Replace(config, `text = "second {{steps.0.structuredContent.text}}"`, `text = "changed {{steps.0.text}}"`, 1))
 	testutil.Eventually(t, 10*time.Second, "the changed composite", func() bool {
 		res, err := testutil.CallTool(t, cs, "composite__chain", map[string]any{"text": "hi"})
 		return err == nil && testutil.ToolText(res) == "changed first hi"
@@ -252,6 +251,22 @@ steps = [{ tool = "composite__loop" }]
 	if alphaPID(t, cs) != pid {
 		t.Error("a composite change restarted the backend")
 	}
+}
+
+// reconfigure replaces the backends and composites of the running daemon's
+// configuration (FAKE is the fake server) and sends SIGHUP.
+func reconfigure(t *testing.T, d *testutil.Daemon, config string) {
+	t.Helper()
+	running, err := os.ReadFile(d.ConfigPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	head, _, _ := strings.Cut(string(running), "[backends.")
+	config = strings.ReplaceAll(config, "FAKE", testutil.Build(t).Fake)
+	if err := os.WriteFile(d.ConfigPath, []byte(head+strings.TrimLeft(config, "\n")), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	d.Signal(syscall.SIGHUP)
 }
 
 func alphaPID(t *testing.T, cs *mcp.ClientSession) float64 {
