@@ -194,6 +194,8 @@ func (s *Session) internalCall(ctx context.Context, msg *jsonrpc.Message) (*json
 			s.mu.Unlock()
 			if c != nil {
 				c.cancel("the composite was cancelled")
+			} else {
+				s.g.cancelLocal(s, msg.ID) // a cli tool or a composite
 			}
 			return nil, fmt.Errorf("cancelled: %w", err)
 		}
