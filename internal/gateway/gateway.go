@@ -252,10 +252,11 @@ func (g *Gateway) callEnded() {
 	}
 }
 
-// Close ends every session.
+// Close ends every session, and every cli program and composite still
+// running, waiting until those programs are killed and reaped.
 func (g *Gateway) Close() {
 	g.eachSession(func(s *Session) { g.CloseSession(s.ID, "the gateway is shutting down") })
-	g.localCancel()
+	g.closeLocal()
 }
 
 // Run expires idle sessions until ctx ends.

@@ -20,7 +20,15 @@ type localState struct {
 	// running is then killed or abandoned.
 	localCtx    context.Context
 	localCancel context.CancelFunc
-	locals      sync.Map // localKey → context.CancelFunc of a local call in flight
+	locals      sync.Map       // localKey → context.CancelFunc of a local call in flight
+	localRuns   sync.WaitGroup // local calls running; Close waits for them
+}
+
+// closeLocal cancels every local call and waits until they ended: their
+// programs are killed and reaped.
+func (l *localState) closeLocal() {
+	l.localCancel()
+	l.localRuns.Wait()
 }
 
 // localKey names a local call: its session and the client's raw id.
@@ -76,11 +84,13 @@ func (s *Session) runLocal(msg *jsonrpc.Message, stream *Stream, fn func(ctx con
 	key := localKey{s, string(msg.ID)}
 	g.locals.Store(key, cancel)
 	g.inflight.Add(1)
+	g.localRuns.Add(1)
 	stream.onAbandon(func() {
 		cancel()
 		s.StreamDone(stream)
 	})
 	go func() {
+		defer g.localRuns.Done()
 		defer g.callEnded()
 		defer g.locals.Delete(key)
 		defer cancel()
