@@ -285,3 +285,30 @@ func callResult(t *testing.T, cs *mcp.ClientSession, name string, args any) *mcp
 	}
 	return res
 }
+
+func TestCLIProgramEndsWithTheGateway(t *testing.T) {
+	pidFile := filepath.Join(t.TempDir(), "sleeper.pid")
+	d := gatewayWith(t, `drain_timeout = "200ms"`, `
+[backends.sh]
+transport = "cli"
+tools.sleeper = { command = ["sh", "-c", "echo $$ > $0; exec sleep 1000", "`+pidFile+`"] }
+`)
+	cs := d.Connect(t, nil)
+	called := make(chan error, 1)
+	go func() {
+		_, err := cs.CallTool(testutil.Context(t, 30*time.Second), &mcp.CallToolParams{Name: "sh__sleeper"})
+		called <- err
+	}()
+	var pid int
+	testutil.Eventually(t, 10*time.Second, "the sleeper's pid file", func() bool {
+		b, err := os.ReadFile(pidFile)
+		pid, _ = strconv.Atoi(strings.TrimSpace(string(b)))
+		return err == nil && pid > 0
+	})
+	t.Cleanup(func() { unix.Kill(pid, unix.SIGKILL) })
+	d.Terminate(t)
+	if err := unix.Kill(pid, 0); !errors.Is(err, unix.ESRCH) {
+		t.Errorf("the cli program %d outlived the gateway (kill 0: %v)", pid, err)
+	}
+	<-called // answered or failed: the gateway is gone
+}
