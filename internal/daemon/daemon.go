@@ -140,18 +140,17 @@ func run(ctx context.Context, opts options) int {
 	slog.SetDefault(log)
 
 	d := &daemon{
-		opts:   opts,
-		cfg:    cfg,
-		log:    log,
-		output: output,
-		notify: sdnotify.FromEnv(log),
-		sinks:  map[*config.Backend]*journal.BackendLog{},
-		// Prerequisites and units, of issue 17.
-		prereqSinks: map[*config.Backend]*journal.BackendLog{},
-		units:       &lazyUnits{session: cfg.Gateway.Bus == "session"},
-		reloads:     make(chan chan error),
-		ping:        make(chan chan struct{}),
+		opts:    opts,
+		cfg:     cfg,
+		log:     log,
+		output:  output,
+		notify:  sdnotify.FromEnv(log),
+		sinks:   map[*config.Backend]*journal.BackendLog{},
+		reloads: make(chan chan error),
+		ping:    make(chan chan struct{}),
 	}
+	d.prereqSinks = map[*config.Backend]*journal.BackendLog{}
+	d.units = &lazyUnits{session: cfg.Gateway.Bus == "session"}
 	return d.run(ctx)
 }
 
