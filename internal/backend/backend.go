@@ -59,15 +59,15 @@ type Options struct {
 	Env             []string      // environment the child inherits, before config env
 	Handler         Handler       // receives the child's notifications and requests
 	Stderr          LineSink      // receives the child's stderr lines; may be nil
+	Logger          *slog.Logger
+	// OnChange is called after every change of Status or Lists, never with
+	// a lock held. It must not block for long.
+	OnChange func(*Backend)
 	// Units waits for requires_units; nil makes such backends fail to start.
 	Units UnitWaiter
 	// PrerequisiteStderr receives the output lines of the backend's
 	// prerequisite process; may be nil.
 	PrerequisiteStderr LineSink
-	Logger             *slog.Logger
-	// OnChange is called after every change of Status or Lists, never with
-	// a lock held. It must not block for long.
-	OnChange func(*Backend)
 }
 
 // Backend is one configured MCP server. Run supervises it: spawns it,
