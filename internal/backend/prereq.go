@@ -153,10 +153,12 @@ func runToCompletion(ctx context.Context, b *Backend, p *config.Prerequisite) er
 		return fmt.Errorf("prerequisite %s: %w", p.Command, err)
 	}
 	proc.stdin.Close()
-	sink := b.prerequisiteSink()
-	drained := drain(proc, sink)
+	// The readers run until every process holding the pipes closed them:
+	// a service the command started in the background may keep them, and
+	// must never block on a full pipe.
+	drain(proc, b.prerequisiteSink())
 	exited := make(chan ExitInfo, 1)
-	go func() { exited <- proc.wait() }()
+	go func() { exited <- proc.waitLeader() }()
 	var info ExitInfo
 	select {
 	case info = <-exited:
@@ -164,7 +166,9 @@ func runToCompletion(ctx context.Context, b *Backend, p *config.Prerequisite) er
 		_ = proc.signalGroup(unix.SIGKILL)
 		info = <-exited
 	}
-	<-drained
+	// What the command left running in its process group is now our
+	// child (mcpgated is a child subreaper): reap each as it exits.
+	go proc.reapGroup()
 	if ctx.Err() != nil {
 		return fmt.Errorf("prerequisite %s did not finish: %w", p.Command, ctx.Err())
 	}
@@ -172,6 +176,29 @@ func runToCompletion(ctx context.Context, b *Backend, p *config.Prerequisite) er
 		return fmt.Errorf("prerequisite %s %s", p.Command, info.Text)
 	}
 	return nil
+}
+
+// waitLeader reaps the command itself and nothing else: what it started in
+// the background is the prerequisite and must keep running.
+func (p *process) waitLeader() ExitInfo {
+	state, err := p.cmd.Process.Wait()
+	if err != nil {
+		return ExitInfo{Code: -1, Text: "wait: " + err.Error()}
+	}
+	info := exitInfo(state)
+	info.State = state
+	return info
+}
+
+// reapGroup waits for the members of the process group that are our
+// children until none is left.
+func (p *process) reapGroup() {
+	for {
+		var ws unix.WaitStatus
+		if _, err := unix.Wait4(-p.pid, &ws, 0, nil); err != nil && !errors.Is(err, unix.EINTR) {
+			return // ECHILD: none left
+		}
+	}
 }
 
 // drain reads the process's stdout and stderr into sink until both close.

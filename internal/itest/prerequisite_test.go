@@ -134,3 +134,29 @@ command = "/bin/true"
 		}
 	}
 }
+
+func TestUnmanagedPrerequisiteKeepsItsService(t *testing.T) {
+	marker := fmt.Sprintf("%d.%d", 5000+os.Getpid()%1000, time.Now().UnixNano()%1000000)
+	d := gateway(t, fmt.Sprintf(`
+[backends.alpha]
+command = "FAKE"
+[backends.alpha.prerequisite]
+command = "/bin/sh"
+args = ["-c", "echo starting the service; /bin/sleep %s & exit 0"]
+`, marker))
+	pids := processesWith(t, []string{"/bin/sleep", marker})
+	if len(pids) != 1 {
+		t.Fatalf("%d services after the start, want 1 still running", len(pids))
+	}
+	cs := d.Connect(t, nil)
+	if got := testutil.ToolText(testutil.MustCallTool(t, cs, "alpha__echo", map[string]any{"text": "up"})); got != "up" {
+		t.Errorf("alpha__echo = %q", got)
+	}
+	d.Stderr.Await(t, 10*time.Second, "the command's output in the log", func(s string) bool {
+		return strings.Contains(s, "starting the service")
+	})
+	// mcpgated reaps the service when it ends, though it did not start it
+	// itself.
+	unix.Kill(pids[0], unix.SIGKILL)
+	testutil.Eventually(t, 10*time.Second, "the service to be reaped", func() bool { return testutil.State(pids[0]) == "" })
+}
