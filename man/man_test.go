@@ -108,9 +108,18 @@ func (e entry) field(label string) (string, bool) {
 func TestConfigKeys(t *testing.T) {
 	p := readPage(t, "mcpgate.toml.5.scd")
 	tables := map[string]map[string]entry{
-		"gateway":  entries(p.sections["[gateway] SECTION"]),
-		"backends": entries(p.sections["[backends.NAME] SECTION"]),
-		"clients":  entries(p.sections["[clients.NAME] SECTION"]),
+		"gateway":    entries(p.sections["[gateway] SECTION"]),
+		"backends":   entries(p.sections["[backends.NAME] SECTION"]),
+		"clients":    entries(p.sections["[clients.NAME] SECTION"]),
+		"composites": entries(p.sections["[composites.NAME] SECTION"]),
+	}
+	adapter, err := os.ReadFile("../examples/adapters/jq.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// load loads a main file with the example adapter file beside it.
+	load := func(t *testing.T, main string) (*config.Config, error) {
+		return config.Load(testutil.WriteConfigFiles(t, map[string]string{"mcpgate.toml": main, "adapters/jq.toml": string(adapter)}))
 	}
 	for _, key := range config.Keys() {
 		t.Run(key, func(t *testing.T) {
@@ -154,11 +163,15 @@ func TestConfigKeys(t *testing.T) {
 					t.Errorf("documented default %q is not the real default:\n got %+v\nwant %+v", def, cfg.Gateway, config.Default().Gateway)
 				}
 			case "backends":
-				if _, err := config.Load(testutil.WriteConfigFiles(t, map[string]string{"mcpgate.toml": backendBase + example + "\n"})); err != nil {
+				exampleBase := backendBase
+				if needs, ok := e.field("Needs"); ok { // keys that need another key
+					exampleBase = "[backends.x]\n" + needs + "\n"
+				}
+				if _, err := load(t, exampleBase+example+"\n"); err != nil {
 					t.Errorf("example %q: %v", example, err)
 				}
-				if name == "command" {
-					return // required: no default
+				if strings.HasPrefix(def, "none") {
+					return // required or optional without a value: no default
 				}
 				unset, err := config.Load(testutil.WriteConfigFiles(t, map[string]string{"mcpgate.toml": backendBase}))
 				if err != nil {
@@ -180,6 +193,36 @@ func TestConfigKeys(t *testing.T) {
 				}
 			case "clients":
 				checkClientKey(t, name, def, example)
+			case "composites":
+				const base = "[composites.x]\nsteps = [{ tool = \"a__b\" }]\n"
+				exampleBase := base
+				if name == "steps" {
+					exampleBase = "[composites.x]\ninput_schema = { properties = { repo = { type = \"string\" } } }\n"
+				}
+				if _, err := load(t, exampleBase+example+"\n"); err != nil {
+					t.Errorf("example %q: %v", example, err)
+				}
+				if strings.HasPrefix(def, "none") {
+					return
+				}
+				unset, err := load(t, base)
+				if err != nil {
+					t.Fatal(err)
+				}
+				compared := false
+				for _, v := range defaultValues(def) {
+					set, err := load(t, base+name+" = "+v+"\n")
+					if err != nil {
+						continue
+					}
+					compared = true
+					if got, want := set.Composites["x"], unset.Composites["x"]; !got.Equal(want) {
+						t.Errorf("documented default %q is not the real default:\n got %+v\nwant %+v", def, got, want)
+					}
+				}
+				if !compared {
+					t.Errorf("default %q holds no TOML value to compare with the real default", def)
+				}
 			}
 		})
 	}

@@ -63,6 +63,11 @@ type Options struct {
 	// OnChange is called after every change of Status or Lists, never with
 	// a lock held. It must not block for long.
 	OnChange func(*Backend)
+	// Units waits for requires_units; nil makes such backends fail to start.
+	Units UnitWaiter
+	// PrerequisiteStderr receives the output lines of the backend's
+	// prerequisite process; may be nil.
+	PrerequisiteStderr LineSink
 }
 
 // Backend is one configured MCP server. Run supervises it: spawns it,
@@ -191,15 +196,26 @@ func (b *Backend) command(ctx context.Context, o op) error {
 // Run supervises the backend until ctx ends, then shuts the child down
 // gracefully and returns. It must be called once.
 func (b *Backend) Run(ctx context.Context) {
+	if b.IsCLI() {
+		b.runCLI(ctx)
+		b.drainCommands()
+		return
+	}
 	s := supervision{b: b, want: b.cfg.Enabled, backoff: b.cfg.RestartBackoffInitial}
 	if !s.want {
 		b.setState(Stopped, func(st *Status) { st.LastError = "" })
 		b.settle()
 	}
 	s.loop(ctx)
+	s.stopPrerequisite() // after the backend, which may need it to the end
 	b.setState(Stopped, func(st *Status) { st.PID = 0; st.Retrying = false })
 	b.settle()
-	// Nobody answers commands any more: fail those that raced with the end.
+	b.drainCommands()
+}
+
+// drainCommands fails the commands that raced with the end of Run: nobody
+// answers them any more.
+func (b *Backend) drainCommands() {
 	for {
 		select {
 		case cmd := <-b.cmds:
@@ -217,6 +233,7 @@ type supervision struct {
 	crashes []time.Time // crashes within the restart window
 	backoff time.Duration
 	waiters []chan error // commands waiting for the next start attempt
+	prereq  *managedPrereq
 }
 
 func (s *supervision) loop(ctx context.Context) {
@@ -259,6 +276,9 @@ func (s *supervision) start(ctx context.Context) (*Conn, time.Time, error) {
 	b := s.b
 	started := time.Now()
 	b.setState(Starting, func(st *Status) { st.Retrying = false })
+	if err := s.awaitPrerequisites(ctx); err != nil {
+		return nil, started, err
+	}
 	argv := append([]string{b.cfg.Command}, b.cfg.Args...) // placeholders kept: for logs
 	childArgv, childEnv, err := childCommand(b.cfg, b.opts)
 	if err != nil {
@@ -372,6 +392,7 @@ func (s *supervision) obey(cmd command) {
 	switch cmd.op {
 	case opStop:
 		s.want = false
+		s.stopPrerequisite()
 		b.setState(Stopped, func(st *Status) { st.Retrying = false })
 		cmd.done <- nil
 	case opRestart:
@@ -489,6 +510,7 @@ func (s *supervision) crashed(ctx context.Context, started time.Time, startErr e
 			switch cmd.op {
 			case opStop:
 				s.want = false
+				s.stopPrerequisite()
 				b.setState(Stopped, func(st *Status) { st.Retrying = false })
 				cmd.done <- nil
 				return

@@ -69,11 +69,20 @@ func childCommand(cfg *config.Backend, opts Options) (argv, env []string, err er
 		}
 		argv = append(argv, v)
 	}
+	env, err = childEnv(cfg, opts)
+	return argv, env, err
+}
+
+// childEnv returns the environment a backend's child or prerequisite
+// starts with: the minimal set of the daemon's, the variables named in
+// inherit_env, and the backend's env with its credentials filled in.
+func childEnv(cfg *config.Backend, opts Options) ([]string, error) {
 	extra := make(map[string]string, len(cfg.Env))
 	for k, v := range cfg.Env {
+		var err error
 		if extra[k], err = expandCredentials(v, opts.CredentialsDirectory); err != nil {
-			return nil, nil, fmt.Errorf("env %s: %w", k, err)
+			return nil, fmt.Errorf("env %s: %w", k, err)
 		}
 	}
-	return argv, ChildEnv(MinimalEnv(opts.Env, cfg.InheritEnv), extra), nil
+	return ChildEnv(MinimalEnv(opts.Env, cfg.InheritEnv), extra), nil
 }

@@ -21,10 +21,11 @@ const DropInDir = "conf.d"
 // Config is a fully resolved configuration: every default filled in, every
 // value validated.
 type Config struct {
-	Gateway  Gateway
-	Backends map[string]*Backend // by name
-	Clients  map[string]*Client  // by name; see clients.go
-	Files    []string            // files read, main first
+	Gateway    Gateway
+	Backends   map[string]*Backend   // by name
+	Clients    map[string]*Client    // by name; see clients.go
+	Composites map[string]*Composite // by name
+	Files      []string              // files read, main first
 }
 
 // Gateway holds the [gateway] table: how mcpgate listens and behaves as a
@@ -44,6 +45,7 @@ type Gateway struct {
 	LogTarget           string        // "auto" (default) | "journal" | "stderr"
 	LogLevel            string        // "info" (default) | "debug" | "warn" | "error"
 	LogRateLimit        RateLimit     // default for backends: 1000 lines / 10s
+	CompositePrefix     string        // default "composite__"
 	Access                            // auth, audit, credentials_directory
 }
 
@@ -79,6 +81,20 @@ type Backend struct {
 	RelayClientRequests   bool          // default true
 	Roots                 []string      // file:// URIs answered to roots/list from config
 	InheritEnv            []string      // daemon variables passed on besides the minimal set
+
+	Transport   string              // "stdio" (default) | "cli"
+	Tools       map[string]*CLITool // cli tools by name, from tools and adapter_file
+	AdapterFile string              // file the cli tools were read from, if any
+
+	// The output pipeline: applied by the gateway to results as they pass,
+	// so Equal ignores them and a reload changes them without a restart.
+	MaxOutputBytes  int64             // see Output; 0 is off (default)
+	JSONSummaryOver int64             // see Output; 0 is off (default)
+	ToolOverrides   map[string]Output // by the tool's name at the backend
+
+	RequiresUnits       []string      // systemd units that must be active first
+	PrerequisiteTimeout time.Duration // default 60s
+	Prerequisite        *Prerequisite // nil if none
 }
 
 // defaultGateway is the one place that knows the gateway defaults.
@@ -96,6 +112,7 @@ func defaultGateway() Gateway {
 		LogTarget:           "auto",
 		LogLevel:            "info",
 		LogRateLimit:        RateLimit{Burst: 1000, Interval: 10 * time.Second},
+		CompositePrefix:     "composite__",
 		Access:              defaultAccess(),
 	}
 }
@@ -115,6 +132,8 @@ func defaultBackend(name string, g *Gateway) *Backend {
 		RestartBackoffMax:     60 * time.Second,
 		LogRateLimit:          g.LogRateLimit,
 		RelayClientRequests:   true,
+		Transport:             "stdio",
+		PrerequisiteTimeout:   60 * time.Second,
 	}
 }
 
@@ -122,9 +141,10 @@ func defaultBackend(name string, g *Gateway) *Backend {
 // gateway defaults and no backends.
 func Default() *Config {
 	return &Config{
-		Gateway:  defaultGateway(),
-		Backends: map[string]*Backend{},
-		Clients:  map[string]*Client{},
+		Gateway:    defaultGateway(),
+		Backends:   map[string]*Backend{},
+		Clients:    map[string]*Client{},
+		Composites: map[string]*Composite{},
 	}
 }
 
@@ -165,7 +185,11 @@ func (b *Backend) Equal(o *Backend) bool {
 		b.LogRateLimit == o.LogRateLimit &&
 		b.RelayClientRequests == o.RelayClientRequests &&
 		slices.Equal(b.Roots, o.Roots) &&
-		slices.Equal(b.InheritEnv, o.InheritEnv)
+		slices.Equal(b.InheritEnv, o.InheritEnv) &&
+		b.Transport == o.Transport &&
+		b.AdapterFile == o.AdapterFile &&
+		cliToolsEqual(b.Tools, o.Tools) &&
+		prerequisitesEqual(b, o)
 }
 
 // String returns the TOML spelling of r: "off" when unlimited, otherwise

@@ -26,6 +26,7 @@ func wantGateway() Gateway {
 		LogTarget:           "auto",
 		LogLevel:            "info",
 		LogRateLimit:        RateLimit{Burst: 1000, Interval: 10 * time.Second},
+		CompositePrefix:     "composite__",
 		Access:              Access{Auth: "required", Audit: "calls"},
 	}
 }
@@ -48,6 +49,8 @@ func wantBackend(file string) *Backend {
 		LogRateLimit:          RateLimit{Burst: 1000, Interval: 10 * time.Second},
 		RelayClientRequests:   true,
 		ClientRequestTimeout:  5 * time.Minute,
+		Transport:             "stdio",
+		PrerequisiteTimeout:   60 * time.Second,
 	}
 }
 

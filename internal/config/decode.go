@@ -78,11 +78,14 @@ func gatewayFields() []field[Gateway] {
 		{"log_rate_limit", func(d *decoder, at keyPath, v any, g *Gateway) bool {
 			return d.rateLimit(at, v, &g.LogRateLimit)
 		}},
+		{"composite_prefix", func(d *decoder, at keyPath, v any, g *Gateway) bool {
+			return d.str(at, v, &g.CompositePrefix, checkToolPrefix)
+		}},
 	}, accessFields()...)
 }
 
 func backendFields() []field[Backend] {
-	return []field[Backend]{
+	fields := []field[Backend]{
 		{"command", func(d *decoder, at keyPath, v any, b *Backend) bool {
 			return d.str(at, v, &b.Command, checkCommand)
 		}},
@@ -141,7 +144,18 @@ func backendFields() []field[Backend] {
 		{"inherit_env", func(d *decoder, at keyPath, v any, b *Backend) bool {
 			return d.strList(at, v, &b.InheritEnv, checkInheritEnv)
 		}},
+		{"transport", func(d *decoder, at keyPath, v any, b *Backend) bool {
+			return d.str(at, v, &b.Transport, oneOf("stdio", "cli"))
+		}},
+		{"tools", func(d *decoder, at keyPath, v any, b *Backend) bool {
+			return d.cliTools(at, v, b)
+		}},
+		{"adapter_file", func(d *decoder, at keyPath, v any, b *Backend) bool {
+			return d.adapterFile(at, v, b)
+		}},
 	}
+	fields = append(fields, outputBackendFields()...)
+	return append(fields, prerequisiteBackendFields()...)
 }
 
 // decodeTable decodes every key of t into dst, reporting unknown keys, and
@@ -403,7 +417,10 @@ func (d *decoder) backend(at keyPath, v any, g *Gateway) *Backend {
 		d.fail(at, `invalid backend name %q; use 1 to 64 letters, digits, "_" or "-"`, name)
 	}
 	refused := decodeTable(d, at, t, backendFields(), b)
-	if _, ok := t["command"]; !ok && b.Enabled && !refused["enabled"] {
+	if !d.checkTransport(at, t, b, refused) {
+		return b
+	}
+	if _, ok := t["command"]; !ok && b.Enabled && !refused["enabled"] && b.Transport != "cli" {
 		d.fail(at, `enabled backend has no command; set command = "/path/to/server", or enabled = false`)
 	}
 	if !refused["restart_backoff_initial"] && !refused["restart_backoff_max"] &&

@@ -23,6 +23,7 @@ func TestKeysCoverFields(t *testing.T) {
 		{reflect.TypeFor[Gateway](), "gateway.", nil},
 		{reflect.TypeFor[Backend](), "backends.NAME.", []string{"Name", "File", "Line"}},
 		{reflect.TypeFor[Client](), "clients.NAME.", []string{"Name", "File", "Line"}},
+		{reflect.TypeFor[Composite](), "composites.NAME.", []string{"Name", "File", "Line"}},
 	}
 	for _, tt := range tests {
 		var n int

@@ -102,23 +102,33 @@ func (l *loader) err() error {
 
 // read loads one file and reports whether it could be read at all.
 func (l *loader) read(path string) bool {
+	f := l.parse(path)
+	if f == nil {
+		return false
+	}
+	l.files = append(l.files, f)
+	return true
+}
+
+// parse reads and decodes one file, reporting its problems. It returns nil
+// if the file cannot be read; f.doc is nil if it is not valid TOML.
+func (l *loader) parse(path string) *file {
 	order := l.reads
 	l.reads++
 	data, err := os.ReadFile(path)
 	if err != nil {
 		l.add(order, &Error{File: path, Err: err,
 			Msg: fmt.Sprintf("cannot read: %v; check that the file exists and is readable", pathErrorReason(err))})
-		return false
+		return nil
 	}
 	f := &file{path: path, order: order, keys: map[string]position{}, elems: map[string][]position{}}
-	l.files = append(l.files, f)
 	dupLines := l.index(f, data)
 	var doc map[string]any
 	if err := toml.Unmarshal(data, &doc); err != nil {
 		var de *toml.DecodeError
 		if !errors.As(err, &de) {
 			l.add(order, &Error{File: path, Line: 1, Err: err, Msg: fmt.Sprintf("invalid TOML: %v", err)})
-			return true
+			return f
 		}
 		line, col := de.Position()
 		if !dupLines[line] { // already reported with both places
@@ -127,10 +137,10 @@ func (l *loader) read(path string) bool {
 			l.add(order, &Error{File: path, Line: line, Col: col, Err: err,
 				Msg: "invalid TOML: " + strings.TrimPrefix(de.Error(), "toml: ") + "; fix it (syntax: https://toml.io/en/v1.0.0)"})
 		}
-		return true
+		return f
 	}
 	f.doc = doc
-	return true
+	return f
 }
 
 // pathErrorReason strips the path from an *fs.PathError, which Error
@@ -301,8 +311,10 @@ func (l *loader) resolve() *Config {
 				if t, ok := d.table(at, f.doc[k], "a table of clients", "write a [clients.NAME] header for each client"); ok {
 					d.clients(t, cfg)
 				}
+			case "composites":
+				d.composites(at, f.doc[k], cfg)
 			default:
-				d.unknown(at, []string{"gateway", "backends", "clients"}, "settings belong in [gateway], [backends.NAME] or [clients.NAME]")
+				d.unknown(at, []string{"gateway", "backends", "clients", "composites"}, "settings belong in [gateway], [backends.NAME], [clients.NAME] or [composites.NAME]")
 			}
 		}
 	}

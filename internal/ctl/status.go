@@ -171,6 +171,12 @@ func printBackend(w io.Writer, b dbusapi.BackendStatus, now time.Time, colour bo
 		lastError = oneLine(b.LastError)
 	}
 	row("Last error", lastError)
+	if b.NBytesProcessed > 0 {
+		row("Output", outputSaving(b.NBytesProcessed, b.NBytesReturned))
+		for _, t := range b.ToolOutputBytes {
+			fmt.Fprintf(w, "%12s  %s: %s\n", "", t.Tool, outputSaving(t.Processed, t.Returned))
+		}
+	}
 	if len(b.StderrTail) > 0 {
 		fmt.Fprintln(w)
 		tail := b.StderrTail
@@ -181,6 +187,16 @@ func printBackend(w io.Writer, b dbusapi.BackendStatus, now time.Time, colour bo
 			fmt.Fprintln(w, line)
 		}
 	}
+}
+
+// outputSaving describes what the output pipeline saved, as
+// "1.2 MB in, 300 kB out (75.0% saved)".
+func outputSaving(processed, returned uint64) string {
+	saved := 0.0
+	if processed > 0 && returned < processed {
+		saved = 100 * float64(processed-returned) / float64(processed)
+	}
+	return fmt.Sprintf("%d bytes in, %d bytes out (%.1f%% saved)", processed, returned, saved)
 }
 
 func pid(p uint32) string {

@@ -114,6 +114,9 @@ type daemon struct {
 
 	sinksMu sync.Mutex
 	sinks   map[*config.Backend]*journal.BackendLog // journal sinks, per backend instance
+	// prereqSinks are the journal sinks of prerequisite processes.
+	prereqSinks map[*config.Backend]*journal.BackendLog
+	units       *lazyUnits // watches requires_units
 
 	reloads chan chan error    // reload requests, answered when applied
 	ping    chan chan struct{} // liveness probes of the main loop
@@ -154,6 +157,8 @@ func run(ctx context.Context, opts options) int {
 		reloads: make(chan chan error),
 		ping:    make(chan chan struct{}),
 	}
+	d.prereqSinks = map[*config.Backend]*journal.BackendLog{}
+	d.units = &lazyUnits{session: cfg.Gateway.Bus == "session"}
 	return d.run(ctx)
 }
 
@@ -212,6 +217,9 @@ func (d *daemon) run(ctx context.Context) int {
 	})
 	d.loadClients(d.cfg)
 	d.refusals = access.NewRefusals(d.log)
+	d.gw.Configure(d.cfg)
+	d.onRemove = append(d.onRemove, d.gw.ForgetOutputBytes)
+	defer d.units.close()
 	go d.gw.Run(ctx)
 	// The bus comes up before the backends start, so operators can watch
 	// them start; its hooks must be in place before the first change.
@@ -375,8 +383,10 @@ func (d *daemon) reload(ctx context.Context) (err error) {
 	change, err := d.apply(ctx, cfg)
 	d.cfg.Backends = cfg.Backends
 	d.cfg.Clients = cfg.Clients
+	d.cfg.Composites = cfg.Composites
 	d.cfg.Files = cfg.Files
 	d.gw.SetClients(d.loadClients(d.cfg))
+	d.gw.Configure(d.cfg)
 	d.gw.Refresh()
 	d.log.Info("configuration reloaded: "+change.String(), journal.MessageReload.Attr())
 	return err
@@ -526,6 +536,9 @@ func (d *daemon) backendOptions(cfg *config.Backend) backend.Options {
 			runHooks(d.onChange, b)
 		},
 	}
+	if len(cfg.RequiresUnits) > 0 {
+		opts.Units = d.units
+	}
 	if d.output.Writer != nil {
 		sink := journal.NewBackendLog(d.output.Writer, journal.BackendLogOptions{
 			Backend:   cfg.Name,
@@ -533,6 +546,9 @@ func (d *daemon) backendOptions(cfg *config.Backend) backend.Options {
 			ErrorLog:  d.log,
 		})
 		opts.Stderr = pidSink{sink}
+		if cfg.Prerequisite != nil {
+			opts.PrerequisiteStderr = d.prerequisiteSink(cfg)
+		}
 		// MCP log messages share the sink and its rate limit; the sink is
 		// closed when the backend is gone.
 		d.sinksMu.Lock()
@@ -555,9 +571,14 @@ func (d *daemon) releaseSink(b *backend.Backend) {
 	d.sinksMu.Lock()
 	sink := d.sinks[b.Config()]
 	delete(d.sinks, b.Config())
+	prereq := d.prereqSinks[b.Config()]
+	delete(d.prereqSinks, b.Config())
 	d.sinksMu.Unlock()
 	if sink != nil {
 		sink.Close()
+	}
+	if prereq != nil {
+		prereq.Close()
 	}
 }
 

@@ -115,6 +115,11 @@ func (g *dbusGateway) Backend(name string) (dbusapi.BackendStatus, bool) {
 	}
 	st := backendStatus(b, g.toolNames()[name])
 	st.StderrTail = b.StderrTail(math.MaxInt)
+	total, byTool := g.d.gw.OutputBytes(name)
+	st.NBytesProcessed, st.NBytesReturned = total.Processed, total.Returned
+	for _, t := range byTool {
+		st.ToolOutputBytes = append(st.ToolOutputBytes, dbusapi.ToolOutputBytes{Tool: t.Tool, Processed: t.Processed, Returned: t.Returned})
+	}
 	return st, true
 }
 
@@ -143,8 +148,17 @@ func backendStatus(b *backend.Backend, tools []string) dbusapi.BackendStatus {
 		LastError:            st.LastError,
 		StateChangeTimestamp: since,
 		Tools:                tools,
-		Command:              append([]string{cfg.Command}, cfg.Args...),
+		Command:              command(cfg),
 	}
+}
+
+// command is the command line a backend runs; none for a cli backend,
+// whose tools each have their own.
+func command(cfg *config.Backend) []string {
+	if cfg.Transport == "cli" {
+		return nil
+	}
+	return append([]string{cfg.Command}, cfg.Args...)
 }
 
 func (g *dbusGateway) Tools() []dbusapi.Tool {

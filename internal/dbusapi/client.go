@@ -157,6 +157,8 @@ func (c *Client) Backend(ctx context.Context, name string) (BackendStatus, error
 		"LastExitStatus": &b.LastExitStatus, "LastError": &b.LastError,
 		"StateChangeTimestamp": &b.StateChangeTimestamp, "Tools": &b.Tools,
 		"StderrTail": &b.StderrTail, "Command": &b.Command,
+		"NBytesProcessed": &b.NBytesProcessed, "NBytesReturned": &b.NBytesReturned,
+		"ToolOutputBytes": &b.ToolOutputBytes,
 	})
 	return b, err
 }

@@ -100,6 +100,19 @@ type BackendStatus struct {
 	Tools                []string `json:"tools"`                  // the exposed names of its tools
 	Command              []string `json:"command"`
 	StderrTail           []string `json:"stderr_tail,omitempty"`
+	// The output pipeline's byte counts of tools/call results, in total
+	// and by tool (its name at the backend).
+	NBytesProcessed uint64            `json:"bytes_processed"`
+	NBytesReturned  uint64            `json:"bytes_returned"`
+	ToolOutputBytes []ToolOutputBytes `json:"tool_output_bytes,omitempty"`
+}
+
+// ToolOutputBytes is one element of the ToolOutputBytes property, a(stt):
+// a tool's name at its backend, bytes processed and bytes returned.
+type ToolOutputBytes struct {
+	Tool      string `json:"tool"`
+	Processed uint64 `json:"processed"`
+	Returned  uint64 `json:"returned"`
 }
 
 // ManagerStatus is what the interface shows of the gateway as a whole: the

@@ -107,6 +107,9 @@ func (b backendObject) properties() (string, map[string]dbus.Variant, *dbus.Erro
 	props["LastExitStatus"] = dbus.MakeVariant(st.LastExitStatus)
 	props["StderrTail"] = dbus.MakeVariant(nonNil(st.StderrTail))
 	props["Command"] = dbus.MakeVariant(nonNil(st.Command))
+	props["NBytesProcessed"] = dbus.MakeVariant(st.NBytesProcessed)
+	props["NBytesReturned"] = dbus.MakeVariant(st.NBytesReturned)
+	props["ToolOutputBytes"] = dbus.MakeVariant(nonNil(st.ToolOutputBytes))
 	return BackendInterface, props, nil
 }
 

@@ -322,9 +322,10 @@ func variantEqual(a, b dbus.Variant) bool {
 	return a.Signature() == b.Signature() && a.Value() == b.Value()
 }
 
-func nonNil(s []string) []string {
+// nonNil returns s, or an empty slice for nil: D-Bus has no nil array.
+func nonNil[T any](s []T) []T {
 	if s == nil {
-		return []string{}
+		return []T{}
 	}
 	return s
 }

@@ -340,6 +340,7 @@ func TestServerProperties(t *testing.T) {
 		"Name": "alpha", "State": "healthy", "MainPID": uint32(42), "NRestarts": uint32(0),
 		"LastExitStatus": int32(0), "LastError": "", "StateChangeTimestamp": uint64(0),
 		"Tools": []string{"alpha__echo"}, "StderrTail": []string{"hello"}, "Command": []string{"fake", "--tools", "echo"},
+		"NBytesProcessed": uint64(0), "NBytesReturned": uint64(0), "ToolOutputBytes": []any{},
 	}
 	if len(props) != len(want) {
 		t.Errorf("GetAll returned %d properties, want %d: %v", len(props), len(want), props)

@@ -133,6 +133,7 @@ func TestInstalledPackage(t *testing.T) {
 	r.step("4-journal-fields", g.checkJournalFields)
 	r.step("5-kill-backend", g.checkKillBackend)
 	r.step("6-reload", g.checkReload)
+	r.step("6b-requires-unit", g.checkRequiresUnit)
 	r.step("7-watchdog", g.checkWatchdog)
 	r.step("8-stop", g.checkStop)
 	r.step("9-upgrade", g.checkUpgrade)

@@ -25,6 +25,7 @@ type call struct {
 	started  time.Time
 	progress atomic.Int64 // when the backend last reported progress, unix ns
 
+	tool        string          // for tools/call, the tool's name at the backend
 	token       string          // our progress token toward the backend, as JSON; "" if none
 	clientToken json.RawMessage // the client's progress token
 	unsent      string          // why the call was given up before bcall was set; guarded by sess.mu
@@ -55,6 +56,9 @@ func (c *call) deliver(resp *jsonrpc.Message, err error) {
 		c.stream.push(errorResponse(c.clientID, CodeBackendUnavailable, "%v", err), true)
 	case resp.Error != nil:
 		c.stream.push(jsonrpc.AppendRawError(nil, c.clientID, resp.Error), true)
+	case c.tool != "":
+		result := c.sess.g.processOutput(c.b.Name(), c.tool, resp.Result)
+		c.stream.push(jsonrpc.AppendResult(nil, c.clientID, result), true)
 	default:
 		c.stream.push(jsonrpc.AppendResult(nil, c.clientID, resp.Result), true)
 	}

@@ -86,7 +86,8 @@ type Gateway struct {
 
 	sessions  sync.Map // session id → *Session
 	perClient clientSessions
-	progress  sync.Map // gateway progress token (as JSON) → *call
+	progress  sync.Map     // gateway progress token (as JSON) → *call
+	tokens    atomic.Int64 // numbers composite runs
 
 	subsMu sync.Mutex
 	subs   map[subKey]int // subscribing sessions per backend and uri
@@ -97,6 +98,10 @@ type Gateway struct {
 	draining atomic.Bool
 	inflight atomic.Int64  // requests forwarded and not yet answered
 	idle     chan struct{} // signalled when inflight drops to zero
+
+	settings atomic.Pointer[settings] // see Configure
+	outputState
+	localState
 }
 
 type subKey struct{ backend, uri string }
@@ -127,6 +132,7 @@ func New(registry Registry, opts Options) *Gateway {
 		idle:      make(chan struct{}, 1),
 	}
 	g.catalog.Store(catalog.Build(nil))
+	g.localState.init()
 	return g
 }
 
@@ -140,12 +146,15 @@ func (g *Gateway) Refresh() {
 	defer g.rebuildMu.Unlock()
 	var sources []catalog.Source
 	for _, b := range g.registry.Backends() {
-		if b.Conn() == nil {
+		if !serving(b) {
 			continue
 		}
 		sources = append(sources, catalog.Source{Backend: b.Name(), Prefix: b.Config().ToolPrefix, Lists: b.Lists()})
 	}
+	// Composites come last: a backend's tool keeps a name both claim.
+	sources = append(sources, g.compositeSource())
 	next := catalog.Build(sources)
+	next.Conflicts = append(next.Conflicts, g.compositeWarnings(next)...)
 	prev := g.catalog.Swap(next)
 	seen := map[string]bool{}
 	for _, c := range next.Conflicts {
@@ -255,9 +264,11 @@ func (g *Gateway) callEnded() {
 	}
 }
 
-// Close ends every session.
+// Close ends every session, and every cli program and composite still
+// running, waiting until those programs are killed and reaped.
 func (g *Gateway) Close() {
 	g.eachSession(func(s *Session) { g.CloseSession(s.ID, "the gateway is shutting down") })
+	g.closeLocal()
 }
 
 // Run expires idle sessions until ctx ends.

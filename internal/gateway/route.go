@@ -56,7 +56,11 @@ func (s *Session) HandleRequest(msg *jsonrpc.Message, stream *Stream) {
 			fail(s.unknownToolFor(cat, name))
 			return
 		}
-		s.forwardThen(msg, stream, tool.Backend, renamed(msg.Params, span, name, tool.Original), s.audited(msg, tool.Backend, "tool", name))
+		audit := s.audited(msg, tool.Backend, "tool", name)
+		if s.callLocal(msg, stream, tool, audit) {
+			return
+		}
+		s.forwardThen(msg, stream, tool.Backend, renamed(msg.Params, span, name, tool.Original), audit)
 	case "prompts/get":
 		name, span, err := stringParam(msg.Params, "name")
 		if err != nil {
@@ -178,6 +182,9 @@ func (s *Session) forwardThen(msg *jsonrpc.Message, stream *Stream, name string,
 		return
 	}
 	c := &call{sess: s, clientID: msg.ID, stream: stream, b: b, conn: conn, then: then, started: time.Now()}
+	if msg.Method == "tools/call" {
+		c.tool, _, _ = stringParam(params, "name") // for the output pipeline
+	}
 	if tok, span, ok := jsonrpc.LookupPath(params, "_meta", "progressToken"); ok {
 		c.token = newToken()
 		c.clientToken = tok

@@ -244,6 +244,8 @@ func (s *Session) HandleNotification(msg *jsonrpc.Message) {
 		s.mu.Unlock()
 		if c != nil {
 			c.cancel(reason)
+		} else {
+			s.g.cancelLocal(s, idRaw)
 		}
 	case "notifications/roots/list_changed":
 		var relaying []*backend.Backend
@@ -325,6 +327,7 @@ func (s *Session) close(why string) {
 	for _, c := range calls {
 		c.cancel(why)
 	}
+	s.g.cancelLocals(s)
 	for _, r := range relays {
 		if s.g.takeRelay(r.conn, r.backendID) == nil {
 			continue // answered, expired or cancelled meanwhile

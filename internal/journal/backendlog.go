@@ -51,6 +51,9 @@ type BackendLogOptions struct {
 	Backend string
 	// Instance, when not "", is written as MCPGATE_INSTANCE.
 	Instance string
+	// Prerequisite marks the output of the backend's prerequisite process
+	// (MCPGATE_PREREQUISITE=1) rather than of the backend itself.
+	Prerequisite bool
 	// PID is the child's pid for MCPGATE_BACKEND_PID until SetPID; 0 omits
 	// the field.
 	PID int
@@ -141,6 +144,9 @@ func NewBackendLog(w *Writer, opts BackendLogOptions) *BackendLog {
 	static.Add("MCPGATE_BACKEND", opts.Backend)
 	if opts.Instance != "" {
 		static.Add("MCPGATE_INSTANCE", opts.Instance)
+	}
+	if opts.Prerequisite {
+		static.Add("MCPGATE_PREREQUISITE", "1")
 	}
 	l := &BackendLog{
 		w:          w,

@@ -49,6 +49,9 @@ find "$root/usr/share/man" -type f -name '*.[0-9]' -exec gzip -9n {} +
 doc=$root/usr/share/doc/mcpgate
 install -d "$doc"
 install -m 0644 "$here/copyright" "$doc/copyright"
+# Adapter files for cli backends (mcpgate.toml(5), adapter_file).
+install -d "$doc/examples/adapters"
+install -m 0644 examples/adapters/*.toml "$doc/examples/adapters/"
 maintainer=$(sed -n 's/^Maintainer: //p' "$here/control.in")
 {
 	printf 'mcpgate (%s) unstable; urgency=medium\n\n' "$version"
