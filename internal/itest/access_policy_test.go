@@ -36,6 +36,15 @@ func TestAccessPolicyHidesABackend(t *testing.T) {
 		t.Errorf("narrow calling an unknown tool: %v", unknown)
 	}
 
+	// A composite runs its steps as its caller: it never reaches a tool
+	// its caller may not call.
+	if res := callResult(t, full, "composite__via_b", nil); res.IsError || testutil.ToolText(res) != "through b" {
+		t.Errorf("full calling composite__via_b = %q (isError %v), want b's answer", testutil.ToolText(res), res.IsError)
+	}
+	if res := callResult(t, narrow, "composite__via_b", nil); !res.IsError || !strings.Contains(testutil.ToolText(res), `unknown tool "b__echo"`) {
+		t.Errorf("narrow calling composite__via_b = %q, want the step to fail with the unknown-tool error", testutil.ToolText(res))
+	}
+
 	prompts, err := narrow.ListPrompts(ctx, nil)
 	if err != nil || len(prompts.Prompts) != 1 || prompts.Prompts[0].Name != "a__greet" {
 		t.Errorf("narrow's prompts = %+v, %v; want only a__greet", prompts, err)

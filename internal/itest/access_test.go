@@ -48,6 +48,11 @@ args = ["--tools", "alpha", "--prompts", "--resources", "2"]
 command = %[1]q
 args = ["--tools", "beta", "--prompts"]
 
+# A composite whose step is a tool of b: narrow may see the composite
+# but not the step's tool.
+[composites.via_b]
+steps = [{ tool = "b__echo", arguments = { text = "through b" } }]
+
 [clients.full]
 token_sha256 = %[2]q
 
