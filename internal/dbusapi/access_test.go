@@ -140,9 +140,10 @@ inherit_env = ["DBUS_SYSTEM_BUS_ADDRESS"]
 	}
 }
 
-// TestStderrTailOnlyForJournalReaders: what a backend printed may hold
-// secrets; nobody (uid 65534) gets an empty StderrTail from GetAll and an
-// AccessDenied error from Get, root gets the lines.
+// TestStderrTailOnlyForJournalReaders: what a backend printed or said may
+// hold secrets; nobody (uid 65534) gets an empty StderrTail and LastError
+// from GetAll and an AccessDenied error from Get, root gets them. Here
+// beta's LastError holds the error message its initialize answer carried.
 func TestStderrTailOnlyForJournalReaders(t *testing.T) {
 	if os.Geteuid() != 0 {
 		testutil.Unavailable(t, "needs root to run busctl as nobody")
@@ -151,7 +152,24 @@ func TestStderrTailOnlyForJournalReaders(t *testing.T) {
 	g := startGateway(t, dbustest.Options{System: true, Include: []string{policy}}, `
 [backends.alpha]
 command = "FAKE"
+
+[backends.beta]
+command = "/bin/sh"
+args = ["-c", "read -r line; echo '{\"jsonrpc\":\"2.0\",\"id\":1,\"error\":{\"code\":-32603,\"message\":\"token=said-by-the-server\"}}'; sleep 60"]
+max_restarts = 0
 `, "")
+	testutil.Eventually(t, 30*time.Second, "beta's LastError with the server's message", func() bool {
+		return strings.Contains(g.property(t, "beta", "LastError"), "said-by-the-server")
+	})
+	for _, prop := range []string{"StderrTail", "LastError"} {
+		_, err := g.busctl(t, true, "get-property", dbusapi.BusName, string(dbusapi.BackendPath("beta")), dbusapi.BackendInterface, prop)
+		if err == nil || !strings.Contains(err.Error(), "journal") {
+			t.Errorf("Get %s as nobody: %v; want access denied", prop, err)
+		}
+	}
+	if out, err := g.busctl(t, true, "call", dbusapi.BusName, string(dbusapi.BackendPath("beta")), "org.freedesktop.DBus.Properties", "GetAll", "s", dbusapi.BackendInterface); err != nil || !strings.Contains(out, `"LastError" s ""`) {
+		t.Errorf("GetAll of beta as nobody: %v %s; want every property, LastError empty", err, out)
+	}
 	cs := g.daemon.Connect(t, nil)
 	testutil.MustCallTool(t, cs, "alpha__stderr", map[string]any{"text": "token=printed-by-the-server", "repeat": 1})
 	testutil.Eventually(t, 30*time.Second, "the stderr line in StderrTail", func() bool {

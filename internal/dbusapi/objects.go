@@ -140,12 +140,12 @@ func (p properties) Get(msg dbus.Message, iface, name string) (dbus.Variant, *db
 	if err != nil {
 		return dbus.Variant{}, err
 	}
-	if _, private := values[privateProperty]; private && name == privateProperty {
+	v, ok := values[name]
+	if _, private := privateProperties[name]; private && ok {
 		if err := p.mayReadOutput(msg); err != nil {
 			return dbus.Variant{}, dbusError(err)
 		}
 	}
-	v, ok := values[name]
 	if !ok {
 		return dbus.Variant{}, dbus.NewError("org.freedesktop.DBus.Error.UnknownProperty", []any{"no property " + name + " in " + iface})
 	}
@@ -153,17 +153,33 @@ func (p properties) Get(msg dbus.Message, iface, name string) (dbus.Variant, *db
 }
 
 // GetAll returns every property of iface; "" means the object's interface.
-// StderrTail is empty for a caller that may not read it.
+// The private properties are empty for a caller that may not read them.
 func (p properties) GetAll(msg dbus.Message, iface string) (map[string]dbus.Variant, *dbus.Error) {
 	values, err := p.values(iface)
-	if _, private := values[privateProperty]; private && err == nil && p.mayReadOutput(msg) != nil {
-		values[privateProperty] = dbus.MakeVariant([]string{})
+	if err != nil || !hasPrivate(values) || p.mayReadOutput(msg) == nil {
+		return values, err
 	}
-	return values, err
+	for name, empty := range privateProperties {
+		if _, ok := values[name]; ok {
+			values[name] = dbus.MakeVariant(empty)
+		}
+	}
+	return values, nil
 }
 
-// privateProperty is the property that carries what a child printed.
-const privateProperty = "StderrTail"
+// privateProperties are the properties that can carry what a child printed
+// or said (its stderr, the error message of its answers), each with its
+// empty value.
+var privateProperties = map[string]any{"StderrTail": []string{}, "LastError": ""}
+
+func hasPrivate(values map[string]dbus.Variant) bool {
+	for name := range privateProperties {
+		if _, ok := values[name]; ok {
+			return true
+		}
+	}
+	return false
+}
 
 // mayReadOutput asks the server's authorizer whether the caller may read
 // backend output; without an OutputAuthorizer nobody may.

@@ -262,7 +262,17 @@ func (s *Server) emitter() {
 			now := watchedBackend(b)
 			if changed := diff(last, now); len(changed) > 0 {
 				announcedBackends[b.Name] = now
-				s.emit(BackendPath(b.Name), propertiesChanged, BackendInterface, changed, []string{})
+				// A private property's value is for its readers only: the
+				// signal, which every peer can receive, says only that it
+				// changed.
+				invalidated := []string{}
+				for name := range privateProperties {
+					if _, ok := changed[name]; ok {
+						delete(changed, name)
+						invalidated = append(invalidated, name)
+					}
+				}
+				s.emit(BackendPath(b.Name), propertiesChanged, BackendInterface, changed, invalidated)
 			}
 		}
 		now := watchedManager(s.managerStatus())
