@@ -1,0 +1,209 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/mcpgate/mcpgate/bench/internal/gateways"
+	"github.com/mcpgate/mcpgate/bench/internal/load"
+	"github.com/mcpgate/mcpgate/bench/internal/proc"
+	"github.com/mcpgate/mcpgate/bench/internal/report"
+)
+
+// plan is the size of each scenario.
+type plan struct {
+	warmup, measure time.Duration
+	sessions        []int // at 1 KiB
+	payloads        []int // at payloadSessions sessions
+	payloadSessions int
+	large           int // bytes of the one large result
+	idle, busy      int
+	demoSessions    int
+	startup         []int // numbers of backends
+	startupRepeats  int
+}
+
+func planFor(quick bool) plan {
+	if quick {
+		return plan{
+			warmup: 200 * time.Millisecond, measure: 500 * time.Millisecond,
+			sessions: []int{1, 16}, payloads: []int{64 << 10}, payloadSessions: 4,
+			large: 5_000_000, idle: 50, busy: 4, demoSessions: 4,
+			startup: []int{10}, startupRepeats: 1,
+		}
+	}
+	return plan{
+		warmup: time.Second, measure: 3 * time.Second,
+		sessions: []int{1, 16, 64, 256}, payloads: []int{64 << 10, 1 << 20}, payloadSessions: 16,
+		large: 50_000_000, idle: 1000, busy: 16, demoSessions: 16,
+		startup: []int{10, 100}, startupRepeats: 3,
+	}
+}
+
+// bencher runs the scenarios and collects their results.
+type bencher struct {
+	ctx   context.Context
+	env   *gateways.Env
+	group *proc.Group
+	plan  plan
+	r     *report.Results
+	out   string
+}
+
+func (b *bencher) echo() []string { return []string{filepath.Join(b.env.Bin, "benchecho")} }
+
+// startAll starts every gateway in front of backend; they run side by
+// side, idle while another is measured.
+func (b *bencher) startAll(backend []string) ([]*gateways.Running, func(), error) {
+	var running []*gateways.Running
+	stop := func() {
+		for _, g := range running {
+			b.group.Stop(g.Proc)
+		}
+	}
+	for _, g := range gateways.All() {
+		rg, err := g.Start(b.ctx, b.env, b.group, backend)
+		if err != nil {
+			stop()
+			return nil, nil, err
+		}
+		running = append(running, rg)
+	}
+	return running, stop, nil
+}
+
+// loadScenarios runs the large result on fresh gateways (so that their
+// peak RSS is the result's), then the session and payload loads, each load
+// on every gateway in turn.
+func (b *bencher) loadScenarios() error {
+	running, stop, err := b.startAll(b.echo())
+	if err != nil {
+		return err
+	}
+	defer stop()
+	for _, g := range running {
+		b.r.Large = append(b.r.Large, b.large(g))
+	}
+	for _, n := range b.plan.sessions {
+		for _, g := range running {
+			b.r.Load = append(b.r.Load, b.loadRun("sessions", "benchecho", g, n, 1024))
+		}
+	}
+	for _, size := range b.plan.payloads {
+		for _, g := range running {
+			b.r.Load = append(b.r.Load, b.loadRun("payload", "benchecho", g, b.plan.payloadSessions, size))
+		}
+	}
+	return nil
+}
+
+// loadRun measures one load on one gateway.
+func (b *bencher) loadRun(scenario, backend string, g *gateways.Running, sessions, payload int) report.LoadRun {
+	lr := report.LoadRun{Scenario: scenario, Backend: backend, Gateway: g.Name, Sessions: sessions, Payload: payload}
+	fmt.Fprintf(os.Stderr, "  %-8s %-10s %-12s sessions=%-4d payload=%d\n", scenario, backend, g.Name, sessions, payload)
+	res, err := load.Run(b.ctx, g.URL, load.Spec{Sessions: sessions, Payload: payload, Warmup: b.plan.warmup, Duration: b.plan.measure})
+	if err != nil {
+		lr.Skipped = "failed: " + err.Error()
+		return lr
+	}
+	lr.Result = &res
+	if m, err := proc.Mem(g.Proc.PID); err == nil {
+		lr.RSSKiB = m.RSS
+	}
+	lr.Processes = len(proc.Tree(g.Proc.PID))
+	return lr
+}
+
+// large sends one tools/call whose result is plan.large bytes.
+func (b *bencher) large(g *gateways.Running) report.LargeRun {
+	lr := report.LargeRun{Gateway: g.Name, Bytes: b.plan.large}
+	fmt.Fprintf(os.Stderr, "  large    %-12s %d bytes\n", g.Name, b.plan.large)
+	if m, err := proc.Mem(g.Proc.PID); err == nil {
+		lr.BaseRSSKiB = m.RSS
+	}
+	s := load.NewSession(g.URL, "")
+	defer s.Close()
+	ctx, cancel := context.WithTimeout(b.ctx, 2*time.Minute)
+	defer cancel()
+	err := s.Initialize(ctx)
+	if err == nil {
+		t0 := time.Now()
+		err = s.Call(ctx, b.plan.large)
+		lr.Seconds = time.Since(t0).Seconds()
+	}
+	if err != nil {
+		lr.Error = err.Error()
+	}
+	if m, err := proc.Mem(g.Proc.PID); err == nil {
+		lr.PeakRSSKiB = m.Peak
+		lr.PeakOverRes = float64(m.Peak*1024) / float64(b.plan.large)
+	}
+	return lr
+}
+
+// idleScenario opens many sessions that then stay idle, on fresh
+// gateways, and measures what each costs and how busy sessions fare
+// beside them.
+func (b *bencher) idleScenario() error {
+	running, stop, err := b.startAll(b.echo())
+	if err != nil {
+		return err
+	}
+	defer stop()
+	for _, g := range running {
+		b.r.Idle = append(b.r.Idle, b.idle(g))
+	}
+	return nil
+}
+
+// idleConns is how many connections the idle sessions share.
+const idleConns = 8
+
+func (b *bencher) idle(g *gateways.Running) report.IdleRun {
+	ir := report.IdleRun{Gateway: g.Name, Idle: b.plan.idle}
+	fmt.Fprintf(os.Stderr, "  idle     %-12s %d idle, %d busy\n", g.Name, b.plan.idle, b.plan.busy)
+	before, _, err := proc.TreeRSS(g.Proc.PID)
+	if err != nil {
+		ir.Error = err.Error()
+		return ir
+	}
+	shared := load.Client(idleConns)
+	defer shared.CloseIdleConnections()
+	idle, err := load.OpenShared(b.ctx, g.URL, b.plan.idle, shared)
+	if err != nil {
+		ir.Error = err.Error()
+		return ir
+	}
+	defer load.CloseAll(idle)
+	after, n, err := proc.TreeRSS(g.Proc.PID)
+	if err != nil {
+		ir.Error = err.Error()
+		return ir
+	}
+	ir.RSSBeforeKiB, ir.RSSAfterKiB, ir.Processes = before, after, n
+	ir.BytesPerSession = float64((after-before)*1024) / float64(b.plan.idle)
+	res, err := load.Run(b.ctx, g.URL, load.Spec{Sessions: b.plan.busy, Payload: 1024, Warmup: b.plan.warmup, Duration: b.plan.measure})
+	if err != nil {
+		ir.Error = err.Error()
+		return ir
+	}
+	ir.Busy = &res
+	return ir
+}
+
+// demoScenario puts the demo server behind every gateway: a realistic
+// backend that decodes and encodes JSON.
+func (b *bencher) demoScenario() error {
+	running, stop, err := b.startAll([]string{filepath.Join(b.env.Bin, "mcpgate-demoserver")})
+	if err != nil {
+		return err
+	}
+	defer stop()
+	for _, g := range running {
+		b.r.Load = append(b.r.Load, b.loadRun("demo", "demoserver", g, b.plan.demoSessions, 1024))
+	}
+	return nil
+}

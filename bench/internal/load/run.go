@@ -1,0 +1,166 @@
+package load
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Result is what one load run measured; latencies are in milliseconds.
+type Result struct {
+	Sessions    int     `json:"sessions"`
+	Payload     int     `json:"payload_bytes"`
+	Seconds     float64 `json:"seconds"`
+	Calls       int     `json:"calls"`
+	Errors      int     `json:"errors"`
+	FirstError  string  `json:"first_error,omitempty"`
+	CallsPerSec float64 `json:"calls_per_sec"`
+	P50         float64 `json:"p50_ms"`
+	P90         float64 `json:"p90_ms"`
+	P99         float64 `json:"p99_ms"`
+	Max         float64 `json:"max_ms"`
+}
+
+// Spec says what load to make.
+type Spec struct {
+	Sessions int
+	Payload  int           // bytes of the echo tool's text
+	Warmup   time.Duration // calls in this first stretch are not measured
+	Duration time.Duration // the measured stretch
+}
+
+// Open initializes n sessions at url, at most 32 at a time, each on its
+// own connection.
+func Open(ctx context.Context, url string, n int, payload string) ([]*Session, error) {
+	return open(ctx, url, n, payload, nil)
+}
+
+// OpenShared initializes n sessions at url that share the connections of
+// one client: sessions that will stay idle, whose memory at the gateway is
+// then not hidden by that of their connections.
+func OpenShared(ctx context.Context, url string, n int, client *http.Client) ([]*Session, error) {
+	return open(ctx, url, n, "", client)
+}
+
+func open(ctx context.Context, url string, n int, payload string, client *http.Client) ([]*Session, error) {
+	sessions := make([]*Session, n)
+	errs := make([]error, n)
+	sem := make(chan struct{}, 32)
+	var wg sync.WaitGroup
+	for i := range sessions {
+		sessions[i] = NewSession(url, payload)
+		if client != nil {
+			sessions[i].http, sessions[i].shared = client, true
+		}
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			errs[i] = sessions[i].Initialize(ctx)
+		}()
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			CloseAll(sessions)
+			return nil, fmt.Errorf("session %d of %d: %w", i+1, n, err)
+		}
+	}
+	return sessions, nil
+}
+
+// CloseAll closes the connections of sessions.
+func CloseAll(sessions []*Session) {
+	for _, s := range sessions {
+		s.Close()
+	}
+}
+
+// Run opens spec.Sessions sessions at url, each calling echo back to back
+// through the warm-up and the measured stretch, and reports the latency
+// of the calls that started in the measured stretch.
+func Run(ctx context.Context, url string, spec Spec) (Result, error) {
+	payload := strings.Repeat("x", spec.Payload)
+	sessions, err := Open(ctx, url, spec.Sessions, payload)
+	if err != nil {
+		return Result{}, err
+	}
+	defer CloseAll(sessions)
+	return Drive(ctx, sessions, spec)
+}
+
+// Drive makes the load of spec with sessions already open.
+func Drive(ctx context.Context, sessions []*Session, spec Spec) (Result, error) {
+	start := time.Now()
+	measured := start.Add(spec.Warmup)
+	end := measured.Add(spec.Duration)
+	ctx, cancel := context.WithDeadline(ctx, end.Add(30*time.Second))
+	defer cancel()
+	type tally struct {
+		lat   []time.Duration
+		errs  int
+		first string
+	}
+	tallies := make([]tally, len(sessions))
+	var wg sync.WaitGroup
+	for i, s := range sessions {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			t := &tallies[i]
+			t.lat = make([]time.Duration, 0, 4096)
+			for {
+				t0 := time.Now()
+				if !t0.Before(end) || ctx.Err() != nil {
+					return
+				}
+				err := s.Call(ctx, 0)
+				d := time.Since(t0)
+				if t0.Before(measured) {
+					continue
+				}
+				if err != nil {
+					t.errs++
+					if t.first == "" {
+						t.first = err.Error()
+					}
+					continue
+				}
+				t.lat = append(t.lat, d)
+			}
+		}()
+	}
+	wg.Wait()
+	r := Result{Sessions: len(sessions), Payload: len(sessions[0].payload), Seconds: spec.Duration.Seconds()}
+	var all []time.Duration
+	for _, t := range tallies {
+		all = append(all, t.lat...)
+		r.Errors += t.errs
+		if r.FirstError == "" {
+			r.FirstError = t.first
+		}
+	}
+	summarize(&r, all, spec.Duration)
+	return r, nil
+}
+
+// summarize fills in the rate and the percentiles of lat.
+func summarize(r *Result, lat []time.Duration, window time.Duration) {
+	r.Calls = len(lat)
+	r.CallsPerSec = float64(len(lat)) / window.Seconds()
+	if len(lat) == 0 {
+		return
+	}
+	slices.Sort(lat)
+	pick := func(q float64) float64 {
+		i := int(q * float64(len(lat)-1))
+		return ms(lat[i])
+	}
+	r.P50, r.P90, r.P99, r.Max = pick(0.50), pick(0.90), pick(0.99), ms(lat[len(lat)-1])
+}
+
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
