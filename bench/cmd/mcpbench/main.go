@@ -106,7 +106,8 @@ func bench(ctx context.Context, o *options) error {
 		name string
 		run  func() error
 	}{
-		{"large result and load", b.loadScenarios},
+		{"large result", b.largeScenario},
+		{"sessions and payloads", b.loadScenarios},
 		{"idle sessions", b.idleScenario},
 		{"demo backend", b.demoScenario},
 		{"start-up", b.startupScenario},

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/mcpgate/mcpgate/bench/internal/gateways"
@@ -75,18 +76,29 @@ func (b *bencher) startAll(backend []string) ([]*gateways.Running, func(), error
 	return running, stop, nil
 }
 
-// loadScenarios runs the large result on fresh gateways (so that their
-// peak RSS is the result's), then the session and payload loads, each load
-// on every gateway in turn.
+// largeScenario sends the large result through each gateway, each freshly
+// started (so that its peak RSS is the result's) and stopped after it (so
+// that a gateway the result wedges does not fail the other scenarios).
+func (b *bencher) largeScenario() error {
+	for _, g := range gateways.All() {
+		rg, err := g.Start(b.ctx, b.env, b.group, b.echo())
+		if err != nil {
+			return err
+		}
+		b.r.Large = append(b.r.Large, b.large(rg))
+		b.group.Stop(rg.Proc)
+	}
+	return nil
+}
+
+// loadScenarios runs the session and payload loads, each load on every
+// gateway in turn.
 func (b *bencher) loadScenarios() error {
 	running, stop, err := b.startAll(b.echo())
 	if err != nil {
 		return err
 	}
 	defer stop()
-	for _, g := range running {
-		b.r.Large = append(b.r.Large, b.large(g))
-	}
 	for _, n := range b.plan.sessions {
 		for _, g := range running {
 			b.r.Load = append(b.r.Load, b.loadRun("sessions", "benchecho", g, n, 1024))
@@ -104,18 +116,30 @@ func (b *bencher) loadScenarios() error {
 func (b *bencher) loadRun(scenario, backend string, g *gateways.Running, sessions, payload int) report.LoadRun {
 	lr := report.LoadRun{Scenario: scenario, Backend: backend, Gateway: g.Name, Sessions: sessions, Payload: payload}
 	fmt.Fprintf(os.Stderr, "  %-8s %-10s %-12s sessions=%-4d payload=%d\n", scenario, backend, g.Name, sessions, payload)
-	res, err := load.Run(b.ctx, g.URL, load.Spec{Sessions: sessions, Payload: payload, Warmup: b.plan.warmup, Duration: b.plan.measure})
+	open, err := load.Open(b.ctx, g.URL, sessions, strings.Repeat("x", payload))
+	if err != nil {
+		lr.Skipped = "failed: " + err.Error()
+		return lr
+	}
+	defer load.CloseAll(open)
+	res, err := load.Drive(b.ctx, open, load.Spec{Warmup: b.plan.warmup, Duration: b.plan.measure})
 	if err != nil {
 		lr.Skipped = "failed: " + err.Error()
 		return lr
 	}
 	lr.Result = &res
+	// Measured while the sessions are open: a gateway may hold a process
+	// per session.
 	if m, err := proc.Mem(g.Proc.PID); err == nil {
 		lr.RSSKiB = m.RSS
 	}
 	lr.Processes = len(proc.Tree(g.Proc.PID))
 	return lr
 }
+
+// largeTimeout bounds the large call: mcpgate and the floor take well
+// under a second, and a gateway that takes longer fails the scenario.
+const largeTimeout = 30 * time.Second
 
 // large sends one tools/call whose result is plan.large bytes.
 func (b *bencher) large(g *gateways.Running) report.LargeRun {
@@ -126,7 +150,7 @@ func (b *bencher) large(g *gateways.Running) report.LargeRun {
 	}
 	s := load.NewSession(g.URL, "")
 	defer s.Close()
-	ctx, cancel := context.WithTimeout(b.ctx, 2*time.Minute)
+	ctx, cancel := context.WithTimeout(b.ctx, largeTimeout)
 	defer cancel()
 	err := s.Initialize(ctx)
 	if err == nil {

@@ -23,6 +23,10 @@ import (
 // of the benchmark speaks.
 const Protocol = "2025-06-18"
 
+// CallTimeout bounds every HTTP request: a gateway that takes longer has
+// failed the call.
+const CallTimeout = 30 * time.Second
+
 // Session is one MCP session on one connection.
 type Session struct {
 	url     string
@@ -128,6 +132,8 @@ func (s *Session) Call(ctx context.Context, blob int) error {
 // JSON-RPC response with id (nil for a notification), whether it came as
 // plain JSON or in an event stream.
 func (s *Session) post(ctx context.Context, body []byte, id int64) (http.Header, []byte, error) {
+	ctx, cancel := context.WithTimeout(ctx, CallTimeout)
+	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.url, bytes.NewReader(body))
 	if err != nil {
 		return nil, nil, err

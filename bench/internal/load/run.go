@@ -47,8 +47,11 @@ func OpenShared(ctx context.Context, url string, n int, client *http.Client) ([]
 }
 
 func open(ctx context.Context, url string, n int, payload string, client *http.Client) ([]*Session, error) {
+	// The first failure cancels the rest: a gateway that fails one
+	// initialize is not waited for n times.
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
 	sessions := make([]*Session, n)
-	errs := make([]error, n)
 	sem := make(chan struct{}, 32)
 	var wg sync.WaitGroup
 	for i := range sessions {
@@ -60,24 +63,32 @@ func open(ctx context.Context, url string, n int, payload string, client *http.C
 		sem <- struct{}{}
 		go func() {
 			defer func() { <-sem; wg.Done() }()
-			errs[i] = sessions[i].Initialize(ctx)
+			if err := sessions[i].Initialize(ctx); err != nil {
+				cancel(fmt.Errorf("session %d of %d: %w", i+1, n, err))
+			}
 		}()
 	}
 	wg.Wait()
-	for i, err := range errs {
-		if err != nil {
-			CloseAll(sessions)
-			return nil, fmt.Errorf("session %d of %d: %w", i+1, n, err)
-		}
+	if err := context.Cause(ctx); err != nil {
+		CloseAll(sessions)
+		return nil, err
 	}
 	return sessions, nil
 }
 
-// CloseAll closes the connections of sessions.
+// CloseAll ends sessions, at most 32 at a time.
 func CloseAll(sessions []*Session) {
+	sem := make(chan struct{}, 32)
+	var wg sync.WaitGroup
 	for _, s := range sessions {
-		s.Close()
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			s.Close()
+		}()
 	}
+	wg.Wait()
 }
 
 // Run opens spec.Sessions sessions at url, each calling echo back to back
