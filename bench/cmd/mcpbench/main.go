@@ -15,6 +15,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -28,8 +29,8 @@ func main() { os.Exit(run(os.Args[1:])) }
 
 // options are the command-line flags.
 type options struct {
-	bin, npm, node, out, markdown, plots, version, reportOnly string
-	quick, verbose                                            bool
+	bin, npm, node, out, markdown, plots, version, reportOnly, steps string
+	quick, verbose                                                   bool
 }
 
 func run(args []string) int {
@@ -43,6 +44,7 @@ func run(args []string) int {
 	fs.StringVar(&o.plots, "plots", "bench/plots", "directory for the SVG plots, when -markdown is set")
 	fs.StringVar(&o.version, "mcpgate-version", "dev", "mcpgate's version, for the record")
 	fs.StringVar(&o.reportOnly, "report", "", "render the Markdown and plots from this results file; run nothing")
+	fs.StringVar(&o.steps, "steps", "", "comma-separated steps to run (large,load,idle,demo,startup,profiles); empty: all")
 	fs.BoolVar(&o.quick, "quick", false, "a smoke test: small loads, a few seconds per scenario")
 	fs.BoolVar(&o.verbose, "v", false, "show the gateways' output")
 	if err := fs.Parse(args); err != nil {
@@ -101,18 +103,30 @@ func bench(ctx context.Context, o *options) error {
 	for _, g := range gateways.All() {
 		r.Gateways = append(r.Gateways, g.Name)
 	}
-	b := &bencher{ctx: ctx, env: env, group: &group, plan: planFor(o.quick), r: r, out: o.out}
+	if err := os.MkdirAll(o.out, 0o755); err != nil {
+		return err
+	}
+	// Results and profiles are named for the day and the machine.
+	prefix := filepath.Join(o.out, fmt.Sprintf("%s-%s", now.Format("2006-01-02"), host))
+	if o.quick {
+		prefix += "-quick"
+	}
+	b := &bencher{ctx: ctx, env: env, group: &group, plan: planFor(o.quick), r: r}
 	steps := []struct {
-		name string
-		run  func() error
+		key, name string
+		run       func() error
 	}{
-		{"large result", b.largeScenario},
-		{"sessions and payloads", b.loadScenarios},
-		{"idle sessions", b.idleScenario},
-		{"demo backend", b.demoScenario},
-		{"start-up", b.startupScenario},
+		{"large", "large result", b.largeScenario},
+		{"load", "sessions and payloads", b.loadScenarios},
+		{"idle", "idle sessions", b.idleScenario},
+		{"demo", "demo backend", b.demoScenario},
+		{"startup", "start-up", b.startupScenario},
+		{"profiles", "profiles of mcpgate", func() error { return b.profileScenario(prefix) }},
 	}
 	for _, s := range steps {
+		if o.steps != "" && !slices.Contains(strings.Split(o.steps, ","), s.key) {
+			continue
+		}
 		fmt.Fprintf(os.Stderr, "mcpbench: %s\n", s.name)
 		if err := s.run(); err != nil {
 			return fmt.Errorf("%s: %w", s.name, err)
@@ -121,13 +135,7 @@ func bench(ctx context.Context, o *options) error {
 			return errors.New("interrupted")
 		}
 	}
-	if err := os.MkdirAll(o.out, 0o755); err != nil {
-		return err
-	}
-	path := filepath.Join(o.out, fmt.Sprintf("%s-%s.json", now.Format("2006-01-02"), host))
-	if o.quick {
-		path = strings.TrimSuffix(path, ".json") + "-quick.json"
-	}
+	path := prefix + ".json"
 	if err := r.Write(path); err != nil {
 		return err
 	}

@@ -51,7 +51,6 @@ type bencher struct {
 	group *proc.Group
 	plan  plan
 	r     *report.Results
-	out   string
 }
 
 func (b *bencher) echo() []string { return []string{filepath.Join(b.env.Bin, "benchecho")} }
@@ -128,6 +127,9 @@ func (b *bencher) loadRun(scenario, backend string, g *gateways.Running, session
 		return lr
 	}
 	lr.Result = &res
+	if res.Calls == 0 && res.Errors > 0 {
+		lr.Skipped = "every call failed: " + res.FirstError
+	}
 	// Measured while the sessions are open: a gateway may hold a process
 	// per session.
 	if m, err := proc.Mem(g.Proc.PID); err == nil {
@@ -139,7 +141,7 @@ func (b *bencher) loadRun(scenario, backend string, g *gateways.Running, session
 
 // largeTimeout bounds the large call: mcpgate and the floor take well
 // under a second, and a gateway that takes longer fails the scenario.
-const largeTimeout = 30 * time.Second
+const largeTimeout = 15 * time.Second
 
 // large sends one tools/call whose result is plan.large bytes.
 func (b *bencher) large(g *gateways.Running) report.LargeRun {
@@ -189,13 +191,13 @@ const idleConns = 8
 func (b *bencher) idle(g *gateways.Running) report.IdleRun {
 	ir := report.IdleRun{Gateway: g.Name, Idle: b.plan.idle}
 	fmt.Fprintf(os.Stderr, "  idle     %-12s %d idle, %d busy\n", g.Name, b.plan.idle, b.plan.busy)
+	shared := load.Client(idleConns)
+	defer shared.CloseIdleConnections()
 	before, _, err := proc.TreeRSS(g.Proc.PID)
 	if err != nil {
 		ir.Error = err.Error()
 		return ir
 	}
-	shared := load.Client(idleConns)
-	defer shared.CloseIdleConnections()
 	idle, err := load.OpenShared(b.ctx, g.URL, b.plan.idle, shared)
 	if err != nil {
 		ir.Error = err.Error()

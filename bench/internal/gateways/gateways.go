@@ -33,6 +33,7 @@ type Gateway struct {
 	// per session.
 	PerSessionChild bool
 	argv            func(e *Env, port int, backend []string) ([]string, error)
+	env             []string
 }
 
 // All returns the gateways in the order of the tables: the floor, mcpgate,
@@ -64,7 +65,7 @@ func (g *Gateway) Start(ctx context.Context, e *Env, group *proc.Group, backend 
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", g.Name, err)
 	}
-	p, err := group.Start(g.Name, argv, nil, e.Log)
+	p, err := group.Start(g.Name, argv, g.env, e.Log)
 	if err != nil {
 		return nil, err
 	}
@@ -119,11 +120,27 @@ max_message_bytes = %d
 }
 
 func mcpgate(e *Env, port int, backend []string) ([]string, error) {
+	return mcpgateBinary("mcpgated", e, port, backend)
+}
+
+// Profiled returns mcpgate as its profiling build (bench/cmd/mcpgated-pprof)
+// runs it, serving net/http/pprof on addr.
+func Profiled(addr string) *Gateway {
+	return &Gateway{
+		Name: "mcpgate",
+		argv: func(e *Env, port int, backend []string) ([]string, error) {
+			return mcpgateBinary("mcpgated-pprof", e, port, backend)
+		},
+		env: []string{"MCPBENCH_PPROF=" + addr},
+	}
+}
+
+func mcpgateBinary(binary string, e *Env, port int, backend []string) ([]string, error) {
 	cfg := filepath.Join(e.Work, "mcpgate-"+strconv.Itoa(port)+".toml")
 	if err := os.WriteFile(cfg, []byte(MCPGateConfig(fmt.Sprintf("127.0.0.1:%d", port), 1, backend)), 0o644); err != nil {
 		return nil, err
 	}
-	return []string{filepath.Join(e.Bin, "mcpgated"), "--config", cfg}, nil
+	return []string{filepath.Join(e.Bin, binary), "--config", cfg}, nil
 }
 
 // supergateway in its documented stateful Streamable HTTP mode; logging is

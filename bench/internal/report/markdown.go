@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"sort"
 	"strings"
 )
 
@@ -36,15 +35,11 @@ func UpdateMarkdown(path, plots, results string, r *Results) error {
 		}
 		return p
 	}
-	plotsMap := r.Plots()
-	names := make([]string, 0, len(plotsMap))
-	for name, p := range plotsMap {
+	for name, p := range r.Plots() {
 		if err := os.WriteFile(filepath.Join(plots, name), []byte(p.SVG()), 0o644); err != nil {
 			return err
 		}
-		names = append(names, name)
 	}
-	sort.Strings(names)
 	var links []string
 	for _, name := range []string{"p50.svg", "p99.svg", "throughput.svg"} {
 		links = append(links, rel(filepath.Join(plots, name)))
@@ -117,6 +112,12 @@ func Markdown(w *bytes.Buffer, r *Results, results string, plots []string) {
 			}
 			fmt.Fprintf(w, "| %s | %.1f | %.1f | %.0f | %d | %s %s |\n", name(i.Gateway), float64(i.RSSBeforeKiB)/1024, float64(i.RSSAfterKiB)/1024, i.BytesPerSession, i.Processes, busy, cell(i.Error))
 		}
+		w.WriteString("\nRSS growth includes the garbage of handling the initialize requests that the next GC has not yet returned: the floor, which keeps no sessions at all, shows what that amounts to.")
+		if h := r.IdleHeap; h != nil {
+			fmt.Fprintf(w, " mcpgate's live heap (HeapAlloc after a GC, from its profiling build) grew from %.1f MiB to %.1f MiB with %d idle sessions: **%.0f bytes per session**.",
+				float64(h.BeforeBytes)/(1<<20), float64(h.AfterBytes)/(1<<20), h.Sessions, h.BytesPerSession)
+		}
+		w.WriteString("\n")
 	}
 	if len(r.Startup) > 0 {
 		w.WriteString("\n### Start-up of mcpgated under systemd-socket-activate (medians)\n\n")
@@ -125,6 +126,12 @@ func Markdown(w *bytes.Buffer, r *Results, results string, plots []string) {
 			fmt.Fprintf(w, "| %d | %d | %.1f | %.1f | %.1f | %.1f | %s |\n", s.Backends, s.Repeats, s.ReadyMs, s.HandshakeMs, s.OverMs, float64(s.RSSKiB)/1024, cell(s.Error))
 		}
 		w.WriteString("\nOnly mcpgate is started this way: the peers front one backend each and speak no sd_notify.\n")
+	}
+	if len(r.Profiles) > 0 {
+		w.WriteString("\n### Profiles of mcpgate\n\npprof profiles of mcpgate's profiling build (`bench/cmd/mcpgated-pprof`) under the same loads, beside the results; read them with `go tool pprof -top bin/mcpgated-pprof FILE`:\n\n")
+		for _, p := range r.Profiles {
+			fmt.Fprintf(w, "- [%s](%s)\n", p, filepath.ToSlash(filepath.Join(filepath.Dir(results), p)))
+		}
 	}
 	for _, n := range r.Notes {
 		fmt.Fprintf(w, "\n%s\n", n)

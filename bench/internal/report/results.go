@@ -21,6 +21,8 @@ type Results struct {
 	Large    []LargeRun        `json:"large_result"`
 	Idle     []IdleRun         `json:"idle_sessions"`
 	Startup  []StartupRun      `json:"startup"`
+	IdleHeap *IdleHeap         `json:"idle_heap,omitempty"` // mcpgate's live heap per idle session
+	Profiles []string          `json:"profiles,omitempty"`  // pprof files of mcpgate beside the results
 	Notes    []string          `json:"notes,omitempty"`
 }
 
@@ -70,6 +72,16 @@ type IdleRun struct {
 	Processes       int          `json:"processes"`
 	Busy            *load.Result `json:"busy,omitempty"`
 	Error           string       `json:"error,omitempty"`
+}
+
+// IdleHeap is mcpgate's live heap (HeapAlloc after a GC, from its
+// profiling build) before and after opening idle sessions: what a session
+// keeps, without the GC's headroom that RSS also shows.
+type IdleHeap struct {
+	Sessions        int     `json:"sessions"`
+	BeforeBytes     int64   `json:"before_bytes"`
+	AfterBytes      int64   `json:"after_bytes"`
+	BytesPerSession float64 `json:"bytes_per_session"`
 }
 
 // StartupRun is mcpgated started under systemd-socket-activate with N

@@ -105,8 +105,13 @@ func (r *Results) Targets() []Target {
 	for _, i := range r.Idle {
 		if i.Gateway == "mcpgate" && i.Error == "" {
 			idle.Value, idle.Absent = i.BytesPerSession, ""
-			idle.Name = fmt.Sprintf("mcpgate memory per idle session (%d sessions)", i.Idle)
+			idle.Name = fmt.Sprintf("mcpgate RSS growth per idle session (%d sessions)", i.Idle)
 		}
+	}
+	ts = append(ts, idle)
+	if h := r.IdleHeap; h != nil {
+		ts = append(ts, Target{Name: fmt.Sprintf("mcpgate live heap per idle session (%d sessions)", h.Sessions),
+			Value: h.BytesPerSession, Limit: 4096, AtMost: true, Unit: "B"})
 	}
 	large := Target{Name: "mcpgate peak RSS ÷ size of the large result", Limit: 3, AtMost: true, Unit: "×", Absent: "no large-result run"}
 	for _, l := range r.Large {
@@ -118,5 +123,5 @@ func (r *Results) Targets() []Target {
 			}
 		}
 	}
-	return append(ts, rss, idle, large, ready)
+	return append(ts, rss, large, ready)
 }
