@@ -80,14 +80,15 @@ func (b *bencher) profileScenario(prefix string) error {
 			return err
 		}
 		defer load.CloseAll(open)
-		done := make(chan error, 1)
-		go func() {
-			_, err := load.Drive(b.ctx, open, load.Spec{Duration: b.plan.measure + time.Second})
-			done <- err
-		}()
+		done := make(chan load.Tally, 1)
+		go func() { done <- load.Drive(b.ctx, open, load.Spec{Duration: b.plan.measure + time.Second}) }()
 		secs := int(b.plan.measure.Seconds() + 0.5)
 		err = save(name, fmt.Sprintf("/debug/pprof/profile?seconds=%d", max(secs, 1)))
-		return errors.Join(err, <-done)
+		t := <-done
+		if err == nil && t.Errors > 0 {
+			err = fmt.Errorf("%s: %d calls failed: %s", name, t.Errors, t.FirstError)
+		}
+		return err
 	}
 	// The large result comes first: the allocations it shows are then
 	// the result's alone.

@@ -23,6 +23,7 @@ type plan struct {
 	large           int // bytes of the one large result
 	idle, busy      int
 	demoSessions    int
+	rounds          int   // the measured time of a load is cut into this many rounds
 	startup         []int // numbers of backends
 	startupRepeats  int
 }
@@ -33,14 +34,14 @@ func planFor(quick bool) plan {
 			warmup: 200 * time.Millisecond, measure: 500 * time.Millisecond,
 			sessions: []int{1, 16}, payloads: []int{64 << 10}, payloadSessions: 4,
 			large: 5_000_000, idle: 50, busy: 4, demoSessions: 4,
-			startup: []int{10}, startupRepeats: 1,
+			rounds: 1, startup: []int{10}, startupRepeats: 1,
 		}
 	}
 	return plan{
 		warmup: time.Second, measure: 3 * time.Second,
 		sessions: []int{1, 16, 64, 256}, payloads: []int{64 << 10, 1 << 20}, payloadSessions: 16,
 		large: 50_000_000, idle: 1000, busy: 16, demoSessions: 16,
-		startup: []int{10, 100}, startupRepeats: 3,
+		rounds: 3, startup: []int{10, 100}, startupRepeats: 3,
 	}
 }
 
@@ -90,8 +91,7 @@ func (b *bencher) largeScenario() error {
 	return nil
 }
 
-// loadScenarios runs the session and payload loads, each load on every
-// gateway in turn.
+// loadScenarios runs the session and payload loads on every gateway.
 func (b *bencher) loadScenarios() error {
 	running, stop, err := b.startAll(b.echo())
 	if err != nil {
@@ -99,44 +99,69 @@ func (b *bencher) loadScenarios() error {
 	}
 	defer stop()
 	for _, n := range b.plan.sessions {
-		for _, g := range running {
-			b.r.Load = append(b.r.Load, b.loadRun("sessions", "benchecho", g, n, 1024))
-		}
+		b.loadRuns("sessions", "benchecho", running, n, 1024)
 	}
 	for _, size := range b.plan.payloads {
-		for _, g := range running {
-			b.r.Load = append(b.r.Load, b.loadRun("payload", "benchecho", g, b.plan.payloadSessions, size))
-		}
+		b.loadRuns("payload", "benchecho", running, b.plan.payloadSessions, size)
 	}
 	return nil
 }
 
-// loadRun measures one load on one gateway.
-func (b *bencher) loadRun(scenario, backend string, g *gateways.Running, sessions, payload int) report.LoadRun {
-	lr := report.LoadRun{Scenario: scenario, Backend: backend, Gateway: g.Name, Sessions: sessions, Payload: payload}
-	fmt.Fprintf(os.Stderr, "  %-8s %-10s %-12s sessions=%-4d payload=%d\n", scenario, backend, g.Name, sessions, payload)
-	open, err := load.Open(b.ctx, g.URL, sessions, strings.Repeat("x", payload))
-	if err != nil {
-		lr.Skipped = "failed: " + err.Error()
-		return lr
+// loadRuns measures one load on every gateway. The sessions of all
+// gateways are opened first; the measured time is then cut into rounds
+// that visit the gateways in turn, so that a burst of noise on a shared
+// machine falls on all of them rather than on one.
+func (b *bencher) loadRuns(scenario, backend string, running []*gateways.Running, sessions, payload int) {
+	type state struct {
+		g     *gateways.Running
+		open  []*load.Session
+		tally load.Tally
+		err   string
 	}
-	defer load.CloseAll(open)
-	res, err := load.Drive(b.ctx, open, load.Spec{Warmup: b.plan.warmup, Duration: b.plan.measure})
-	if err != nil {
-		lr.Skipped = "failed: " + err.Error()
-		return lr
+	var states []*state
+	defer func() {
+		for _, st := range states {
+			load.CloseAll(st.open)
+		}
+	}()
+	for _, g := range running {
+		fmt.Fprintf(os.Stderr, "  %-8s %-10s %-12s sessions=%-4d payload=%d\n", scenario, backend, g.Name, sessions, payload)
+		st := &state{g: g, tally: load.Tally{Sessions: sessions, Payload: payload}}
+		open, err := load.Open(b.ctx, g.URL, sessions, strings.Repeat("x", payload))
+		if err != nil {
+			st.err = "failed: " + err.Error()
+		}
+		st.open = open
+		states = append(states, st)
 	}
-	lr.Result = &res
-	if res.Calls == 0 && res.Errors > 0 {
-		lr.Skipped = "every call failed: " + res.FirstError
+	for round := range b.plan.rounds {
+		warmup := b.plan.warmup
+		if round > 0 {
+			warmup = b.plan.warmup / 5
+		}
+		for _, st := range states {
+			if st.open != nil {
+				st.tally.Add(load.Drive(b.ctx, st.open, load.Spec{Warmup: warmup, Duration: b.plan.measure / time.Duration(b.plan.rounds)}))
+			}
+		}
 	}
-	// Measured while the sessions are open: a gateway may hold a process
-	// per session.
-	if m, err := proc.Mem(g.Proc.PID); err == nil {
-		lr.RSSKiB = m.RSS
+	for _, st := range states {
+		lr := report.LoadRun{Scenario: scenario, Backend: backend, Gateway: st.g.Name, Sessions: sessions, Payload: payload, Skipped: st.err}
+		if st.open != nil {
+			res := st.tally.Result()
+			lr.Result = &res
+			if res.Calls == 0 && res.Errors > 0 {
+				lr.Skipped = "every call failed: " + res.FirstError
+			}
+			// Measured while the sessions are open: a gateway may hold a
+			// process per session.
+			if m, err := proc.Mem(st.g.Proc.PID); err == nil {
+				lr.RSSKiB = m.RSS
+			}
+			lr.Processes = len(proc.Tree(st.g.Proc.PID))
+		}
+		b.r.Load = append(b.r.Load, lr)
 	}
-	lr.Processes = len(proc.Tree(g.Proc.PID))
-	return lr
 }
 
 // largeTimeout bounds the large call: mcpgate and the floor take well
@@ -228,8 +253,6 @@ func (b *bencher) demoScenario() error {
 		return err
 	}
 	defer stop()
-	for _, g := range running {
-		b.r.Load = append(b.r.Load, b.loadRun("demo", "demoserver", g, b.plan.demoSessions, 1024))
-	}
+	b.loadRuns("demo", "demoserver", running, b.plan.demoSessions, 1024)
 	return nil
 }

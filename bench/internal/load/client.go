@@ -12,6 +12,7 @@ import (
 
 	"net"
 	"net/http"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -153,14 +154,11 @@ func (s *Session) post(ctx context.Context, body []byte, id int64) (http.Header,
 	if _, err := s.resp.ReadFrom(resp.Body); err != nil {
 		return nil, nil, fmt.Errorf("reading the response: %w", err)
 	}
-	if id == 0 {
-		if resp.StatusCode/100 != 2 {
-			return nil, nil, fmt.Errorf("HTTP %s: %.200s", resp.Status, s.resp.Bytes())
-		}
+	if id == 0 && resp.StatusCode/100 == 2 {
 		return resp.Header, nil, nil
 	}
 	if resp.StatusCode != http.StatusOK {
-		return nil, nil, fmt.Errorf("HTTP %s: %.200s", resp.Status, s.resp.Bytes())
+		return nil, nil, fmt.Errorf("HTTP %s: %.200s", resp.Status, text(s.resp.Bytes()))
 	}
 	data := s.resp.Bytes()
 	if strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
@@ -225,3 +223,10 @@ func Probe(ctx context.Context, url string, timeout time.Duration) error {
 		}
 	}
 }
+
+// text is an error body as one line of text, without HTML tags.
+func text(body []byte) string {
+	return strings.Join(strings.Fields(tags.ReplaceAllString(string(body), " ")), " ")
+}
+
+var tags = regexp.MustCompile(`<[^>]*>`)

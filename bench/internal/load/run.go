@@ -101,29 +101,62 @@ func Run(ctx context.Context, url string, spec Spec) (Result, error) {
 		return Result{}, err
 	}
 	defer CloseAll(sessions)
-	return Drive(ctx, sessions, spec)
+	t := Drive(ctx, sessions, spec)
+	return t.Result(), nil
 }
 
-// Drive makes the load of spec with sessions already open.
-func Drive(ctx context.Context, sessions []*Session, spec Spec) (Result, error) {
+// Tally is what one or more stretches of load measured.
+type Tally struct {
+	Sessions, Payload int
+	Window            time.Duration // the measured stretches together
+	Latencies         []time.Duration
+	Errors            int
+	FirstError        string
+}
+
+// Add adds the measurements of u to t.
+func (t *Tally) Add(u Tally) {
+	t.Window += u.Window
+	t.Latencies = append(t.Latencies, u.Latencies...)
+	t.Errors += u.Errors
+	if t.FirstError == "" {
+		t.FirstError = u.FirstError
+	}
+}
+
+// Result summarizes t: the rate and the percentiles of its latencies.
+func (t *Tally) Result() Result {
+	r := Result{Sessions: t.Sessions, Payload: t.Payload, Seconds: t.Window.Seconds(),
+		Calls: len(t.Latencies), Errors: t.Errors, FirstError: t.FirstError}
+	if t.Window > 0 {
+		r.CallsPerSec = float64(len(t.Latencies)) / t.Window.Seconds()
+	}
+	if len(t.Latencies) == 0 {
+		return r
+	}
+	lat := slices.Clone(t.Latencies)
+	slices.Sort(lat)
+	pick := func(q float64) float64 { return ms(lat[int(q*float64(len(lat)-1))]) }
+	r.P50, r.P90, r.P99, r.Max = pick(0.50), pick(0.90), pick(0.99), ms(lat[len(lat)-1])
+	return r
+}
+
+// Drive makes the load of spec with sessions already open and returns
+// what it measured.
+func Drive(ctx context.Context, sessions []*Session, spec Spec) Tally {
 	start := time.Now()
 	measured := start.Add(spec.Warmup)
 	end := measured.Add(spec.Duration)
-	ctx, cancel := context.WithDeadline(ctx, end.Add(30*time.Second))
+	ctx, cancel := context.WithDeadline(ctx, end.Add(CallTimeout))
 	defer cancel()
-	type tally struct {
-		lat   []time.Duration
-		errs  int
-		first string
-	}
-	tallies := make([]tally, len(sessions))
+	tallies := make([]Tally, len(sessions))
 	var wg sync.WaitGroup
 	for i, s := range sessions {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			t := &tallies[i]
-			t.lat = make([]time.Duration, 0, 4096)
+			t.Latencies = make([]time.Duration, 0, 1024)
 			for {
 				t0 := time.Now()
 				if !t0.Before(end) || ctx.Err() != nil {
@@ -135,43 +168,22 @@ func Drive(ctx context.Context, sessions []*Session, spec Spec) (Result, error) 
 					continue
 				}
 				if err != nil {
-					t.errs++
-					if t.first == "" {
-						t.first = err.Error()
+					t.Errors++
+					if t.FirstError == "" {
+						t.FirstError = err.Error()
 					}
 					continue
 				}
-				t.lat = append(t.lat, d)
+				t.Latencies = append(t.Latencies, d)
 			}
 		}()
 	}
 	wg.Wait()
-	r := Result{Sessions: len(sessions), Payload: len(sessions[0].payload), Seconds: spec.Duration.Seconds()}
-	var all []time.Duration
+	all := Tally{Sessions: len(sessions), Payload: len(sessions[0].payload), Window: spec.Duration}
 	for _, t := range tallies {
-		all = append(all, t.lat...)
-		r.Errors += t.errs
-		if r.FirstError == "" {
-			r.FirstError = t.first
-		}
+		all.Add(t)
 	}
-	summarize(&r, all, spec.Duration)
-	return r, nil
-}
-
-// summarize fills in the rate and the percentiles of lat.
-func summarize(r *Result, lat []time.Duration, window time.Duration) {
-	r.Calls = len(lat)
-	r.CallsPerSec = float64(len(lat)) / window.Seconds()
-	if len(lat) == 0 {
-		return
-	}
-	slices.Sort(lat)
-	pick := func(q float64) float64 {
-		i := int(q * float64(len(lat)-1))
-		return ms(lat[i])
-	}
-	r.P50, r.P90, r.P99, r.Max = pick(0.50), pick(0.90), pick(0.99), ms(lat[len(lat)-1])
+	return all
 }
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }

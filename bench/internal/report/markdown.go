@@ -84,7 +84,7 @@ func Markdown(w *bytes.Buffer, r *Results, results string, plots []string) {
 				continue
 			}
 			l := row.Run
-			if l.Result == nil {
+			if l.Skipped != "" || l.Result == nil {
 				fmt.Fprintf(w, "| %d | %s | %s | %s |||||||||||||| \n", row.Sessions, Size(row.Payload), name(l.Gateway), cell(l.Skipped))
 				continue
 			}

@@ -3,7 +3,6 @@ package report
 import (
 	"fmt"
 	"io"
-	"strings"
 	"text/tabwriter"
 )
 
@@ -94,7 +93,7 @@ func Summary(w io.Writer, r *Results) {
 	fmt.Fprintln(tw, "scenario\tbackend\tsessions\tpayload\tgateway\tcalls/s\tp50 ms\tp90 ms\tp99 ms\tmax ms\terrors\tthr/floor\tp50/floor\tp99/floor\tthr/mcpgate\tp50/mcpgate\tp99/mcpgate\tRSS MiB\t")
 	for _, row := range r.Rows() {
 		l := row.Run
-		if l.Result == nil {
+		if l.Skipped != "" || l.Result == nil {
 			fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t\n", row.Scenario, row.Backend, row.Sessions, Size(row.Payload), l.Gateway, l.Skipped)
 			continue
 		}
@@ -122,5 +121,4 @@ func Summary(w io.Writer, r *Results) {
 	for _, t := range r.Targets() {
 		fmt.Fprintf(w, "target %-60s %s\n", t.Name+":", t.Verdict())
 	}
-	_ = strings.TrimSpace
 }
