@@ -110,7 +110,7 @@ bench-quick: bench-build bench-peers
 	$(MCPBENCH) -quick -out $(BIN)/bench-quick
 
 bench-build: build
-	cd bench && $(GO) build -trimpath -o ../$(BIN)/ ./cmd/mcpbench ./cmd/benchfloor ./cmd/benchecho
+	cd bench && $(GO) build -trimpath -o ../$(BIN)/ ./cmd/mcpbench ./cmd/benchfloor ./cmd/benchecho ./cmd/mcpgated-pprof
 
 bench-peers:
 	MCPGATE_BENCH_CACHE=$(BENCH_CACHE) bench/peers.sh
