@@ -97,20 +97,55 @@ func Markdown(w *bytes.Buffer, r *Results, results string, plots []string) {
 	}
 	if len(r.Large) > 0 {
 		fmt.Fprintf(w, "\n### One large result (%s in one tools/call)\n\n", Size(r.Large[0].Bytes))
-		w.WriteString("| gateway | seconds | RSS before MiB | peak RSS MiB | peak ÷ result size | error |\n|---|--:|--:|--:|--:|---|\n")
+		w.WriteString("| gateway | seconds | RSS before MiB | peak RSS MiB | peak ÷ result size | seconds ÷ floor | seconds ÷ mcpgate | peak ÷ floor | peak ÷ mcpgate | error |\n|---|--:|--:|--:|--:|--:|--:|--:|--:|---|\n")
+		largeOf := func(g string) *LargeRun {
+			for i := range r.Large {
+				if r.Large[i].Gateway == g {
+					return &r.Large[i]
+				}
+			}
+			return nil
+		}
+		floor, mine := largeOf("floor"), largeOf("mcpgate")
 		for _, l := range r.Large {
-			fmt.Fprintf(w, "| %s | %.2f | %.1f | %.1f | %.2f× | %s |\n", name(l.Gateway), l.Seconds, float64(l.BaseRSSKiB)/1024, float64(l.PeakRSSKiB)/1024, l.PeakOverRes, cell(l.Error))
+			secs := func(o *LargeRun) float64 { return div(l.Seconds, o, func(o *LargeRun) float64 { return o.Seconds }) }
+			peak := func(o *LargeRun) float64 {
+				return div(float64(l.PeakRSSKiB), o, func(o *LargeRun) float64 { return float64(o.PeakRSSKiB) })
+			}
+			fmt.Fprintf(w, "| %s | %.2f | %.1f | %.1f | %.2f× | %s | %s | %s | %s | %s |\n", name(l.Gateway), l.Seconds,
+				float64(l.BaseRSSKiB)/1024, float64(l.PeakRSSKiB)/1024, l.PeakOverRes,
+				x(secs(floor)), x(secs(mine)), x(peak(floor)), x(peak(mine)), cell(l.Error))
 		}
 	}
 	if len(r.Idle) > 0 {
 		fmt.Fprintf(w, "\n### Idle sessions (%d idle sessions, then %d busy ones beside them)\n\n", r.Idle[0].Idle, busySessions(r))
-		w.WriteString("| gateway | RSS before MiB | RSS with idle sessions MiB | bytes per idle session | processes | busy calls/s | busy p50 ms | busy p99 ms | error |\n|---|--:|--:|--:|--:|--:|--:|--:|---|\n")
+		w.WriteString("| gateway | RSS before MiB | RSS with idle sessions MiB | bytes per idle session | ÷ mcpgate | processes | busy calls/s | busy p50 ms | busy p99 ms | busy p99 ÷ floor | busy p99 ÷ mcpgate | error |\n|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|---|\n")
+		idleOf := func(g string) *IdleRun {
+			for i := range r.Idle {
+				if r.Idle[i].Gateway == g {
+					return &r.Idle[i]
+				}
+			}
+			return nil
+		}
+		floor, mine := idleOf("floor"), idleOf("mcpgate")
 		for _, i := range r.Idle {
+			p99 := func(o *IdleRun) float64 {
+				if i.Busy == nil || o == nil || o.Busy == nil || o.Busy.P99 == 0 {
+					return 0
+				}
+				return i.Busy.P99 / o.Busy.P99
+			}
+			perSession := 0.0
+			if mine != nil && mine.BytesPerSession > 0 {
+				perSession = i.BytesPerSession / mine.BytesPerSession
+			}
 			busy := "| | |"
 			if i.Busy != nil {
 				busy = fmt.Sprintf("%.0f | %.3f | %.3f |", i.Busy.CallsPerSec, i.Busy.P50, i.Busy.P99)
 			}
-			fmt.Fprintf(w, "| %s | %.1f | %.1f | %.0f | %d | %s %s |\n", name(i.Gateway), float64(i.RSSBeforeKiB)/1024, float64(i.RSSAfterKiB)/1024, i.BytesPerSession, i.Processes, busy, cell(i.Error))
+			fmt.Fprintf(w, "| %s | %.1f | %.1f | %.0f | %s | %d | %s %s | %s | %s |\n", name(i.Gateway), float64(i.RSSBeforeKiB)/1024,
+				float64(i.RSSAfterKiB)/1024, i.BytesPerSession, x(perSession), i.Processes, busy, x(p99(floor)), x(p99(mine)), cell(i.Error))
 		}
 		w.WriteString("\nRSS growth includes the garbage of handling the initialize requests that the next GC has not yet returned: the floor, which keeps no sessions at all, shows what that amounts to.")
 		if h := r.IdleHeap; h != nil {
@@ -162,4 +197,12 @@ func cell(s string) string {
 		s = s[:160] + "…"
 	}
 	return s
+}
+
+// div is a ÷ f(o), or 0 when o is missing or f(o) is 0.
+func div[T any](a float64, o *T, f func(*T) float64) float64 {
+	if o == nil || f(o) == 0 {
+		return 0
+	}
+	return a / f(o)
 }
