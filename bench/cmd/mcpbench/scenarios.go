@@ -116,6 +116,7 @@ func (b *bencher) loadRuns(scenario, backend string, running []*gateways.Running
 		g     *gateways.Running
 		open  []*load.Session
 		tally load.Tally
+		cpu   time.Duration // the gateway's CPU time while driven
 		err   string
 	}
 	var states []*state
@@ -141,7 +142,12 @@ func (b *bencher) loadRuns(scenario, backend string, running []*gateways.Running
 		}
 		for _, st := range states {
 			if st.open != nil {
+				cpu0, err0 := proc.CPUTime(st.g.Proc.PID)
 				st.tally.Add(load.Drive(b.ctx, st.open, load.Spec{Warmup: warmup, Duration: b.plan.measure / time.Duration(b.plan.rounds)}))
+				cpu1, err1 := proc.CPUTime(st.g.Proc.PID)
+				if err0 == nil && err1 == nil {
+					st.cpu += cpu1 - cpu0
+				}
 			}
 		}
 	}
@@ -150,6 +156,9 @@ func (b *bencher) loadRuns(scenario, backend string, running []*gateways.Running
 		if st.open != nil {
 			res := st.tally.Result()
 			lr.Result = &res
+			if made := st.tally.Made(); made > 0 {
+				lr.CPUPerCall = float64(st.cpu.Microseconds()) / float64(made)
+			}
 			if res.Calls == 0 && res.Errors > 0 {
 				lr.Skipped = "every call failed: " + res.FirstError
 			}

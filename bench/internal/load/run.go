@@ -112,6 +112,7 @@ type Tally struct {
 	Latencies         []time.Duration
 	Errors            int
 	FirstError        string
+	Warmup            int // calls made in the warm-up, not measured
 }
 
 // Add adds the measurements of u to t.
@@ -119,10 +120,14 @@ func (t *Tally) Add(u Tally) {
 	t.Window += u.Window
 	t.Latencies = append(t.Latencies, u.Latencies...)
 	t.Errors += u.Errors
+	t.Warmup += u.Warmup
 	if t.FirstError == "" {
 		t.FirstError = u.FirstError
 	}
 }
+
+// Made returns how many calls t made, warm-up and failures included.
+func (t *Tally) Made() int { return len(t.Latencies) + t.Errors + t.Warmup }
 
 // Result summarizes t: the rate and the percentiles of its latencies.
 func (t *Tally) Result() Result {
@@ -165,6 +170,7 @@ func Drive(ctx context.Context, sessions []*Session, spec Spec) Tally {
 				err := s.Call(ctx, 0)
 				d := time.Since(t0)
 				if t0.Before(measured) {
+					t.Warmup++
 					continue
 				}
 				if err != nil {

@@ -71,6 +71,14 @@ func (p *Proc) Stop(grace time.Duration) {
 	}
 	syscall.Kill(-p.PID, syscall.SIGKILL)
 	<-p.done
+	// The rest of the group (a gateway's backends) dies asynchronously
+	// and is reaped by its parent or by init: wait until it is gone, so
+	// that the next scenario starts on a quiet machine.
+	for deadline := time.Now().Add(grace); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+		if err := syscall.Kill(-p.PID, 0); errors.Is(err, syscall.ESRCH) {
+			return
+		}
+	}
 }
 
 // StopAll stops every process the group started, the last one first.
@@ -169,4 +177,28 @@ func TreeRSS(pid int) (int64, int, error) {
 		return 0, 0, errors.New("no such process")
 	}
 	return sum, len(pids), nil
+}
+
+// userHZ is the unit of the CPU times in /proc/PID/stat: USER_HZ, 100 on
+// every architecture Linux runs Go on.
+const userHZ = 100
+
+// CPUTime returns the CPU time (user and system, all threads) pid has used.
+func CPUTime(pid int) (time.Duration, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, err
+	}
+	// Fields after the command name, which may hold spaces: state is the
+	// first, utime the 12th and stime the 13th.
+	f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
+	if len(f) < 13 {
+		return 0, fmt.Errorf("/proc/%d/stat: %d fields", pid, len(f))
+	}
+	utime, err1 := strconv.ParseInt(f[11], 10, 64)
+	stime, err2 := strconv.ParseInt(f[12], 10, 64)
+	if err := errors.Join(err1, err2); err != nil {
+		return 0, err
+	}
+	return time.Duration(utime+stime) * time.Second / userHZ, nil
 }

@@ -77,22 +77,22 @@ func Markdown(w *bytes.Buffer, r *Results, results string, plots []string) {
 	}
 	for _, scenario := range []string{"sessions", "payload", "demo"} {
 		fmt.Fprintf(w, "\n### %s\n\n", titles[scenario])
-		w.WriteString("| sessions | payload | gateway | calls/s | p50 ms | p90 ms | p99 ms | max ms | errors | calls/s ÷ floor | p50 ÷ floor | p99 ÷ floor | calls/s ÷ mcpgate | p50 ÷ mcpgate | p99 ÷ mcpgate | RSS MiB | processes |\n")
-		w.WriteString("|--:|--:|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n")
+		w.WriteString("| sessions | payload | gateway | calls/s | p50 ms | p90 ms | p99 ms | max ms | errors | calls/s ÷ floor | p50 ÷ floor | p99 ÷ floor | calls/s ÷ mcpgate | p50 ÷ mcpgate | p99 ÷ mcpgate | CPU µs per call | CPU ÷ floor | CPU ÷ mcpgate | RSS MiB | processes |\n")
+		w.WriteString("|--:|--:|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n")
 		for _, row := range r.Rows() {
 			if row.Scenario != scenario {
 				continue
 			}
 			l := row.Run
 			if l.Skipped != "" || l.Result == nil {
-				fmt.Fprintf(w, "| %d | %s | %s | %s |||||||||||||| \n", row.Sessions, Size(row.Payload), name(l.Gateway), cell(l.Skipped))
+				fmt.Fprintf(w, "| %d | %s | %s | %s ||||||||||||||||| \n", row.Sessions, Size(row.Payload), name(l.Gateway), cell(l.Skipped))
 				continue
 			}
 			res := l.Result
-			fmt.Fprintf(w, "| %d | %s | %s | %.0f | %.3f | %.3f | %.3f | %.1f | %d | %s | %s | %s | %s | %s | %s | %.1f | %d |\n",
+			fmt.Fprintf(w, "| %d | %s | %s | %.0f | %.3f | %.3f | %.3f | %.1f | %d | %s | %s | %s | %s | %s | %s | %.0f | %s | %s | %.1f | %d |\n",
 				row.Sessions, Size(row.Payload), name(l.Gateway), res.CallsPerSec, res.P50, res.P90, res.P99, res.Max, res.Errors,
 				x(row.ThrVsFloor), x(row.P50VsFloor), x(row.P99VsFloor), x(row.ThrVsMCPGate), x(row.P50VsMCPGate), x(row.P99VsMCPGate),
-				float64(l.RSSKiB)/1024, l.Processes)
+				l.CPUPerCall, x(row.CPUVsFloor), x(row.CPUVsMCPGate), float64(l.RSSKiB)/1024, l.Processes)
 		}
 	}
 	if len(r.Large) > 0 {

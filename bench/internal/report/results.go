@@ -46,9 +46,13 @@ type LoadRun struct {
 	Result   *load.Result `json:"result,omitempty"`
 	// RSSKiB is the gateway's resident memory after the run, with its
 	// children when it spawns one per session; Processes counts them.
-	RSSKiB    int64  `json:"rss_kib,omitempty"`
-	Processes int    `json:"processes,omitempty"`
-	Skipped   string `json:"skipped,omitempty"` // why the gateway could not run it
+	RSSKiB int64 `json:"rss_kib,omitempty"`
+	// CPUPerCall is the gateway process's CPU time (user and system, its
+	// children not counted) per call made, in microseconds: unlike
+	// latency, it hardly depends on what else the machine does.
+	CPUPerCall float64 `json:"cpu_us_per_call,omitempty"`
+	Processes  int     `json:"processes,omitempty"`
+	Skipped    string  `json:"skipped,omitempty"` // why the gateway could not run it
 }
 
 // LargeRun is one large tools/call result through one gateway.

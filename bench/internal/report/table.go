@@ -34,6 +34,7 @@ type Row struct {
 	ThrVsFloor, ThrVsMCPGate float64 // calls/s ÷ theirs
 	P50VsFloor, P50VsMCPGate float64 // p50 ÷ theirs
 	P99VsFloor, P99VsMCPGate float64 // p99 ÷ theirs
+	CPUVsFloor, CPUVsMCPGate float64 // CPU per call ÷ theirs
 }
 
 // Rows returns a row per gateway and load.
@@ -54,6 +55,8 @@ func (r *Results) Rows() []Row {
 			row.P50VsMCPGate = ratio(run, mine, func(r *LoadRun) float64 { return r.Result.P50 })
 			row.P99VsFloor = ratio(run, floor, func(r *LoadRun) float64 { return r.Result.P99 })
 			row.P99VsMCPGate = ratio(run, mine, func(r *LoadRun) float64 { return r.Result.P99 })
+			row.CPUVsFloor = ratio(run, floor, func(r *LoadRun) float64 { return r.CPUPerCall })
+			row.CPUVsMCPGate = ratio(run, mine, func(r *LoadRun) float64 { return r.CPUPerCall })
 			rows = append(rows, row)
 		}
 	}
@@ -90,7 +93,7 @@ func x(f float64) string {
 // Summary prints the results as plain tables.
 func Summary(w io.Writer, r *Results) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "scenario\tbackend\tsessions\tpayload\tgateway\tcalls/s\tp50 ms\tp90 ms\tp99 ms\tmax ms\terrors\tthr/floor\tp50/floor\tp99/floor\tthr/mcpgate\tp50/mcpgate\tp99/mcpgate\tRSS MiB\t")
+	fmt.Fprintln(tw, "scenario\tbackend\tsessions\tpayload\tgateway\tcalls/s\tp50 ms\tp90 ms\tp99 ms\tmax ms\terrors\tthr/floor\tp50/floor\tp99/floor\tthr/mcpgate\tp50/mcpgate\tp99/mcpgate\tCPU µs/call\tCPU/floor\tRSS MiB\t")
 	for _, row := range r.Rows() {
 		l := row.Run
 		if l.Skipped != "" || l.Result == nil {
@@ -98,9 +101,9 @@ func Summary(w io.Writer, r *Results) {
 			continue
 		}
 		res := l.Result
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%.0f\t%.3f\t%.3f\t%.3f\t%.1f\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%.1f\t\n",
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%.0f\t%.3f\t%.3f\t%.3f\t%.1f\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%.0f\t%s\t%.1f\t\n",
 			row.Scenario, row.Backend, row.Sessions, Size(row.Payload), l.Gateway, res.CallsPerSec, res.P50, res.P90, res.P99, res.Max, res.Errors,
-			x(row.ThrVsFloor), x(row.P50VsFloor), x(row.P99VsFloor), x(row.ThrVsMCPGate), x(row.P50VsMCPGate), x(row.P99VsMCPGate), float64(l.RSSKiB)/1024)
+			x(row.ThrVsFloor), x(row.P50VsFloor), x(row.P99VsFloor), x(row.ThrVsMCPGate), x(row.P50VsMCPGate), x(row.P99VsMCPGate), l.CPUPerCall, x(row.CPUVsFloor), float64(l.RSSKiB)/1024)
 	}
 	tw.Flush()
 	fmt.Fprintln(w)
