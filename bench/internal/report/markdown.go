@@ -98,15 +98,8 @@ func Markdown(w *bytes.Buffer, r *Results, results string, plots []string) {
 	if len(r.Large) > 0 {
 		fmt.Fprintf(w, "\n### One large result (%s in one tools/call)\n\n", Size(r.Large[0].Bytes))
 		w.WriteString("| gateway | seconds | RSS before MiB | peak RSS MiB | peak ÷ result size | seconds ÷ floor | seconds ÷ mcpgate | peak ÷ floor | peak ÷ mcpgate | error |\n|---|--:|--:|--:|--:|--:|--:|--:|--:|---|\n")
-		largeOf := func(g string) *LargeRun {
-			for i := range r.Large {
-				if r.Large[i].Gateway == g {
-					return &r.Large[i]
-				}
-			}
-			return nil
-		}
-		floor, mine := largeOf("floor"), largeOf("mcpgate")
+		gw := func(l *LargeRun) string { return l.Gateway }
+		floor, mine := of(r.Large, gw, "floor"), of(r.Large, gw, "mcpgate")
 		for _, l := range r.Large {
 			secs := func(o *LargeRun) float64 { return div(l.Seconds, o, func(o *LargeRun) float64 { return o.Seconds }) }
 			peak := func(o *LargeRun) float64 {
@@ -120,15 +113,8 @@ func Markdown(w *bytes.Buffer, r *Results, results string, plots []string) {
 	if len(r.Idle) > 0 {
 		fmt.Fprintf(w, "\n### Idle sessions (%d idle sessions, then %d busy ones beside them)\n\n", r.Idle[0].Idle, busySessions(r))
 		w.WriteString("| gateway | RSS before MiB | RSS with idle sessions MiB | bytes per idle session | ÷ mcpgate | processes | busy calls/s | busy p50 ms | busy p99 ms | busy p99 ÷ floor | busy p99 ÷ mcpgate | error |\n|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|---|\n")
-		idleOf := func(g string) *IdleRun {
-			for i := range r.Idle {
-				if r.Idle[i].Gateway == g {
-					return &r.Idle[i]
-				}
-			}
-			return nil
-		}
-		floor, mine := idleOf("floor"), idleOf("mcpgate")
+		gw := func(i *IdleRun) string { return i.Gateway }
+		floor, mine := of(r.Idle, gw, "floor"), of(r.Idle, gw, "mcpgate")
 		for _, i := range r.Idle {
 			p99 := func(o *IdleRun) float64 {
 				if i.Busy == nil || o == nil || o.Busy == nil || o.Busy.P99 == 0 {
@@ -205,4 +191,14 @@ func div[T any](a float64, o *T, f func(*T) float64) float64 {
 		return 0
 	}
 	return a / f(o)
+}
+
+// of returns the item of gateway g, or nil.
+func of[T any](items []T, gateway func(*T) string, g string) *T {
+	for i := range items {
+		if gateway(&items[i]) == g {
+			return &items[i]
+		}
+	}
+	return nil
 }
