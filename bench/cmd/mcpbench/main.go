@@ -111,6 +111,9 @@ func bench(ctx context.Context, o *options) error {
 	if o.quick {
 		prefix += "-quick"
 	}
+	if o.steps != "" {
+		prefix += "-partial" // never in place of a whole run's results
+	}
 	b := &bencher{ctx: ctx, env: env, group: &group, plan: planFor(o.quick), r: r}
 	steps := []struct {
 		key, name string
