@@ -6,6 +6,7 @@
 #                and systemd's directories
 #   make deb     build dist/mcpgate_<version>_<arch>.deb
 #   make man     build the manual pages into man/build/
+#   make bench   mcpgate beside the floor and the Node gateways (BENCHMARKS.md)
 
 GO        ?= go
 VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
@@ -44,7 +45,8 @@ RELEASE   ?= $(BIN)/release
 
 MAN_PAGES := $(patsubst man/%.scd,man/build/%,$(wildcard man/*.scd))
 
-.PHONY: all build run check test test-deps vet units conformance e2e bench clean \
+.PHONY: all build run check test test-deps vet units conformance e2e bench bench-quick \
+        bench-micro bench-build bench-peers clean \
         build-release man install install-bin install-systemd install-dbus \
         install-man install-config deb deb-version
 
@@ -66,14 +68,15 @@ run: build
 # skipping (testutil.Unavailable): everything has just been installed.
 export MCPGATE_TEST_STRICT
 check:
-	$(MAKE) MCPGATE_TEST_STRICT=1 test-deps vet test units conformance e2e
+	$(MAKE) MCPGATE_TEST_STRICT=1 test-deps vet test bench-quick units conformance e2e
 
 test-deps:
 	packaging/ci/deps.sh
 
 vet:
 	$(GO) vet ./...
-	@test -z "$$(gofmt -l cmd internal examples man packaging systemd)" || (gofmt -l cmd internal examples man packaging systemd; echo "gofmt: files above need formatting"; exit 1)
+	cd bench && $(GO) vet ./...
+	@test -z "$$(gofmt -l cmd internal examples man packaging systemd bench)" || (gofmt -l cmd internal examples man packaging systemd bench; echo "gofmt: files above need formatting"; exit 1)
 
 test:
 	$(GO) test -race -count=1 -timeout 20m ./...
@@ -89,8 +92,31 @@ conformance:
 e2e:
 	MCPGATE_E2E=1 $(GO) test -count=1 -v -timeout 15m ./internal/e2e
 
-bench:
-	$(GO) test -run '^$$' -bench . -benchmem ./internal/jsonrpc ./internal/gateway
+# bench runs bench/ (its own Go module): mcpgate, the floor gateway and the
+# pinned Node peers side by side in one run, in under 5 minutes on 2 cores.
+# It writes bench/results/DATE-HOST.json, bench/plots/*.svg and the
+# generated section of BENCHMARKS.md. bench-quick is the same harness with
+# tiny loads, a smoke test that it works (part of check; it asserts no
+# timing). bench-micro runs the Go micro-benchmarks.
+BENCH_CACHE ?= /var/cache/mcpgate-bench
+NODE        ?= node
+MCPBENCH     = $(BIN)/mcpbench -bin $(BIN) -npm $(BENCH_CACHE)/npm -node $(NODE) -mcpgate-version $(VERSION)
+
+bench: bench-build bench-peers
+	$(MCPBENCH) -out bench/results -markdown BENCHMARKS.md -plots bench/plots
+
+bench-quick: bench-build bench-peers
+	cd bench && $(GO) test -race -count=1 ./...
+	$(MCPBENCH) -quick -out $(BIN)/bench-quick
+
+bench-build: build
+	cd bench && $(GO) build -trimpath -o ../$(BIN)/ ./cmd/mcpbench ./cmd/benchfloor ./cmd/benchecho ./cmd/mcpgated-pprof
+
+bench-peers:
+	MCPGATE_BENCH_CACHE=$(BENCH_CACHE) bench/peers.sh
+
+bench-micro:
+	$(GO) test -run '^$$' -bench . -benchmem ./internal/jsonrpc ./internal/journal ./internal/itest
 
 build-release:
 	$(RELEASE_CGO) $(GO) build -trimpath -buildmode=pie -ldflags "$(RELEASE_LDFLAGS)" -o $(RELEASE)/ ./cmd/mcpgated ./cmd/mcpgatectl

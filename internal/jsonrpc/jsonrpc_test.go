@@ -311,3 +311,24 @@ func TestParseHead(t *testing.T) {
 		}
 	}
 }
+
+// TestValidStringFindsEverySpecialByte puts a quote, a backslash escape or
+// a control character at every offset of a string longer than a word, so
+// that skipPlain's word-at-a-time scan meets it in each lane.
+func TestValidStringFindsEverySpecialByte(t *testing.T) {
+	for _, c := range []struct {
+		insert string
+		ok     bool
+	}{{`\"`, true}, {`\\`, true}, {`\u00e9`, true}, {"é", true}, {"\x7f", true}, {"\x1f", false}, {"\n", false}, {"\x00", false}, {`\x`, false}} {
+		for at := 0; at <= 20; at++ {
+			body := strings.Repeat("a", at) + c.insert + strings.Repeat("b", 20-at)
+			line := []byte(`{"jsonrpc":"2.0","id":1,"result":"` + body + `"}`)
+			_, err := Parse(line)
+			var v any
+			want := json.Unmarshal(line, &v) == nil
+			if (err == nil) != c.ok || c.ok != want {
+				t.Errorf("%q at %d: Parse error %v, want ok=%v (encoding/json ok=%v)", c.insert, at, err, c.ok, want)
+			}
+		}
+	}
+}

@@ -46,39 +46,58 @@ func (lr *LineReader) Next() ([]byte, error) {
 	}
 }
 
+// readLine keeps the buffer-sized pieces of a long line and joins them once
+// at the end, into a slice of the line's exact size: growing one slice
+// instead would leave garbage of several times the line's size behind,
+// which a result of tens of megabytes turns into that many times its size
+// of resident memory.
 func (lr *LineReader) readLine() ([]byte, error) {
-	var line, head []byte
-	var tooLong bool
+	var pieces [][]byte // earlier pieces of a line longer than the buffer
+	var size int        // bytes of the line so far
+	var head []byte     // the first bytes of a line found too long
 	for {
 		chunk, err := lr.r.ReadSlice('\n')
-		if !tooLong {
-			if int64(len(line)+len(chunk)) > lr.limit+2 {
-				tooLong = true
-				head = append(line, chunk[:min(len(chunk), headLen)]...)
-				head = head[:min(len(head), headLen):min(len(head), headLen)]
-				line = nil
-			} else if line == nil && err == nil {
-				line = append(make([]byte, 0, len(chunk)), chunk...)
-			} else {
-				line = append(line, chunk...)
+		if head == nil {
+			if int64(size+len(chunk)) > lr.limit+2 {
+				head = joinHead(pieces, chunk)
+				pieces = nil
+			} else if errors.Is(err, bufio.ErrBufferFull) {
+				pieces = append(pieces, append([]byte(nil), chunk...))
 			}
 		}
+		size += len(chunk)
 		switch {
-		case err == nil || (errors.Is(err, io.EOF) && len(line) > 0):
-			line = trimEOL(line)
-			if tooLong || int64(len(line)) > lr.limit {
-				if head == nil {
-					head = line[:min(len(line), headLen)]
-				}
-				return nil, &ErrLineTooLong{Limit: lr.limit, Head: head}
-			}
-			return line, nil
 		case errors.Is(err, bufio.ErrBufferFull):
 			continue
+		case err == nil || (errors.Is(err, io.EOF) && head == nil && size > 0):
+			if head != nil {
+				return nil, &ErrLineTooLong{Limit: lr.limit, Head: head}
+			}
+			line := make([]byte, 0, size)
+			for _, p := range pieces {
+				line = append(line, p...)
+			}
+			line = trimEOL(append(line, chunk...))
+			if int64(len(line)) > lr.limit {
+				return nil, &ErrLineTooLong{Limit: lr.limit, Head: line[:min(len(line), headLen)]}
+			}
+			return line, nil
 		default:
 			return nil, err
 		}
 	}
+}
+
+// joinHead returns the first headLen bytes of pieces followed by last.
+func joinHead(pieces [][]byte, last []byte) []byte {
+	var head []byte
+	for _, p := range append(pieces, last) {
+		head = append(head, p[:min(len(p), headLen-len(head))]...)
+		if len(head) == headLen {
+			break
+		}
+	}
+	return head[:len(head):len(head)]
 }
 
 func trimEOL(b []byte) []byte {

@@ -1,6 +1,7 @@
 package jsonrpc
 
 import (
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -214,6 +215,10 @@ func validContainer(data []byte, i, depth int) (int, error) {
 // index just past its closing quote.
 func validString(data []byte, i int) (int, error) {
 	for i++; i < len(data); i++ {
+		i = skipPlain(data, i)
+		if i >= len(data) {
+			break
+		}
 		switch c := data[i]; {
 		case c == '"':
 			return i + 1, nil
@@ -242,6 +247,27 @@ func validString(data []byte, i int) (int, error) {
 		}
 	}
 	return 0, syntaxError(data, i, "unterminated string")
+}
+
+// skipPlain returns the index of the first 8-byte word at or after i that
+// holds a quote, a backslash or a control character, or of the tail
+// shorter than a word: the bytes before it need no look of their own.
+// Strings are most of a message's bytes, and this is where validating
+// them spends its time.
+func skipPlain(data []byte, i int) int {
+	const ones, highs = 0x0101010101010101, 0x8080808080808080
+	for i+8 <= len(data) {
+		w := binary.LittleEndian.Uint64(data[i:])
+		quote, backslash := w^(ones*'"'), w^(ones*'\\')
+		// A byte of x is below n (n ≤ 0x80) exactly when some byte of
+		// (x - ones*n) &^ x has its high bit set.
+		special := (w-ones*0x20)&^w | (quote-ones)&^quote | (backslash-ones)&^backslash
+		if special&highs != 0 {
+			return i
+		}
+		i += 8
+	}
+	return i
 }
 
 func isHex(c byte) bool {

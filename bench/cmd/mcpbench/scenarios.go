@@ -1,0 +1,267 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/mcpgate/mcpgate/bench/internal/gateways"
+	"github.com/mcpgate/mcpgate/bench/internal/load"
+	"github.com/mcpgate/mcpgate/bench/internal/proc"
+	"github.com/mcpgate/mcpgate/bench/internal/report"
+)
+
+// plan is the size of each scenario.
+type plan struct {
+	warmup, measure time.Duration
+	sessions        []int // at 1 KiB
+	payloads        []int // at payloadSessions sessions
+	payloadSessions int
+	large           int // bytes of the one large result
+	idle, busy      int
+	demoSessions    int
+	rounds          int   // the measured time of a load is cut into this many rounds
+	startup         []int // numbers of backends
+	startupRepeats  int
+}
+
+func planFor(quick bool) plan {
+	if quick {
+		return plan{
+			warmup: 200 * time.Millisecond, measure: 500 * time.Millisecond,
+			sessions: []int{1, 16}, payloads: []int{64 << 10}, payloadSessions: 4,
+			large: 5_000_000, idle: 50, busy: 4, demoSessions: 4,
+			rounds: 1, startup: []int{10}, startupRepeats: 1,
+		}
+	}
+	return plan{
+		warmup: time.Second, measure: 3 * time.Second,
+		sessions: []int{1, 16, 64, 256}, payloads: []int{64 << 10, 1 << 20}, payloadSessions: 16,
+		large: 50_000_000, idle: 1000, busy: 16, demoSessions: 16,
+		rounds: 3, startup: []int{10, 100}, startupRepeats: 3,
+	}
+}
+
+// bencher runs the scenarios and collects their results.
+type bencher struct {
+	ctx   context.Context
+	env   *gateways.Env
+	group *proc.Group
+	plan  plan
+	r     *report.Results
+}
+
+func (b *bencher) echo() []string { return []string{filepath.Join(b.env.Bin, "benchecho")} }
+
+// startAll starts every gateway in front of backend; they run side by
+// side, idle while another is measured.
+func (b *bencher) startAll(backend []string) ([]*gateways.Running, func(), error) {
+	var running []*gateways.Running
+	stop := func() {
+		for _, g := range running {
+			b.group.Stop(g.Proc)
+		}
+	}
+	for _, g := range gateways.All() {
+		rg, err := g.Start(b.ctx, b.env, b.group, backend)
+		if err != nil {
+			stop()
+			return nil, nil, err
+		}
+		running = append(running, rg)
+	}
+	return running, stop, nil
+}
+
+// largeScenario sends the large result through each gateway, each freshly
+// started (so that its peak RSS is the result's) and stopped after it (so
+// that a gateway the result wedges does not fail the other scenarios).
+func (b *bencher) largeScenario() error {
+	for _, g := range gateways.All() {
+		rg, err := g.Start(b.ctx, b.env, b.group, b.echo())
+		if err != nil {
+			return err
+		}
+		b.r.Large = append(b.r.Large, b.large(rg))
+		b.group.Stop(rg.Proc)
+	}
+	return nil
+}
+
+// loadScenarios runs the session and payload loads on every gateway.
+func (b *bencher) loadScenarios() error {
+	running, stop, err := b.startAll(b.echo())
+	if err != nil {
+		return err
+	}
+	defer stop()
+	for _, n := range b.plan.sessions {
+		b.loadRuns("sessions", "benchecho", running, n, 1024)
+	}
+	for _, size := range b.plan.payloads {
+		b.loadRuns("payload", "benchecho", running, b.plan.payloadSessions, size)
+	}
+	return nil
+}
+
+// loadRuns measures one load on every gateway. The sessions of all
+// gateways are opened first; the measured time is then cut into rounds
+// that visit the gateways in turn, so that a burst of noise on a shared
+// machine falls on all of them rather than on one.
+func (b *bencher) loadRuns(scenario, backend string, running []*gateways.Running, sessions, payload int) {
+	type state struct {
+		g     *gateways.Running
+		open  []*load.Session
+		tally load.Tally
+		cpu   time.Duration // the gateway's CPU time while driven
+		err   string
+	}
+	var states []*state
+	defer func() {
+		for _, st := range states {
+			load.CloseAll(st.open)
+		}
+	}()
+	for _, g := range running {
+		fmt.Fprintf(os.Stderr, "  %-8s %-10s %-12s sessions=%-4d payload=%d\n", scenario, backend, g.Name, sessions, payload)
+		st := &state{g: g, tally: load.Tally{Sessions: sessions, Payload: payload}}
+		open, err := load.Open(b.ctx, g.URL, sessions, strings.Repeat("x", payload))
+		if err != nil {
+			st.err = "failed: " + err.Error()
+		}
+		st.open = open
+		states = append(states, st)
+	}
+	for round := range b.plan.rounds {
+		warmup := b.plan.warmup
+		if round > 0 {
+			warmup = b.plan.warmup / 5
+		}
+		for _, st := range states {
+			if st.open != nil {
+				cpu0, err0 := proc.CPUTime(st.g.Proc.PID)
+				st.tally.Add(load.Drive(b.ctx, st.open, load.Spec{Warmup: warmup, Duration: b.plan.measure / time.Duration(b.plan.rounds)}))
+				cpu1, err1 := proc.CPUTime(st.g.Proc.PID)
+				if err0 == nil && err1 == nil {
+					st.cpu += cpu1 - cpu0
+				}
+			}
+		}
+	}
+	for _, st := range states {
+		lr := report.LoadRun{Scenario: scenario, Backend: backend, Gateway: st.g.Name, Sessions: sessions, Payload: payload, Skipped: st.err}
+		if st.open != nil {
+			res := st.tally.Result()
+			lr.Result = &res
+			if made := st.tally.Made(); made > 0 {
+				lr.CPUPerCall = float64(st.cpu.Microseconds()) / float64(made)
+			}
+			if res.Calls == 0 && res.Errors > 0 {
+				lr.Skipped = "every call failed: " + res.FirstError
+			}
+			// Measured while the sessions are open: a gateway may hold a
+			// process per session.
+			if m, err := proc.Mem(st.g.Proc.PID); err == nil {
+				lr.RSSKiB = m.RSS
+			}
+			lr.Processes = len(proc.Tree(st.g.Proc.PID))
+		}
+		b.r.Load = append(b.r.Load, lr)
+	}
+}
+
+// largeTimeout bounds the large call: mcpgate and the floor take well
+// under a second, and a gateway that takes longer fails the scenario.
+const largeTimeout = 15 * time.Second
+
+// large sends one tools/call whose result is plan.large bytes.
+func (b *bencher) large(g *gateways.Running) report.LargeRun {
+	lr := report.LargeRun{Gateway: g.Name, Bytes: b.plan.large}
+	fmt.Fprintf(os.Stderr, "  large    %-12s %d bytes\n", g.Name, b.plan.large)
+	if m, err := proc.Mem(g.Proc.PID); err == nil {
+		lr.BaseRSSKiB = m.RSS
+	}
+	s := load.NewSession(g.URL, "")
+	defer s.Close()
+	ctx, cancel := context.WithTimeout(b.ctx, largeTimeout)
+	defer cancel()
+	err := s.Initialize(ctx)
+	if err == nil {
+		t0 := time.Now()
+		err = s.Call(ctx, b.plan.large)
+		lr.Seconds = time.Since(t0).Seconds()
+	}
+	if err != nil {
+		lr.Error = err.Error()
+	}
+	if m, err := proc.Mem(g.Proc.PID); err == nil {
+		lr.PeakRSSKiB = m.Peak
+		lr.PeakOverRes = float64(m.Peak*1024) / float64(b.plan.large)
+	}
+	return lr
+}
+
+// idleScenario opens many sessions that then stay idle, on fresh
+// gateways, and measures what each costs and how busy sessions fare
+// beside them.
+func (b *bencher) idleScenario() error {
+	running, stop, err := b.startAll(b.echo())
+	if err != nil {
+		return err
+	}
+	defer stop()
+	for _, g := range running {
+		b.r.Idle = append(b.r.Idle, b.idle(g))
+	}
+	return nil
+}
+
+// idleConns is how many connections the idle sessions share.
+const idleConns = 8
+
+func (b *bencher) idle(g *gateways.Running) report.IdleRun {
+	ir := report.IdleRun{Gateway: g.Name, Idle: b.plan.idle}
+	fmt.Fprintf(os.Stderr, "  idle     %-12s %d idle, %d busy\n", g.Name, b.plan.idle, b.plan.busy)
+	shared := load.Client(idleConns)
+	defer shared.CloseIdleConnections()
+	before, _, err := proc.TreeRSS(g.Proc.PID)
+	if err != nil {
+		ir.Error = err.Error()
+		return ir
+	}
+	idle, err := load.OpenShared(b.ctx, g.URL, b.plan.idle, shared)
+	if err != nil {
+		ir.Error = err.Error()
+		return ir
+	}
+	defer load.CloseAll(idle)
+	after, n, err := proc.TreeRSS(g.Proc.PID)
+	if err != nil {
+		ir.Error = err.Error()
+		return ir
+	}
+	ir.RSSBeforeKiB, ir.RSSAfterKiB, ir.Processes = before, after, n
+	ir.BytesPerSession = float64((after-before)*1024) / float64(b.plan.idle)
+	res, err := load.Run(b.ctx, g.URL, load.Spec{Sessions: b.plan.busy, Payload: 1024, Warmup: b.plan.warmup, Duration: b.plan.measure})
+	if err != nil {
+		ir.Error = err.Error()
+		return ir
+	}
+	ir.Busy = &res
+	return ir
+}
+
+// demoScenario puts the demo server behind every gateway: a realistic
+// backend that decodes and encodes JSON.
+func (b *bencher) demoScenario() error {
+	running, stop, err := b.startAll([]string{filepath.Join(b.env.Bin, "mcpgate-demoserver")})
+	if err != nil {
+		return err
+	}
+	defer stop()
+	b.loadRuns("demo", "demoserver", running, b.plan.demoSessions, 1024)
+	return nil
+}

@@ -1,0 +1,166 @@
+// Package gateways knows how to start each gateway the benchmark compares,
+// in front of a given stdio backend, as its documentation says to.
+package gateways
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/mcpgate/mcpgate/bench/internal/load"
+	"github.com/mcpgate/mcpgate/bench/internal/proc"
+)
+
+// Env is where the binaries are.
+type Env struct {
+	Bin  string // mcpgated, benchfloor, benchecho, mcpgate-demoserver
+	NPM  string // the directory holding node_modules with the Node peers
+	Node string // the node binary
+	Work string // a scratch directory for config files
+	Log  io.Writer
+}
+
+// Gateway is one kind of gateway.
+type Gateway struct {
+	Name string
+	// PerSessionChild is set for gateways that spawn one backend process
+	// per session.
+	PerSessionChild bool
+	argv            func(e *Env, port int, backend []string) ([]string, error)
+	env             []string
+}
+
+// All returns the gateways in the order of the tables: the floor, mcpgate,
+// then the Node peers.
+func All() []*Gateway {
+	return []*Gateway{
+		{Name: "floor", argv: floor},
+		{Name: "mcpgate", argv: mcpgate},
+		{Name: "supergateway", argv: supergateway, PerSessionChild: true},
+		{Name: "mcp-proxy", argv: mcpProxy},
+	}
+}
+
+// Running is a started gateway.
+type Running struct {
+	*Gateway
+	URL  string
+	Proc *proc.Proc
+}
+
+// Start runs g in front of backend on a free port and waits until a
+// session can call the echo tool.
+func (g *Gateway) Start(ctx context.Context, e *Env, group *proc.Group, backend []string) (*Running, error) {
+	port, err := FreePort()
+	if err != nil {
+		return nil, err
+	}
+	argv, err := g.argv(e, port, backend)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", g.Name, err)
+	}
+	p, err := group.Start(g.Name, argv, g.env, e.Log)
+	if err != nil {
+		return nil, err
+	}
+	r := &Running{Gateway: g, URL: fmt.Sprintf("http://127.0.0.1:%d/mcp", port), Proc: p}
+	if err := load.Probe(ctx, r.URL, 30*time.Second); err != nil {
+		group.Stop(p)
+		return nil, fmt.Errorf("%s: %w", g.Name, err)
+	}
+	return r, nil
+}
+
+// FreePort returns a TCP port on the loopback that is free now.
+func FreePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+func floor(e *Env, port int, backend []string) ([]string, error) {
+	return append([]string{filepath.Join(e.Bin, "benchfloor"), "-listen", fmt.Sprintf("127.0.0.1:%d", port), "--"}, backend...), nil
+}
+
+// MCPGateConfig returns an mcpgated configuration serving addr with the
+// given backends, each running argv.
+func MCPGateConfig(listen string, backends int, argv []string) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, `[gateway]
+listen = [%q]
+bus = "none"
+log_target = "stderr"
+log_level = "warn"
+# The 50 MB result must fit in one message.
+max_message_bytes = %d
+`, listen, 128<<20)
+	for i := range backends {
+		fmt.Fprintf(&b, "\n[backends.b%03d]\ncommand = %q\nargs = [", i, argv[0])
+		for j, a := range argv[1:] {
+			if j > 0 {
+				b.WriteString(", ")
+			}
+			fmt.Fprintf(&b, "%q", a)
+		}
+		b.WriteString("]\n")
+		if backends == 1 {
+			b.WriteString("tool_prefix = \"\"\n")
+		}
+	}
+	return b.String()
+}
+
+func mcpgate(e *Env, port int, backend []string) ([]string, error) {
+	return mcpgateBinary("mcpgated", e, port, backend)
+}
+
+// Profiled returns mcpgate as its profiling build (bench/cmd/mcpgated-pprof)
+// runs it, serving net/http/pprof on addr.
+func Profiled(addr string) *Gateway {
+	return &Gateway{
+		Name: "mcpgate",
+		argv: func(e *Env, port int, backend []string) ([]string, error) {
+			return mcpgateBinary("mcpgated-pprof", e, port, backend)
+		},
+		env: []string{"MCPBENCH_PPROF=" + addr},
+	}
+}
+
+func mcpgateBinary(binary string, e *Env, port int, backend []string) ([]string, error) {
+	cfg := filepath.Join(e.Work, "mcpgate-"+strconv.Itoa(port)+".toml")
+	if err := os.WriteFile(cfg, []byte(MCPGateConfig(fmt.Sprintf("127.0.0.1:%d", port), 1, backend)), 0o644); err != nil {
+		return nil, err
+	}
+	return []string{filepath.Join(e.Bin, binary), "--config", cfg}, nil
+}
+
+// supergateway in its documented stateful Streamable HTTP mode; logging is
+// off, as mcpgate's is at warn.
+func supergateway(e *Env, port int, backend []string) ([]string, error) {
+	return []string{e.Node, filepath.Join(e.NPM, "node_modules/supergateway/dist/index.js"),
+		"--stdio", shellJoin(backend), "--outputTransport", "streamableHttp", "--stateful",
+		"--port", strconv.Itoa(port), "--logLevel", "none"}, nil
+}
+
+// mcp-proxy with only its Streamable HTTP endpoint (/mcp).
+func mcpProxy(e *Env, port int, backend []string) ([]string, error) {
+	return append([]string{e.Node, filepath.Join(e.NPM, "node_modules/mcp-proxy/dist/bin/mcp-proxy.mjs"),
+		"--port", strconv.Itoa(port), "--host", "127.0.0.1", "--server", "stream", "--"}, backend...), nil
+}
+
+func shellJoin(argv []string) string {
+	quoted := make([]string, len(argv))
+	for i, a := range argv {
+		quoted[i] = "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
+	}
+	return strings.Join(quoted, " ")
+}

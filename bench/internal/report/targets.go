@@ -1,0 +1,127 @@
+package report
+
+import "fmt"
+
+// Target is one of the targets, evaluated on a run. The targets are
+// reported, never asserted.
+type Target struct {
+	Name   string
+	Value  float64
+	Limit  float64
+	AtMost bool   // met when Value ≤ Limit, else when Value ≥ Limit
+	Unit   string // "×", "ms", "MiB", "B"
+	Absent string // why it could not be evaluated
+}
+
+// Met reports whether the target was met.
+func (t Target) Met() bool {
+	if t.Absent != "" {
+		return false
+	}
+	if t.AtMost {
+		return t.Value <= t.Limit
+	}
+	return t.Value >= t.Limit
+}
+
+// Verdict is "1.05× (target ≤ 1.15×): met".
+func (t Target) Verdict() string {
+	if t.Absent != "" {
+		return "not measured: " + t.Absent
+	}
+	op, verdict := "≥", "MISSED"
+	if t.AtMost {
+		op = "≤"
+	}
+	if t.Met() {
+		verdict = "met"
+	}
+	return fmt.Sprintf("%s (target %s %s): %s", num(t.Value, t.Unit), op, num(t.Limit, t.Unit), verdict)
+}
+
+func num(v float64, unit string) string {
+	switch unit {
+	case "×":
+		return fmt.Sprintf("%.2f×", v)
+	case "B":
+		return fmt.Sprintf("%.0f B", v)
+	}
+	return fmt.Sprintf("%.1f %s", v, unit)
+}
+
+// Targets evaluates the targets on r.
+func (r *Results) Targets() []Target {
+	get := func(g string, sessions int, f func(*LoadRun) float64) (float64, string) {
+		l := r.Find("sessions", g, sessions, 1024)
+		if l == nil || l.Result == nil {
+			return 0, fmt.Sprintf("no %d-session run of %s", sessions, g)
+		}
+		return f(l), ""
+	}
+	thr := func(l *LoadRun) float64 { return l.Result.CallsPerSec }
+	p50 := func(l *LoadRun) float64 { return l.Result.P50 }
+	p99 := func(l *LoadRun) float64 { return l.Result.P99 }
+	// rel is a/b for gateways a and b at sessions, by f.
+	rel := func(name string, a, b string, sessions int, f func(*LoadRun) float64, limit float64, atMost bool) Target {
+		t := Target{Name: name, Limit: limit, AtMost: atMost, Unit: "×"}
+		va, why := get(a, sessions, f)
+		vb, why2 := get(b, sessions, f)
+		switch {
+		case why != "":
+			t.Absent = why
+		case why2 != "":
+			t.Absent = why2
+		case vb == 0:
+			t.Absent = "zero"
+		default:
+			t.Value = va / vb
+		}
+		return t
+	}
+	ts := []Target{
+		rel("mcpgate p50 at 1 session ÷ floor", "mcpgate", "floor", 1, p50, 1.15, true),
+		rel("mcpgate throughput at 64 sessions ÷ floor", "mcpgate", "floor", 64, thr, 0.9, false),
+		rel("mcpgate p99 at 64 sessions ÷ floor", "mcpgate", "floor", 64, p99, 1.2, true),
+	}
+	for _, peer := range r.Gateways {
+		if peer == "floor" || peer == "mcpgate" {
+			continue
+		}
+		ts = append(ts,
+			rel("mcpgate throughput at 64 sessions ÷ "+peer, "mcpgate", peer, 64, thr, 5, false),
+			rel(peer+" p50 at 1 session ÷ mcpgate", peer, "mcpgate", 1, p50, 2, false),
+			rel(peer+" p99 at 64 sessions ÷ mcpgate", peer, "mcpgate", 64, p99, 4, false),
+		)
+	}
+	rss := Target{Name: "mcpgated RSS with 10 idle backends", Limit: 30, AtMost: true, Unit: "MiB", Absent: "no start-up run with 10 backends"}
+	ready := Target{Name: "READY=1 with 10 backends after the slowest handshake", Limit: 20, AtMost: true, Unit: "ms", Absent: rss.Absent}
+	for _, s := range r.Startup {
+		if s.Backends == 10 && s.Error == "" {
+			rss.Value, rss.Absent = float64(s.RSSKiB)/1024, ""
+			ready.Value, ready.Absent = s.OverMs, ""
+		}
+	}
+	idle := Target{Name: "mcpgate memory per idle session", Limit: 4096, AtMost: true, Unit: "B", Absent: "no idle run"}
+	for _, i := range r.Idle {
+		if i.Gateway == "mcpgate" && i.Error == "" {
+			idle.Value, idle.Absent = i.BytesPerSession, ""
+			idle.Name = fmt.Sprintf("mcpgate RSS growth per idle session (%d sessions)", i.Idle)
+		}
+	}
+	ts = append(ts, idle)
+	if h := r.IdleHeap; h != nil {
+		ts = append(ts, Target{Name: fmt.Sprintf("mcpgate live heap per idle session (%d sessions)", h.Sessions),
+			Value: h.BytesPerSession, Limit: 4096, AtMost: true, Unit: "B"})
+	}
+	large := Target{Name: "mcpgate peak RSS ÷ size of the large result", Limit: 3, AtMost: true, Unit: "×", Absent: "no large-result run"}
+	for _, l := range r.Large {
+		if l.Gateway == "mcpgate" {
+			large.Name = fmt.Sprintf("mcpgate peak RSS ÷ size of the %s result", Size(l.Bytes))
+			large.Value, large.Absent = l.PeakOverRes, ""
+			if l.Error != "" {
+				large.Absent = "it failed: " + l.Error
+			}
+		}
+	}
+	return append(ts, rss, large, ready)
+}
