@@ -56,10 +56,12 @@ type Options struct {
 	Version         string        // the gateway's version, sent as clientInfo.version
 	GracePeriod     time.Duration // per step of a graceful shutdown
 	MaxMessageBytes int64         // longest line accepted from the child
-	Env             []string      // environment the child inherits, before config env
-	Handler         Handler       // receives the child's notifications and requests
-	Stderr          LineSink      // receives the child's stderr lines; may be nil
-	Logger          *slog.Logger
+	Env             []string      // the daemon's environment; the child gets MinimalEnv of it
+	// CredentialsDirectory is where ${credential:NAME} is read.
+	CredentialsDirectory string
+	Handler              Handler  // receives the child's notifications and requests
+	Stderr               LineSink // receives the child's stderr lines; may be nil
+	Logger               *slog.Logger
 	// OnChange is called after every change of Status or Lists, never with
 	// a lock held. It must not block for long.
 	OnChange func(*Backend)
@@ -259,8 +261,12 @@ func (s *supervision) start(ctx context.Context) (*Conn, time.Time, error) {
 	b := s.b
 	started := time.Now()
 	b.setState(Starting, func(st *Status) { st.Retrying = false })
-	argv := append([]string{b.cfg.Command}, b.cfg.Args...)
-	proc, err := spawn(argv, ChildEnv(b.opts.Env, b.cfg.Env), b.cfg.Cwd)
+	argv := append([]string{b.cfg.Command}, b.cfg.Args...) // placeholders kept: for logs
+	childArgv, childEnv, err := childCommand(b.cfg, b.opts)
+	if err != nil {
+		return nil, started, err
+	}
+	proc, err := spawn(childArgv, childEnv, b.cfg.Cwd)
 	if err != nil {
 		return nil, started, fmt.Errorf("spawn %s: %w", b.cfg.Command, err)
 	}

@@ -23,6 +23,7 @@ const DropInDir = "conf.d"
 type Config struct {
 	Gateway  Gateway
 	Backends map[string]*Backend // by name
+	Clients  map[string]*Client  // by name; see clients.go
 	Files    []string            // files read, main first
 }
 
@@ -42,6 +43,7 @@ type Gateway struct {
 	LogTarget           string        // "auto" (default) | "journal" | "stderr"
 	LogLevel            string        // "info" (default) | "debug" | "warn" | "error"
 	LogRateLimit        RateLimit     // default for backends: 1000 lines / 10s
+	Access                            // auth, audit, credentials_directory
 }
 
 // RateLimit limits how many log lines a backend may emit per interval.
@@ -73,6 +75,7 @@ type Backend struct {
 	LogRateLimit          RateLimit     // default Gateway.LogRateLimit
 	RelayClientRequests   bool          // default true
 	Roots                 []string      // file:// URIs answered to roots/list from config
+	InheritEnv            []string      // daemon variables passed on besides the minimal set
 }
 
 // defaultGateway is the one place that knows the gateway defaults.
@@ -89,6 +92,7 @@ func defaultGateway() Gateway {
 		LogTarget:           "auto",
 		LogLevel:            "info",
 		LogRateLimit:        RateLimit{Burst: 1000, Interval: 10 * time.Second},
+		Access:              defaultAccess(),
 	}
 }
 
@@ -115,6 +119,7 @@ func Default() *Config {
 	return &Config{
 		Gateway:  defaultGateway(),
 		Backends: map[string]*Backend{},
+		Clients:  map[string]*Client{},
 	}
 }
 
@@ -152,7 +157,8 @@ func (b *Backend) Equal(o *Backend) bool {
 		b.RestartBackoffMax == o.RestartBackoffMax &&
 		b.LogRateLimit == o.LogRateLimit &&
 		b.RelayClientRequests == o.RelayClientRequests &&
-		slices.Equal(b.Roots, o.Roots)
+		slices.Equal(b.Roots, o.Roots) &&
+		slices.Equal(b.InheritEnv, o.InheritEnv)
 }
 
 // String returns the TOML spelling of r: "off" when unlimited, otherwise

@@ -25,6 +25,7 @@ func wantGateway() Gateway {
 		LogTarget:           "auto",
 		LogLevel:            "info",
 		LogRateLimit:        RateLimit{Burst: 1000, Interval: 10 * time.Second},
+		Access:              Access{Auth: "required", Audit: "calls"},
 	}
 }
 

@@ -35,7 +35,7 @@ type field[T any] struct {
 }
 
 func gatewayFields() []field[Gateway] {
-	return []field[Gateway]{
+	return append([]field[Gateway]{
 		{"listen", func(d *decoder, at keyPath, v any, g *Gateway) bool {
 			return d.strList(at, v, &g.Listen, checkListen)
 		}},
@@ -75,7 +75,7 @@ func gatewayFields() []field[Gateway] {
 		{"log_rate_limit", func(d *decoder, at keyPath, v any, g *Gateway) bool {
 			return d.rateLimit(at, v, &g.LogRateLimit)
 		}},
-	}
+	}, accessFields()...)
 }
 
 func backendFields() []field[Backend] {
@@ -84,7 +84,7 @@ func backendFields() []field[Backend] {
 			return d.str(at, v, &b.Command, checkCommand)
 		}},
 		{"args", func(d *decoder, at keyPath, v any, b *Backend) bool {
-			return d.strList(at, v, &b.Args, nil)
+			return d.strList(at, v, &b.Args, checkCredentialRefs)
 		}},
 		{"env", func(d *decoder, at keyPath, v any, b *Backend) bool {
 			return d.env(at, v, &b.Env)
@@ -124,6 +124,9 @@ func backendFields() []field[Backend] {
 		}},
 		{"roots", func(d *decoder, at keyPath, v any, b *Backend) bool {
 			return d.strList(at, v, &b.Roots, checkRoot)
+		}},
+		{"inherit_env", func(d *decoder, at keyPath, v any, b *Backend) bool {
+			return d.strList(at, v, &b.InheritEnv, checkInheritEnv)
 		}},
 	}
 }
@@ -359,7 +362,7 @@ func (d *decoder) env(at keyPath, v any, dst *map[string]string) bool {
 			good = false
 		default:
 			var s string
-			if d.str(kat, t[k], &s, nil) {
+			if d.str(kat, t[k], &s, checkCredentialRefs) {
 				env[k] = s
 			} else {
 				good = false

@@ -70,13 +70,13 @@ func TestLoadErrors(t *testing.T) {
 			`mcpgate.toml:2:1: gateway.Request-Timeout: unknown key (did you mean "request_timeout"?)`,
 		}},
 		{"unknown gateway key without suggestion", map[string]string{"mcpgate.toml": "[gateway]\ncolour = 1\n"}, []string{
-			`mcpgate.toml:2:1: gateway.colour: unknown key; valid keys here: listen, endpoint, request_timeout, shutdown_grace_period, drain_timeout, max_message_bytes, page_size, allowed_origins, allowed_hosts, bus, log_target, log_level, log_rate_limit`,
+			`mcpgate.toml:2:1: gateway.colour: unknown key; valid keys here: listen, endpoint, request_timeout, shutdown_grace_period, drain_timeout, max_message_bytes, page_size, allowed_origins, allowed_hosts, bus, log_target, log_level, log_rate_limit, auth, audit, credentials_directory`,
 		}},
 		{"unknown top-level key", map[string]string{"mcpgate.toml": "[gatway]\nbus = \"none\"\ncommand = \"x\"\n"}, []string{
 			`mcpgate.toml:1:2: gatway: unknown key (did you mean "gateway"?)`,
 		}},
 		{"unknown top-level key without suggestion", map[string]string{"mcpgate.toml": "command = \"x\"\n"}, []string{
-			`mcpgate.toml:1:1: command: unknown key; settings belong in [gateway] or [backends.NAME]`,
+			`mcpgate.toml:1:1: command: unknown key; settings belong in [gateway], [backends.NAME] or [clients.NAME]`,
 		}},
 		{"unknown key in inline table", map[string]string{"mcpgate.toml": "[backends]\ngh = { command = \"gh\", arg = [] }\n"}, []string{
 			`mcpgate.toml:2:24: backends.gh.arg: unknown key (did you mean "args"?)`,

@@ -2,7 +2,8 @@ package config
 
 // Keys returns every configuration key mcpgate accepts, as dotted paths in
 // the order the decoder knows them: the [gateway] keys as "gateway.KEY",
-// then the backend keys as "backends.NAME.KEY" with NAME spelled literally.
+// then the backend keys as "backends.NAME.KEY" and the client keys as
+// "clients.NAME.KEY", with NAME spelled literally.
 // It is the list the manual page mcpgate.toml(5) must document.
 func Keys() []string {
 	var keys []string
@@ -11,6 +12,9 @@ func Keys() []string {
 	}
 	for _, f := range backendFields() {
 		keys = append(keys, "backends.NAME."+f.key)
+	}
+	for _, f := range clientFields() {
+		keys = append(keys, "clients.NAME."+f.key)
 	}
 	return keys
 }

@@ -22,6 +22,7 @@ func TestKeysCoverFields(t *testing.T) {
 	}{
 		{reflect.TypeFor[Gateway](), "gateway.", nil},
 		{reflect.TypeFor[Backend](), "backends.NAME.", []string{"Name", "File", "Line"}},
+		{reflect.TypeFor[Client](), "clients.NAME.", []string{"Name", "File", "Line"}},
 	}
 	for _, tt := range tests {
 		var n int
@@ -30,8 +31,21 @@ func TestKeysCoverFields(t *testing.T) {
 				n++
 			}
 		}
-		if want := tt.typ.NumField() - len(tt.derived); n != want {
+		if want := settable(tt.typ) - len(tt.derived); n != want {
 			t.Errorf("Keys() has %d keys under %s, want one per settable field of %s (%d)", n, tt.prefix, tt.typ.Name(), want)
 		}
 	}
+}
+
+// settable counts the fields of typ, those of embedded structs included.
+func settable(typ reflect.Type) int {
+	n := 0
+	for i := range typ.NumField() {
+		if f := typ.Field(i); f.Anonymous {
+			n += settable(f.Type)
+		} else {
+			n++
+		}
+	}
+	return n
 }

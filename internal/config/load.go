@@ -297,8 +297,12 @@ func (l *loader) resolve() *Config {
 				if t, ok := d.table(at, f.doc[k], "a table of backends", "write a [backends.NAME] header for each backend"); ok {
 					tables = append(tables, backendsTable{d, t})
 				}
+			case "clients":
+				if t, ok := d.table(at, f.doc[k], "a table of clients", "write a [clients.NAME] header for each client"); ok {
+					d.clients(t, cfg)
+				}
 			default:
-				d.unknown(at, []string{"gateway", "backends"}, "settings belong in [gateway] or [backends.NAME]")
+				d.unknown(at, []string{"gateway", "backends", "clients"}, "settings belong in [gateway], [backends.NAME] or [clients.NAME]")
 			}
 		}
 	}

@@ -16,11 +16,13 @@ import (
 	"reflect"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
 
+	"github.com/mcpgate/mcpgate/internal/access"
 	"github.com/mcpgate/mcpgate/internal/backend"
 	"github.com/mcpgate/mcpgate/internal/catalog"
 	"github.com/mcpgate/mcpgate/internal/config"
@@ -76,6 +78,9 @@ func checkConfig(path string, stdout, stderr io.Writer) int {
 		}
 		return exitFailed
 	}
+	for _, w := range cfg.CredentialsInArgs() {
+		fmt.Fprintln(stderr, "warning: "+w)
+	}
 	fmt.Fprintf(stdout, "%s: OK (%d backends, %d files)\n", path, len(cfg.Backends), len(cfg.Files))
 	return exitOK
 }
@@ -97,6 +102,9 @@ type daemon struct {
 	gw     *gateway.Gateway
 	lns    *listeners.Set
 	srv    *http.Server
+
+	clients  atomic.Pointer[access.Set] // the clients in effect; replaced by reload
+	refusals *access.Refusals
 
 	// stopStatus stops status's Run once it sent what is pending, and waits
 	// for it; nil once called. See finalStatus.
@@ -199,7 +207,10 @@ func (d *daemon) run(ctx context.Context) int {
 		Logger:       d.log,
 		OnLog:        d.mcpLog,
 		OnCatalog:    func(*catalog.Catalog) { d.updateStatus() },
+		Audit:        g.Audit == "calls",
 	})
+	d.loadClients(d.cfg)
+	d.refusals = access.NewRefusals(d.log)
 	go d.gw.Run(ctx)
 	// The bus comes up before the backends start, so operators can watch
 	// them start; its hooks must be in place before the first change.
@@ -279,9 +290,13 @@ func (d *daemon) serve() error {
 		AllowedHosts:    g.AllowedHosts,
 		ResumeWindow:    resumeWindow,
 		Logger:          d.log,
+		Clients:         d.clients.Load,
+		Refusals:        d.refusals,
 	})
+	d.warnAccess()
 	d.srv = &http.Server{
 		Handler:           handler,
+		ConnContext:       access.ConnContext, // peer credentials of unix socket clients
 		ReadHeaderTimeout: 30 * time.Second,
 		ErrorLog:          slog.NewLogLogger(d.log.Handler(), slog.LevelWarn),
 	}
@@ -358,7 +373,9 @@ func (d *daemon) reload(ctx context.Context) (err error) {
 	}
 	change, err := d.apply(ctx, cfg)
 	d.cfg.Backends = cfg.Backends
+	d.cfg.Clients = cfg.Clients
 	d.cfg.Files = cfg.Files
+	d.gw.SetClients(d.loadClients(d.cfg))
 	d.gw.Refresh()
 	d.log.Info("configuration reloaded: "+change.String(), journal.MessageReload.Attr())
 	return err
@@ -497,8 +514,11 @@ func (d *daemon) backendOptions(cfg *config.Backend) backend.Options {
 		GracePeriod:     d.cfg.Gateway.ShutdownGracePeriod,
 		MaxMessageBytes: d.cfg.Gateway.MaxMessageBytes,
 		Env:             os.Environ(),
-		Handler:         d.gw,
-		Logger:          d.log,
+		// Read each time a child starts, so rotated credentials apply at
+		// the next restart.
+		CredentialsDirectory: d.credentialsDirectory(),
+		Handler:              d.gw,
+		Logger:               d.log,
 		OnChange: func(b *backend.Backend) {
 			d.gw.Refresh()
 			d.updateStatus()

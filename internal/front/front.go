@@ -15,6 +15,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/mcpgate/mcpgate/internal/access"
 	"github.com/mcpgate/mcpgate/internal/gateway"
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
 )
@@ -37,6 +38,11 @@ type Options struct {
 	ResumeWindow time.Duration
 	KeepAlive    time.Duration // idle time after which an event stream gets a comment
 	Logger       *slog.Logger
+	// Clients, if set, returns the clients in effect; every request must
+	// come from one of them. Nil lets everyone in as client "anonymous".
+	Clients func() *access.Set
+	// Refusals journals refused callers and slows down repeated failures.
+	Refusals *access.Refusals
 }
 
 // Handler is the http.Handler of the MCP endpoint.
@@ -76,8 +82,16 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Access-Control-Expose-Headers", headerSession)
 		w.Header().Add("Vary", "Origin")
 	}
+	if r.Method != http.MethodOptions { // preflights carry no credentials
+		if r = h.identify(w, r); r == nil {
+			return
+		}
+	}
 	switch r.Method {
 	case http.MethodPost:
+		if h.limited(w, r) {
+			return
+		}
 		h.post(w, r)
 	case http.MethodGet:
 		h.get(w, r)
@@ -126,7 +140,7 @@ func (h *Handler) post(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if msg.IsRequest() && msg.Method == "initialize" {
-		h.initialize(w, msg)
+		h.initialize(w, msg, clientOf(r))
 		return
 	}
 	sess := h.session(w, r)
@@ -147,14 +161,17 @@ func (h *Handler) post(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-func (h *Handler) initialize(w http.ResponseWriter, msg *jsonrpc.Message) {
-	sess, result, err := h.g.NewSession(msg.Params)
+func (h *Handler) initialize(w http.ResponseWriter, msg *jsonrpc.Message, client *access.Client) {
+	sess, result, err := h.g.NewSession(msg.Params, client)
+	if h.limitError(w, err, msg.ID) {
+		return
+	}
 	if err != nil {
 		e := jsonrpc.AsError(err)
 		h.rpcError(w, http.StatusOK, msg.ID, e.Code, "%s", e.Message)
 		return
 	}
-	h.log.Debug("session started", "session", sess.ID, "protocol_version", sess.Protocol)
+	h.log.Debug("session started", "session", sess.ID, "protocol_version", sess.Protocol, "client", client.Name)
 	w.Header().Set(headerSession, sess.ID)
 	w.Header().Set("Content-Type", "application/json")
 	w.Write(jsonrpc.AppendResult(nil, msg.ID, result))
@@ -218,7 +235,7 @@ func (h *Handler) session(w http.ResponseWriter, r *http.Request) *gateway.Sessi
 		return nil
 	}
 	sess := h.g.Session(id)
-	if sess == nil {
+	if sess == nil || !owns(r, sess) { // another identity's session does not exist for this one
 		h.rpcError(w, http.StatusNotFound, nil, jsonrpc.CodeInvalidRequest, "session %q not found: it ended or the gateway restarted; initialize a new session", id)
 		return nil
 	}

@@ -25,10 +25,11 @@ type call struct {
 	clientToken json.RawMessage // the client's progress token
 	unsent      string          // why the call was given up before bcall was set; guarded by sess.mu
 
-	// then, if set, learns whether the backend accepted the request once
-	// the call ends.
-	then      func(ok bool)
+	// then, if set, learns whether the backend accepted the request, and
+	// the size of its answer, once the call ends.
+	then      func(ok bool, size int)
 	succeeded atomic.Bool
+	size      atomic.Int64 // bytes of the backend's result or error
 
 	ended atomic.Bool
 	once  sync.Once // guards the bookkeeping in end
@@ -37,6 +38,9 @@ type call struct {
 // deliver receives the backend's answer, on the backend's reader goroutine.
 func (c *call) deliver(resp *jsonrpc.Message, err error) {
 	c.succeeded.Store(err == nil && resp.Error == nil)
+	if err == nil {
+		c.size.Store(int64(len(resp.Result) + len(resp.Error)))
+	}
 	if !c.end() {
 		return
 	}
@@ -103,7 +107,7 @@ func (c *call) end() bool {
 	}
 	c.once.Do(func() {
 		if c.then != nil {
-			defer c.then(c.succeeded.Load())
+			defer c.then(c.succeeded.Load(), int(c.size.Load()))
 		}
 		s := c.sess
 		s.mu.Lock()

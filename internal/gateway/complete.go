@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"github.com/mcpgate/mcpgate/internal/access"
 	"github.com/mcpgate/mcpgate/internal/catalog"
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
 )
@@ -24,7 +25,7 @@ func (s *Session) complete(msg *jsonrpc.Message, stream *Stream, cat *catalog.Ca
 			return
 		}
 		prompt, ok := cat.Prompt(name)
-		if !ok {
+		if !ok || !s.policy().Allows(access.Prompts, name) {
 			fail("unknown prompt %q", name)
 			return
 		}
@@ -34,6 +35,10 @@ func (s *Session) complete(msg *jsonrpc.Message, stream *Stream, cat *catalog.Ca
 		uri, _, err := stringParam(ref, "uri")
 		if err != nil {
 			fail("params.ref.uri must be a string")
+			return
+		}
+		if !s.policy().Allows(access.Resources, uri) {
+			fail("no backend serves the resource or template %q", uri)
 			return
 		}
 		for _, t := range cat.Templates {

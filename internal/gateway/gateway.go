@@ -67,6 +67,8 @@ type Options struct {
 	OnLog func(backend string, params []byte)
 	// OnCatalog, if set, is called after the catalog changed.
 	OnCatalog func(*catalog.Catalog)
+	// Audit journals every tools/call, prompts/get and resources/read.
+	Audit bool
 }
 
 // Gateway is the MCP server clients talk to.
@@ -79,9 +81,10 @@ type Gateway struct {
 	rebuildMu sync.Mutex // serialises catalog rebuilds and their notifications
 	conflicts map[string]bool
 
-	sessions sync.Map // session id → *Session
-	progress sync.Map // gateway progress token (int64) → *call
-	tokens   atomic.Int64
+	sessions  sync.Map // session id → *Session
+	perClient clientSessions
+	progress  sync.Map // gateway progress token (int64) → *call
+	tokens    atomic.Int64
 
 	subsMu sync.Mutex
 	subs   map[subKey]int // subscribing sessions per backend and uri
@@ -152,7 +155,11 @@ func (g *Gateway) Refresh() {
 	g.conflicts = seen
 	changed := func(a, b string, method string) {
 		if a != b {
-			g.eachSession(func(s *Session) { s.listChanged(method) })
+			g.eachSession(func(s *Session) {
+				if s.viewChanged(prev, next, method) {
+					s.listChanged(method)
+				}
+			})
 		}
 	}
 	changed(prev.ToolsDigest, next.ToolsDigest, "notifications/tools/list_changed")
@@ -194,7 +201,9 @@ func (g *Gateway) NumSessions() int {
 func (g *Gateway) CloseSession(id string, why string) bool {
 	v, ok := g.sessions.LoadAndDelete(id)
 	if ok {
-		v.(*Session).close(why)
+		s := v.(*Session)
+		g.release(s.Client().Name)
+		s.close(why)
 	}
 	return ok
 }

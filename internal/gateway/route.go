@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/mcpgate/mcpgate/internal/access"
 	"github.com/mcpgate/mcpgate/internal/backend"
 	"github.com/mcpgate/mcpgate/internal/catalog"
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
@@ -33,13 +34,17 @@ func (s *Session) HandleRequest(msg *jsonrpc.Message, stream *Stream) {
 	case "ping":
 		reply(json.RawMessage(`{}`))
 	case "tools/list":
-		s.page(msg, stream, "tools", len(cat.Tools), func(i int) []byte { return cat.Tools[i].Raw })
+		tools := visibleEntries(s.policy(), access.Tools, cat.Tools)
+		s.page(msg, stream, "tools", len(tools), func(i int) []byte { return tools[i].Raw })
 	case "prompts/list":
-		s.page(msg, stream, "prompts", len(cat.Prompts), func(i int) []byte { return cat.Prompts[i].Raw })
+		prompts := visibleEntries(s.policy(), access.Prompts, cat.Prompts)
+		s.page(msg, stream, "prompts", len(prompts), func(i int) []byte { return prompts[i].Raw })
 	case "resources/list":
-		s.page(msg, stream, "resources", len(cat.Resources), func(i int) []byte { return cat.Resources[i].Raw })
+		resources := visibleResources(s.policy(), cat.Resources)
+		s.page(msg, stream, "resources", len(resources), func(i int) []byte { return resources[i].Raw })
 	case "resources/templates/list":
-		s.page(msg, stream, "resourceTemplates", len(cat.Templates), func(i int) []byte { return cat.Templates[i].Raw })
+		templates := visibleResources(s.policy(), cat.Templates)
+		s.page(msg, stream, "resourceTemplates", len(templates), func(i int) []byte { return templates[i].Raw })
 	case "tools/call":
 		name, span, err := stringParam(msg.Params, "name")
 		if err != nil {
@@ -47,11 +52,11 @@ func (s *Session) HandleRequest(msg *jsonrpc.Message, stream *Stream) {
 			return
 		}
 		tool, ok := cat.Tool(name)
-		if !ok {
-			fail(unknownTool(cat, name))
+		if !ok || !s.policy().Allows(access.Tools, name) {
+			fail(s.unknownToolFor(cat, name))
 			return
 		}
-		s.forwardTo(msg, stream, tool.Backend, renamed(msg.Params, span, name, tool.Original))
+		s.forwardThen(msg, stream, tool.Backend, renamed(msg.Params, span, name, tool.Original), s.audited(msg, tool.Backend, "tool", name))
 	case "prompts/get":
 		name, span, err := stringParam(msg.Params, "name")
 		if err != nil {
@@ -59,11 +64,11 @@ func (s *Session) HandleRequest(msg *jsonrpc.Message, stream *Stream) {
 			return
 		}
 		prompt, ok := cat.Prompt(name)
-		if !ok {
+		if !ok || !s.policy().Allows(access.Prompts, name) {
 			fail(jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "unknown prompt %q", name))
 			return
 		}
-		s.forwardTo(msg, stream, prompt.Backend, renamed(msg.Params, span, name, prompt.Original))
+		s.forwardThen(msg, stream, prompt.Backend, renamed(msg.Params, span, name, prompt.Original), s.audited(msg, prompt.Backend, "prompt", name))
 	case "resources/read":
 		uri, _, err := stringParam(msg.Params, "uri")
 		if err != nil {
@@ -71,12 +76,12 @@ func (s *Session) HandleRequest(msg *jsonrpc.Message, stream *Stream) {
 			return
 		}
 		owner, ok := g.resourceOwner(cat, uri)
-		if !ok {
+		if !ok || !s.policy().Allows(access.Resources, uri) {
 			fail(&jsonrpc.Error{Code: CodeResourceNotFound, Message: fmt.Sprintf("resource not found: no backend serves %q", uri),
 				Data: append(jsonrpc.AppendString([]byte(`{"uri":`), uri), '}')})
 			return
 		}
-		s.forwardTo(msg, stream, owner, msg.Params)
+		s.forwardThen(msg, stream, owner, msg.Params, s.audited(msg, owner, "uri", uri))
 	case "resources/subscribe", "resources/unsubscribe":
 		s.subscription(msg, stream, cat)
 	case "completion/complete":
@@ -84,7 +89,9 @@ func (s *Session) HandleRequest(msg *jsonrpc.Message, stream *Stream) {
 	case "logging/setLevel":
 		s.setLevel(msg, stream)
 	default:
-		if b := g.soleBackend(); b != nil {
+		// A method the gateway does not know cannot be checked against a
+		// policy: only clients without restrictions may pass it on.
+		if b := g.soleBackend(); b != nil && s.policy().Unrestricted() {
 			s.forwardTo(msg, stream, b.Name(), msg.Params)
 			return
 		}
@@ -149,14 +156,14 @@ func (s *Session) forwardTo(msg *jsonrpc.Message, stream *Stream, name string, p
 // forwardThen is forwardTo, calling then with the outcome once the call
 // ended: true if the backend answered with a result. Then is also called
 // (with false) when the request could not be sent.
-func (s *Session) forwardThen(msg *jsonrpc.Message, stream *Stream, name string, params json.RawMessage, then func(ok bool)) {
+func (s *Session) forwardThen(msg *jsonrpc.Message, stream *Stream, name string, params json.RawMessage, then func(ok bool, size int)) {
 	g := s.g
 	answer := func(code int, err error) {
 		stream.push(jsonrpc.AppendError(nil, msg.ID, &jsonrpc.Error{Code: code, Message: err.Error()}), true)
 	}
 	fail := func(code int, err error) { // before the call is tracked
 		if then != nil {
-			then(false)
+			then(false, 0)
 		}
 		answer(code, err)
 	}

@@ -6,8 +6,10 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
+	"github.com/mcpgate/mcpgate/internal/access"
 	"github.com/mcpgate/mcpgate/internal/backend"
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
 )
@@ -19,6 +21,7 @@ type Session struct {
 	g        *Gateway
 	caps     clientCaps
 	offered  offeredCaps // what the gateway advertised at initialize
+	client   atomic.Pointer[access.Client]
 
 	mu         sync.Mutex
 	closed     bool
@@ -52,9 +55,10 @@ type relayed struct {
 	method    string
 }
 
-// NewSession handles an initialize request: it negotiates the protocol
-// version and returns the new session with its initialize result.
-func (g *Gateway) NewSession(params json.RawMessage) (*Session, json.RawMessage, error) {
+// NewSession handles an initialize request of client: it negotiates the
+// protocol version and returns the new session with its initialize result.
+// Beyond the client's max_sessions it returns an *access.LimitError.
+func (g *Gateway) NewSession(params json.RawMessage, client *access.Client) (*Session, json.RawMessage, error) {
 	if g.draining.Load() {
 		return nil, nil, jsonrpc.Errorf(CodeShuttingDown, "the gateway is shutting down")
 	}
@@ -83,6 +87,13 @@ func (g *Gateway) NewSession(params json.RawMessage) (*Session, json.RawMessage,
 	}
 	s.standalone = newStream(0, true)
 	s.streams[0] = s.standalone
+	if client == nil {
+		client = access.Anonymous()
+	}
+	s.client.Store(client)
+	if err := g.admit(client); err != nil {
+		return nil, nil, err
+	}
 	result := g.initializeResult(s)
 	g.sessions.Store(s.ID, s)
 	return s, result, nil

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"time"
 
+	"github.com/mcpgate/mcpgate/internal/access"
 	"github.com/mcpgate/mcpgate/internal/catalog"
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
 )
@@ -27,7 +28,7 @@ func (s *Session) subscription(msg *jsonrpc.Message, stream *Stream, cat *catalo
 			return
 		}
 		var ok bool
-		if owner, ok = s.g.resourceOwner(cat, uri); !ok {
+		if owner, ok = s.g.resourceOwner(cat, uri); !ok || !s.policy().Allows(access.Resources, uri) {
 			stream.push(errorResponse(msg.ID, CodeResourceNotFound, "resource not found: no backend serves %q", uri), true)
 			return
 		}
@@ -55,7 +56,7 @@ func (s *Session) subscription(msg *jsonrpc.Message, stream *Stream, cat *catalo
 	s.mu.Unlock()
 	if first {
 		// A backend that refuses the subscription must not stay counted.
-		s.forwardThen(msg, stream, owner, msg.Params, func(ok bool) {
+		s.forwardThen(msg, stream, owner, msg.Params, func(ok bool, _ int) {
 			if !ok {
 				s.mu.Lock()
 				delete(s.subs, uri)

@@ -47,6 +47,15 @@ const (
 	// MessageSuppressed: a backend's log lines were suppressed (written by
 	// BackendLog with MCPGATE_SUPPRESSED=N).
 	MessageSuppressed MessageID = "3d6d9d7424374dc88cccee6da0da918d"
+	// MessageAccessDenied: a caller was refused (attrs peer, http_status,
+	// reason; never the token).
+	MessageAccessDenied MessageID = "e2c7994b55374c46a1e6b91578c0d764"
+	// MessageAudit: a client called a tool, read a resource or got a
+	// prompt (attrs client, backend, tool/uri/prompt, duration, outcome,
+	// sizes; never arguments or results).
+	MessageAudit MessageID = "af84f9ba2bdf44638ea8e737adfb73ba"
+	// MessageAuthNone: the gateway runs with [gateway] auth = "none".
+	MessageAuthNone MessageID = "273d966c9f434cc7943e1a61d6265f03"
 )
 
 // Attr returns the attribute that makes Handler write id as MESSAGE_ID.

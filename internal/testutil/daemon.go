@@ -1,6 +1,7 @@
 package testutil
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"net"
@@ -209,7 +210,8 @@ type DaemonOptions struct {
 }
 
 // Config returns a configuration whose gateway listens on a free port, with
-// D-Bus off and plain logs, followed by backends.
+// D-Bus off, plain logs and auth = "none" (tests of access set Auth),
+// followed by backends.
 func Config(t testing.TB, backends string) (toml string, url string) {
 	return ConfigWith(t, backends, ConfigOptions{})
 }
@@ -217,6 +219,7 @@ func Config(t testing.TB, backends string) (toml string, url string) {
 // ConfigOptions tune ConfigWith.
 type ConfigOptions struct {
 	Bus     string // [gateway] bus; "" means "none"
+	Auth    string // [gateway] auth; "" means "none"
 	Gateway string // more lines for the [gateway] section
 }
 
@@ -224,11 +227,9 @@ type ConfigOptions struct {
 func ConfigWith(t testing.TB, backends string, opts ConfigOptions) (toml string, url string) {
 	port := FreePort(t)
 	url = fmt.Sprintf("http://127.0.0.1:%d/mcp", port)
-	bus := opts.Bus
-	if bus == "" {
-		bus = "none"
-	}
-	return fmt.Sprintf("[gateway]\nlisten = [\"127.0.0.1:%d\"]\nbus = %q\nlog_target = \"stderr\"\nlog_level = \"debug\"\n%s\n%s", port, bus, opts.Gateway, backends), url
+	bus := cmp.Or(opts.Bus, "none")
+	auth := cmp.Or(opts.Auth, "none")
+	return fmt.Sprintf("[gateway]\nlisten = [\"127.0.0.1:%d\"]\nbus = %q\nauth = %q\nlog_target = \"stderr\"\nlog_level = \"debug\"\n%s\n%s", port, bus, auth, opts.Gateway, backends), url
 }
 
 // SocketConfig is Config with a unix socket listener besides the TCP one:

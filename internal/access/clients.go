@@ -1,0 +1,302 @@
+package access
+
+import (
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"maps"
+	"net/http"
+	"os"
+	"os/user"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/mcpgate/mcpgate/internal/config"
+)
+
+// Client is an identity the gateway recognises, with what it may do.
+type Client struct {
+	Name        string
+	Policy      *Policy
+	MaxSessions int     // 0: no limit of its own
+	Limit       *Bucket // requests per interval; nil: unlimited
+
+	hash   []byte          // SHA-256 of its bearer token; nil without one
+	uids   map[uint32]bool // peers recognised by uid
+	gids   map[uint32]bool // peers recognised by group
+	byPeer bool
+}
+
+// Anonymous is the client of every caller when auth is "none".
+func Anonymous() *Client {
+	return &Client{Name: config.AnonymousClient, Policy: AllowAll()}
+}
+
+// Set is the configured clients, as one reload built them. It is
+// immutable.
+type Set struct {
+	required bool
+	clients  []*Client // sorted by name
+	anon     *Client
+}
+
+// Options tune NewSet.
+type Options struct {
+	// CredentialsDirectory is where token_credential files are read:
+	// $CREDENTIALS_DIRECTORY, or [gateway] credentials_directory.
+	CredentialsDirectory string
+}
+
+// NewSet builds the clients of cfg. Problems that leave a client without
+// an identity (a credential that cannot be read, an unknown user) are
+// returned as warnings: the client then matches nobody, which is safe.
+func NewSet(cfg *config.Config, opts Options) (*Set, []string) {
+	s := &Set{required: cfg.Gateway.Auth != "none", anon: Anonymous()}
+	var warnings []string
+	for _, name := range slices.Sorted(maps.Keys(cfg.Clients)) {
+		cc := cfg.Clients[name]
+		c := &Client{
+			Name:        name,
+			Policy:      NewPolicy(cc.Tools, cc.Resources, cc.Prompts),
+			MaxSessions: cc.MaxSessions,
+			uids:        map[uint32]bool{},
+			gids:        map[uint32]bool{},
+		}
+		if cc.RateLimit.Burst > 0 {
+			c.Limit = NewBucket(cc.RateLimit.Burst, cc.RateLimit.Interval)
+		}
+		where := fmt.Sprintf("%s:%d: client %q", cc.File, cc.Line, name)
+		switch {
+		case cc.TokenSHA256 != "":
+			c.hash, _ = hex.DecodeString(cc.TokenSHA256)
+		case cc.TokenCredential != "":
+			token, err := ReadCredential(opts.CredentialsDirectory, cc.TokenCredential)
+			if err != nil {
+				warnings = append(warnings, fmt.Sprintf("%s: no token: %v", where, err))
+				break
+			}
+			sum := sha256.Sum256([]byte(token))
+			c.hash = sum[:]
+		}
+		for _, u := range cc.UnixUsers {
+			uid, err := lookupID(u, func(n string) (string, error) {
+				usr, err := user.Lookup(n)
+				if err != nil {
+					return "", err
+				}
+				return usr.Uid, nil
+			})
+			if err != nil {
+				warnings = append(warnings, fmt.Sprintf("%s: unix_users: %v", where, err))
+				continue
+			}
+			c.uids[uid] = true
+		}
+		for _, g := range cc.UnixGroups {
+			gid, err := lookupID(g, func(n string) (string, error) {
+				grp, err := user.LookupGroup(n)
+				if err != nil {
+					return "", err
+				}
+				return grp.Gid, nil
+			})
+			if err != nil {
+				warnings = append(warnings, fmt.Sprintf("%s: unix_groups: %v", where, err))
+				continue
+			}
+			c.gids[gid] = true
+		}
+		c.byPeer = len(c.uids) > 0 || len(c.gids) > 0
+		s.clients = append(s.clients, c)
+	}
+	return s, warnings
+}
+
+// lookupID resolves a user or group given by number or name.
+func lookupID(s string, byName func(string) (string, error)) (uint32, error) {
+	if n, err := strconv.ParseUint(s, 10, 32); err == nil {
+		return uint32(n), nil
+	}
+	id, err := byName(s)
+	if err != nil {
+		return 0, err
+	}
+	n, err := strconv.ParseUint(id, 10, 32)
+	return uint32(n), err
+}
+
+// ReadCredential returns the content of credential name in dir, without a
+// trailing newline. Its errors name the credential, never its content.
+func ReadCredential(dir, name string) (string, error) {
+	if dir == "" {
+		return "", fmt.Errorf("credential %q: no credentials directory: $CREDENTIALS_DIRECTORY is unset (LoadCredential= in the unit sets it) and [gateway] credentials_directory is not set", name)
+	}
+	if strings.ContainsRune(name, '/') || name == "." || name == ".." {
+		return "", fmt.Errorf("credential %q: not a valid credential name", name)
+	}
+	b, err := os.ReadFile(filepath.Join(dir, name))
+	if err != nil {
+		var pe *os.PathError
+		if errors.As(err, &pe) {
+			err = pe.Err
+		}
+		return "", fmt.Errorf("credential %q: cannot read %s: %v; add LoadCredential=%s:… (or LoadCredentialEncrypted=) to the service", name, filepath.Join(dir, name), err, name)
+	}
+	return strings.TrimSuffix(string(b), "\n"), nil
+}
+
+// CredentialsDirectory returns where credentials are read: systemd's
+// $CREDENTIALS_DIRECTORY, else the configured directory.
+func CredentialsDirectory(configured string) string {
+	if d := os.Getenv("CREDENTIALS_DIRECTORY"); d != "" {
+		return d
+	}
+	return configured
+}
+
+// Required reports whether callers must identify themselves.
+func (s *Set) Required() bool { return s.required }
+
+// Names returns the configured client names, sorted.
+func (s *Set) Names() []string {
+	names := make([]string, len(s.clients))
+	for i, c := range s.clients {
+		names[i] = c.Name
+	}
+	return names
+}
+
+// Client returns the named client, or nil.
+func (s *Set) Client(name string) *Client {
+	if name == config.AnonymousClient && !s.required {
+		return s.anon
+	}
+	for _, c := range s.clients {
+		if c.Name == name {
+			return c
+		}
+	}
+	return nil
+}
+
+// Refusal says why a caller was not let in.
+type Refusal struct {
+	Status int    // http.StatusUnauthorized or http.StatusForbidden
+	Reason string // for the journal: which rule refused
+	Advice string // for the caller: what to do
+}
+
+func (r *Refusal) Error() string { return r.Reason }
+
+// Identify returns the client a request comes from: the holder of the
+// bearer token it presents, else the client its peer credentials match.
+func (s *Set) Identify(r *http.Request, peer Peer) (*Client, *Refusal) {
+	if !s.required {
+		return s.anon, nil
+	}
+	if h := r.Header.Get("Authorization"); h != "" {
+		scheme, token, _ := strings.Cut(h, " ")
+		if !strings.EqualFold(scheme, "Bearer") || strings.TrimSpace(token) == "" {
+			return nil, &Refusal{http.StatusUnauthorized, "the Authorization header is not a bearer token",
+				"send Authorization: Bearer TOKEN with a token from `mcpgatectl token create`"}
+		}
+		if c := s.byToken(strings.TrimSpace(token)); c != nil {
+			return c, nil
+		}
+		return nil, &Refusal{http.StatusUnauthorized, "wrong bearer token: it matches no client",
+			"the token is not known to this gateway (revoked, or never created); create one with `mcpgatectl token create NAME`"}
+	}
+	if peer.Cred != nil {
+		if c := s.byPeer(peer.Cred.Uid, peer.Cred.Gid, peer.Cred.Pid); c != nil {
+			return c, nil
+		}
+		name := strconv.Itoa(int(peer.Cred.Uid))
+		if u, err := user.LookupId(name); err == nil {
+			name = u.Username + " (" + name + ")"
+		}
+		return nil, &Refusal{http.StatusForbidden, "uid " + name + " matches no client's unix_users or unix_groups",
+			"user " + name + " may not use this gateway; an administrator can add it to unix_users or unix_groups of a [clients.NAME] table, or give it a token"}
+	}
+	return nil, &Refusal{http.StatusUnauthorized, "no bearer token",
+		"this listener needs Authorization: Bearer TOKEN; `mcpgatectl token create NAME` makes one (or connect over the unix socket as a user a client lists)"}
+}
+
+// byToken finds the client whose token hashes to the presented one. Every
+// client is compared, in constant time, so timing tells nothing.
+func (s *Set) byToken(token string) *Client {
+	sum := sha256.Sum256([]byte(token))
+	var found *Client
+	for _, c := range s.clients {
+		if c.hash != nil && subtle.ConstantTimeCompare(c.hash, sum[:]) == 1 && found == nil {
+			found = c
+		}
+	}
+	return found
+}
+
+// byPeer finds the first client, by name, listing the uid or one of the
+// peer's groups.
+func (s *Set) byPeer(uid, gid uint32, pid int32) *Client {
+	var groups []uint32
+	groupsRead := false
+	for _, c := range s.clients {
+		if !c.byPeer {
+			continue
+		}
+		if c.uids[uid] || c.gids[gid] {
+			return c
+		}
+		if len(c.gids) == 0 {
+			continue
+		}
+		if !groupsRead {
+			groups, groupsRead = peerGroups(uid, pid), true
+		}
+		for _, g := range groups {
+			if c.gids[g] {
+				return c
+			}
+		}
+	}
+	return nil
+}
+
+// peerGroups returns the supplementary groups of the peer process, from
+// /proc while it runs, else those of its user in the group database.
+func peerGroups(uid uint32, pid int32) []uint32 {
+	if b, err := os.ReadFile("/proc/" + strconv.Itoa(int(pid)) + "/status"); err == nil {
+		for line := range strings.SplitSeq(string(b), "\n") {
+			if rest, ok := strings.CutPrefix(line, "Uid:"); ok {
+				// A pid reused by another user's process is not the peer.
+				if f := strings.Fields(rest); len(f) == 0 || f[0] != strconv.Itoa(int(uid)) {
+					break
+				}
+			}
+			if rest, ok := strings.CutPrefix(line, "Groups:"); ok {
+				var out []uint32
+				for f := range strings.FieldsSeq(rest) {
+					if n, err := strconv.ParseUint(f, 10, 32); err == nil {
+						out = append(out, uint32(n))
+					}
+				}
+				return out
+			}
+		}
+	}
+	u, err := user.LookupId(strconv.Itoa(int(uid)))
+	if err != nil {
+		return nil
+	}
+	ids, _ := u.GroupIds()
+	var out []uint32
+	for _, id := range ids {
+		if n, err := strconv.ParseUint(id, 10, 32); err == nil {
+			out = append(out, uint32(n))
+		}
+	}
+	return out
+}

@@ -1,0 +1,68 @@
+package access
+
+import (
+	"context"
+	"net"
+	"strconv"
+
+	"golang.org/x/sys/unix"
+)
+
+// Peer is the other end of a client's connection.
+type Peer struct {
+	Addr string // remote address of a TCP connection, or the socket path
+	// Cred is set for unix socket connections: the kernel's SO_PEERCRED.
+	Cred *unix.Ucred
+}
+
+// String names the peer for logs: "uid 1000 pid 4242" or "127.0.0.1:5555".
+func (p Peer) String() string {
+	if p.Cred != nil {
+		return "uid " + strconv.Itoa(int(p.Cred.Uid)) + " pid " + strconv.Itoa(int(p.Cred.Pid))
+	}
+	return p.Addr
+}
+
+// key identifies the peer for counting failures: the uid of a unix peer,
+// the host of a TCP one (its port changes with every connection).
+func (p Peer) key() string {
+	if p.Cred != nil {
+		return "uid:" + strconv.Itoa(int(p.Cred.Uid))
+	}
+	if host, _, err := net.SplitHostPort(p.Addr); err == nil {
+		return host
+	}
+	return p.Addr
+}
+
+type peerKey struct{}
+
+// ConnContext is an http.Server ConnContext: it records the connection's
+// peer, with the peer credentials of a unix socket, which the kernel took
+// when the client connected.
+func ConnContext(ctx context.Context, c net.Conn) context.Context {
+	p := Peer{}
+	if a := c.RemoteAddr(); a != nil {
+		p.Addr = a.String()
+	}
+	if uc, ok := c.(*net.UnixConn); ok {
+		if p.Addr == "" || p.Addr == "@" {
+			p.Addr = uc.LocalAddr().String()
+		}
+		if raw, err := uc.SyscallConn(); err == nil {
+			raw.Control(func(fd uintptr) {
+				if cred, err := unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED); err == nil {
+					p.Cred = cred
+				}
+			})
+		}
+	}
+	return context.WithValue(ctx, peerKey{}, p)
+}
+
+// PeerFrom returns the peer ConnContext recorded in ctx; the zero Peer if
+// none.
+func PeerFrom(ctx context.Context) Peer {
+	p, _ := ctx.Value(peerKey{}).(Peer)
+	return p
+}

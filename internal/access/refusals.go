@@ -1,0 +1,113 @@
+package access
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/mcpgate/mcpgate/internal/journal"
+)
+
+// Refusals journals refused callers and slows down peers that keep
+// failing. Per peer and window, the first few refusals are logged one by
+// one; the rest are counted and summed up in the next entry. Each failure
+// beyond the first few delays the answer, doubling up to a maximum.
+type Refusals struct {
+	log *slog.Logger
+
+	mu    sync.Mutex
+	peers map[string]*failures
+}
+
+type failures struct {
+	since      time.Time // start of the current window
+	count      int       // refusals in the window
+	suppressed int       // refusals in the window not logged
+}
+
+// Bounds of the refusal bookkeeping.
+const (
+	refusalWindow  = time.Minute
+	refusalsLogged = 5                      // per peer and window
+	refusalsFree   = 3                      // refusals before answers slow down
+	refusalDelay   = 100 * time.Millisecond // first delay, doubled per refusal
+	maxDelay       = 2 * time.Second
+	maxPeers       = 4096 // peers remembered; beyond it the oldest windows are forgotten
+)
+
+// NewRefusals returns a Refusals logging to log.
+func NewRefusals(log *slog.Logger) *Refusals {
+	return &Refusals{log: log, peers: map[string]*failures{}}
+}
+
+// Refused journals a refusal of peer and returns how long to wait before
+// answering it.
+func (r *Refusals) Refused(peer Peer, ref *Refusal, method, path string) time.Duration {
+	now := time.Now()
+	key := peer.key()
+	r.mu.Lock()
+	f := r.peers[key]
+	switch {
+	case f == nil:
+		if len(r.peers) >= maxPeers {
+			r.forgetOld(now)
+		}
+		f = &failures{since: now}
+		r.peers[key] = f
+	case now.Sub(f.since) > refusalWindow:
+		// A new window; what was suppressed is reported with its first
+		// entry.
+		f.since, f.count = now, 0
+	}
+	f.count++
+	logIt := f.count <= refusalsLogged
+	suppressed := 0
+	if logIt {
+		suppressed, f.suppressed = f.suppressed, 0
+	} else {
+		f.suppressed++
+	}
+	count := f.count
+	r.mu.Unlock()
+	if logIt {
+		attrs := []any{"peer", peer.String(), "http_status", ref.Status, "reason", ref.Reason, "http_method", method, "path", path, journal.MessageAccessDenied.Attr()}
+		if suppressed > 0 {
+			attrs = append(attrs, "suppressed", suppressed)
+		}
+		if count == refusalsLogged {
+			attrs = append(attrs, "note", "further refusals of this peer within a minute are counted, not logged")
+		}
+		r.log.Warn("refused a caller: "+ref.Reason, attrs...)
+	}
+	if count <= refusalsFree {
+		return 0
+	}
+	return min(refusalDelay<<min(count-refusalsFree-1, 10), maxDelay)
+}
+
+// forgetOld drops windows that ended; if none did, all of them. Called
+// with r.mu held.
+func (r *Refusals) forgetOld(now time.Time) {
+	for k, f := range r.peers {
+		if now.Sub(f.since) > refusalWindow {
+			delete(r.peers, k)
+		}
+	}
+	if len(r.peers) >= maxPeers {
+		clear(r.peers)
+	}
+}
+
+// Wait sleeps for d or until ctx ends.
+func Wait(ctx context.Context, d time.Duration) {
+	if d <= 0 {
+		return
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+	}
+}

@@ -1,0 +1,99 @@
+package backend
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/mcpgate/mcpgate/internal/config"
+)
+
+// MinimalEnv returns what a child inherits of the daemon's environment
+// base: the variables every program needs (PATH, HOME, LANG, LC_*, TZ),
+// the npm and XDG cache variables a server started with npx uses, and the
+// variables named in inherit. Everything else of the daemon's environment,
+// which may hold its own secrets, stays with the daemon.
+func MinimalEnv(base []string, inherit []string) []string {
+	var env []string
+	for _, kv := range base {
+		name, _, _ := strings.Cut(kv, "=")
+		if inheritedByDefault(name) || slices.Contains(inherit, name) {
+			env = append(env, kv)
+		}
+	}
+	return env
+}
+
+func inheritedByDefault(name string) bool {
+	switch name {
+	case "PATH", "HOME", "LANG", "LANGUAGE", "TZ", "USER", "LOGNAME", "SHELL", "TMPDIR",
+		"GORACE", "GOCOVERDIR", "GOTRACEBACK": // the Go runtime's diagnostics, for servers written in Go
+		return true
+	}
+	return strings.HasPrefix(name, "LC_") || strings.HasPrefix(name, "XDG_") ||
+		strings.HasPrefix(name, "npm_config_") || strings.HasPrefix(name, "NPM_CONFIG_")
+}
+
+// expandCredentials replaces each ${credential:NAME} in s by the content of
+// the credential NAME in dir. Its errors name the credential, never a
+// value.
+func expandCredentials(s, dir string) (string, error) {
+	if !strings.Contains(s, "${credential:") {
+		return s, nil
+	}
+	var firstErr error
+	out := credentialPlaceholder.ReplaceAllStringFunc(s, func(ref string) string {
+		name := ref[len("${credential:") : len(ref)-1]
+		v, err := readCredential(dir, name)
+		if err != nil && firstErr == nil {
+			firstErr = err
+		}
+		return v
+	})
+	return out, firstErr
+}
+
+var credentialPlaceholder = config.CredentialPlaceholder()
+
+// readCredential returns the content of credential name in dir, without a
+// trailing newline.
+func readCredential(dir, name string) (string, error) {
+	if dir == "" {
+		return "", fmt.Errorf("${credential:%s}: no credentials directory: $CREDENTIALS_DIRECTORY is unset (LoadCredential= in the unit sets it) and [gateway] credentials_directory is not set", name)
+	}
+	b, err := os.ReadFile(filepath.Join(dir, name))
+	if err != nil {
+		var pe *os.PathError
+		if errors.As(err, &pe) {
+			err = pe.Err
+		}
+		return "", fmt.Errorf("${credential:%s}: cannot read %s: %v; add LoadCredential=%s:… to the service, or the file to credentials_directory", name, filepath.Join(dir, name), err, name)
+	}
+	return strings.TrimSuffix(string(b), "\n"), nil
+}
+
+// childCommand returns the argv and environment a backend's child starts
+// with: its configuration with every credential placeholder filled in.
+// The configuration itself keeps the placeholders, and so does everything
+// that shows it (logs, D-Bus, status).
+func childCommand(cfg *config.Backend, opts Options) (argv, env []string, err error) {
+	argv = make([]string, 0, 1+len(cfg.Args))
+	argv = append(argv, cfg.Command)
+	for _, a := range cfg.Args {
+		v, err := expandCredentials(a, opts.CredentialsDirectory)
+		if err != nil {
+			return nil, nil, err
+		}
+		argv = append(argv, v)
+	}
+	extra := make(map[string]string, len(cfg.Env))
+	for k, v := range cfg.Env {
+		if extra[k], err = expandCredentials(v, opts.CredentialsDirectory); err != nil {
+			return nil, nil, fmt.Errorf("env %s: %w", k, err)
+		}
+	}
+	return argv, ChildEnv(MinimalEnv(opts.Env, cfg.InheritEnv), extra), nil
+}

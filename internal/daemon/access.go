@@ -1,0 +1,63 @@
+package daemon
+
+import (
+	"fmt"
+	"net"
+	"os"
+	"strings"
+
+	"github.com/mcpgate/mcpgate/internal/access"
+	"github.com/mcpgate/mcpgate/internal/config"
+	"github.com/mcpgate/mcpgate/internal/journal"
+)
+
+// credentialsDirectory is where ${credential:NAME} and token_credential
+// are read.
+func (d *daemon) credentialsDirectory() string {
+	return access.CredentialsDirectory(d.cfg.Gateway.CredentialsDirectory)
+}
+
+// loadClients builds the clients of cfg and makes them the ones in effect.
+// A client that cannot be recognised (unreadable credential, unknown user)
+// is logged: it matches nobody until the next reload.
+func (d *daemon) loadClients(cfg *config.Config) *access.Set {
+	set, warnings := access.NewSet(cfg, access.Options{CredentialsDirectory: access.CredentialsDirectory(cfg.Gateway.CredentialsDirectory)})
+	for _, w := range warnings {
+		d.log.Warn(w)
+	}
+	d.clients.Store(set)
+	return set
+}
+
+// warnAccess says at start who can reach the gateway when that is more
+// than the configuration's clients, or nobody at all.
+func (d *daemon) warnAccess() {
+	set := d.clients.Load()
+	if !set.Required() {
+		var who []string
+		for _, l := range d.lns.Listeners {
+			who = append(who, reach(l.Addr()))
+		}
+		d.log.Warn(`[gateway] auth = "none": every caller is client "anonymous" and may use every tool with the backends' credentials; reachable by `+strings.Join(who, "; "),
+			journal.MessageAuthNone.Attr())
+		return
+	}
+	if len(set.Names()) == 0 {
+		d.log.Warn(`no [clients.NAME] is configured, so every caller is refused; add one (the packaged configuration has client "local" for the unix socket), or create a token with "mcpgatectl token create NAME"`)
+	}
+}
+
+// reach describes who can connect to a listening address.
+func reach(a net.Addr) string {
+	if a.Network() == "unix" {
+		st, err := os.Stat(a.String())
+		if err != nil {
+			return "unix socket " + a.String()
+		}
+		return fmt.Sprintf("every local user who may open unix socket %s (mode %04o)", a.String(), st.Mode().Perm())
+	}
+	if ta, ok := a.(*net.TCPAddr); ok && ta.IP.IsLoopback() {
+		return "every local user and every program on this machine (including web pages a browser loads from localhost) at " + a.String()
+	}
+	return "everyone who can reach " + a.String() + " over the network"
+}
