@@ -76,6 +76,7 @@ type Backend struct {
 	RelayClientRequests   bool          // default true
 	Roots                 []string      // file:// URIs answered to roots/list from config
 	InheritEnv            []string      // daemon variables passed on besides the minimal set
+	Remote                              // url and the keys of a remote backend; see remote.go
 }
 
 // defaultGateway is the one place that knows the gateway defaults.
@@ -158,7 +159,8 @@ func (b *Backend) Equal(o *Backend) bool {
 		b.LogRateLimit == o.LogRateLimit &&
 		b.RelayClientRequests == o.RelayClientRequests &&
 		slices.Equal(b.Roots, o.Roots) &&
-		slices.Equal(b.InheritEnv, o.InheritEnv)
+		slices.Equal(b.InheritEnv, o.InheritEnv) &&
+		b.remoteEqual(&o.Remote)
 }
 
 // String returns the TOML spelling of r: "off" when unlimited, otherwise

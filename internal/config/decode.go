@@ -25,6 +25,7 @@ var (
 	backendName = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
 	toolPrefix  = regexp.MustCompile(`^[A-Za-z0-9_.-]*$`)
 	envName     = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+	headerName  = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9-]*$`)
 )
 
 // field decodes one key of a table into T; decode reports whether the value
@@ -79,7 +80,7 @@ func gatewayFields() []field[Gateway] {
 }
 
 func backendFields() []field[Backend] {
-	return []field[Backend]{
+	return append([]field[Backend]{
 		{"command", func(d *decoder, at keyPath, v any, b *Backend) bool {
 			return d.str(at, v, &b.Command, checkCommand)
 		}},
@@ -128,7 +129,7 @@ func backendFields() []field[Backend] {
 		{"inherit_env", func(d *decoder, at keyPath, v any, b *Backend) bool {
 			return d.strList(at, v, &b.InheritEnv, checkInheritEnv)
 		}},
-	}
+	}, remoteFields()...)
 }
 
 // decodeTable decodes every key of t into dst, reporting unknown keys, and
@@ -390,9 +391,12 @@ func (d *decoder) backend(at keyPath, v any, g *Gateway) *Backend {
 		d.fail(at, `invalid backend name %q; use 1 to 64 letters, digits, "_" or "-"`, name)
 	}
 	refused := decodeTable(d, at, t, backendFields(), b)
-	if _, ok := t["command"]; !ok && b.Enabled && !refused["enabled"] {
+	_, hasCommand := t["command"]
+	_, hasURL := t["url"]
+	if !hasCommand && !hasURL && b.Enabled && !refused["enabled"] {
 		d.fail(at, `enabled backend has no command; set command = "/path/to/server", or enabled = false`)
 	}
+	d.checkRemote(at, t, b)
 	if !refused["restart_backoff_initial"] && !refused["restart_backoff_max"] &&
 		b.RestartBackoffInitial > b.RestartBackoffMax {
 		blame := at.child("restart_backoff_initial")

@@ -1,0 +1,67 @@
+package config
+
+import (
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/mcpgate/mcpgate/internal/testutil"
+)
+
+func TestRemoteBackend(t *testing.T) {
+	path := testutil.WriteConfigFiles(t, map[string]string{"mcpgate.toml": `[backends.gh]
+url = "https://api.example.com/mcp"
+headers = { authorization = "Bearer ${credential:gh-token}", X-Team = "a" }
+tls_ca_file = "/etc/ssl/ca.pem"
+tls_client_cert_file = "/etc/ssl/me.pem"
+tls_client_key_file = "/etc/ssl/me.key"
+tls_server_name = "mcp.internal"
+`})
+	c, err := Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := Remote{
+		URL: "https://api.example.com/mcp", Transport: "streamable-http",
+		Headers:   map[string]string{"Authorization": "Bearer ${credential:gh-token}", "X-Team": "a"},
+		TLSCAFile: "/etc/ssl/ca.pem", TLSClientCertFile: "/etc/ssl/me.pem", TLSClientKeyFile: "/etc/ssl/me.key",
+		TLSServerName: "mcp.internal", MaxConnections: 8,
+	}
+	b := c.Backends["gh"]
+	if !reflect.DeepEqual(b.Remote, want) || !b.IsRemote() || b.Command != "" {
+		t.Errorf("Remote = %+v, want %+v", b.Remote, want)
+	}
+	other := *b
+	other.Headers = map[string]string{"Authorization": "Bearer x"}
+	if b.Equal(&other) {
+		t.Error("backends with other headers are Equal")
+	}
+}
+
+func TestRemoteBackendErrors(t *testing.T) {
+	for _, tc := range []struct{ name, toml, want string }{
+		{"command and url", `command = "/bin/x"` + "\n" + `url = "https://h/mcp"`, "backends.r.url: a backend has either command"},
+		{"process key on remote", `url = "https://h/mcp"` + "\n" + `args = ["x"]`, "backends.r.args: args applies only to a spawned backend"},
+		{"env on remote", `url = "https://h/mcp"` + "\n" + `env = { A = "b" }`, "backends.r.env: env applies only to a spawned backend"},
+		{"remote key on spawned", `command = "/bin/x"` + "\n" + `headers = { A = "b" }`, "backends.r.headers: headers applies only to a remote backend"},
+		{"not http", `url = "ftp://h/mcp"`, `is not an http:// or https:// URL`},
+		{"user info", `url = "https://me:secret@h/mcp"`, "holds a user name or password"},
+		{"transport", `url = "https://h/mcp"` + "\n" + `transport = "websocket"`, `use one of "streamable-http", "sse"`},
+		{"reserved header", `url = "https://h/mcp"` + "\n" + `headers = { mcp-session-id = "x" }`, "Mcp-Session-Id is set by the MCP transport itself"},
+		{"bad header name", `url = "https://h/mcp"` + "\n" + `headers = { "a b" = "x" }`, "not a valid HTTP header name"},
+		{"header line break", `url = "https://h/mcp"` + "\n" + `headers = { A = "x\ny" }`, "cannot hold a line break"},
+		{"bad credential name", `url = "https://h/mcp"` + "\n" + `headers = { A = "${credential:../x}" }`, "in ${credential:../x}"},
+		{"cert without key", `url = "https://h/mcp"` + "\n" + `tls_client_cert_file = "/c.pem"`, "tls_client_key_file: tls_client_cert_file and tls_client_key_file go together"},
+		{"tls on http", `url = "http://h/mcp"` + "\n" + `tls_ca_file = "/ca.pem"`, "tls_ca_file needs an https:// url"},
+		{"relative ca", `url = "https://h/mcp"` + "\n" + `tls_ca_file = "ca.pem"`, "backends.r.tls_ca_file"},
+		{"max_connections 0", `url = "https://h/mcp"` + "\n" + `max_connections = 0`, "backends.r.max_connections"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := testutil.WriteConfigFiles(t, map[string]string{"mcpgate.toml": "[backends.r]\n" + tc.toml + "\n"})
+			_, err := Load(path)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("Load = %v, want an error with %q", err, tc.want)
+			}
+		})
+	}
+}
