@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -116,7 +117,10 @@ func TestConfigKeys(t *testing.T) {
 			table, _, _ := strings.Cut(key, ".")
 			name := key[strings.LastIndex(key, ".")+1:]
 			backendBase := "[backends.x]\ncommand = \"/bin/true\"\n"
-			if name == "command" {
+			if slices.Contains(config.RemoteKeys(), name) {
+				backendBase = "[backends.x]\nurl = \"https://mcp.example.com/mcp\"\n"
+			}
+			if name == "command" || name == "url" {
 				backendBase = "[backends.x]\n"
 			}
 			e, ok := tables[table][name]
@@ -156,8 +160,8 @@ func TestConfigKeys(t *testing.T) {
 				if _, err := config.Load(testutil.WriteConfigFiles(t, map[string]string{"mcpgate.toml": backendBase + example + "\n"})); err != nil {
 					t.Errorf("example %q: %v", example, err)
 				}
-				if name == "command" {
-					return // required: no default
+				if name == "command" || name == "url" {
+					return // one of them is required: no default
 				}
 				unset, err := config.Load(testutil.WriteConfigFiles(t, map[string]string{"mcpgate.toml": backendBase}))
 				if err != nil {

@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -41,10 +40,11 @@ func (s State) String() string { return stateNames[s] }
 type Status struct {
 	Name      string
 	State     State
-	PID       int  // 0 when no child runs
-	Restarts  int  // automatic restarts since the daemon or the operator last started it
-	InWindow  int  // crashes within the restart window, as counted against MaxRestarts
-	Retrying  bool // waiting to restart after a crash
+	PID       int    // 0 when no child runs, and for a remote backend
+	URL       string // a remote backend's URL as shown (DisplayURL); "" for a child
+	Restarts  int    // automatic restarts since the daemon or the operator last started it
+	InWindow  int    // crashes within the restart window, as counted against MaxRestarts
+	Retrying  bool   // waiting to restart after a crash
 	LastExit  ExitInfo
 	LastError string
 	Since     time.Time // when State last changed
@@ -125,6 +125,9 @@ func New(cfg *config.Backend, opts Options) *Backend {
 		settled: make(chan struct{}),
 	}
 	b.st = Status{Name: cfg.Name, State: Stopped, Since: time.Now()}
+	if cfg.IsRemote() {
+		b.st.URL = DisplayURL(cfg.URL)
+	}
 	b.lists.Store(&Lists{})
 	return b
 }
@@ -261,22 +264,10 @@ func (s *supervision) start(ctx context.Context) (*Conn, time.Time, error) {
 	b := s.b
 	started := time.Now()
 	b.setState(Starting, func(st *Status) { st.Retrying = false })
-	argv := append([]string{b.cfg.Command}, b.cfg.Args...) // placeholders kept: for logs
-	childArgv, childEnv, err := childCommand(b.cfg, b.opts)
+	conn, err := b.connect()
 	if err != nil {
 		return nil, started, err
 	}
-	proc, err := spawn(childArgv, childEnv, b.cfg.Cwd)
-	if err != nil {
-		return nil, started, fmt.Errorf("spawn %s: %w", b.cfg.Command, err)
-	}
-	conn := newConn(b, proc)
-	b.mu.Lock()
-	b.conn = conn
-	b.mu.Unlock()
-	conn.start()
-	b.setState(Starting, func(st *Status) { st.PID = proc.pid })
-	b.log.Info("spawned backend", "backend_pid", proc.pid, "command", strings.Join(argv, " "), journal.MessageSpawn.Attr())
 
 	hctx, cancel := context.WithTimeout(ctx, b.cfg.Timeout)
 	defer cancel()
@@ -307,7 +298,7 @@ func (s *supervision) start(ctx context.Context) (*Conn, time.Time, error) {
 			}
 			b.lists.Store(r.lists)
 			b.setState(Healthy, func(st *Status) { st.Server = conn.Server(); st.LastError = "" })
-			b.log.Info("backend ready", "backend_pid", proc.pid, "tools", len(r.lists.Tools), "protocol_version", conn.Server().ProtocolVersion, journal.MessageBackendReady.Attr())
+			b.log.Info("backend ready", conn.ident(), "tools", len(r.lists.Tools), "protocol_version", conn.Server().ProtocolVersion, journal.MessageBackendReady.Attr())
 			s.answer(nil)
 			b.settle()
 			return conn, started, nil
@@ -427,7 +418,13 @@ func (s *supervision) crashed(ctx context.Context, started time.Time, startErr e
 
 	reason := ""
 	var exit ExitInfo
-	if conn != nil {
+	if conn != nil && conn.remote != nil {
+		<-conn.Done()
+		if r := conn.reason.Load(); r != nil {
+			reason = *r
+		}
+		b.log.Warn(fmt.Sprintf("backend %q at %s: session ended: %s", b.name, conn.URL(), reason), "backend_url", conn.URL())
+	} else if conn != nil {
 		<-conn.Done() // its stderr is drained, so the tail has its last words
 		tail := b.stderr.tail(10, conn.PID())
 		exit = conn.exit
@@ -585,8 +582,12 @@ func (b *Backend) Probe(conn *Conn) {
 			}
 			return
 		}
-		b.log.Warn("backend does not answer ping after a timed-out call; killing it", "backend_pid", conn.PID())
+		b.log.Warn("backend does not answer ping after a timed-out call; killing it", conn.ident())
 		conn.reason.Store(ptr("did not answer ping after a call timed out"))
+		if conn.remote != nil {
+			go conn.remote.kill() // dropping the session restarts it as a crash would
+			return
+		}
 		conn.proc.signalGroup(unix.SIGKILL)
 	}()
 }

@@ -45,6 +45,10 @@ var (
 	remoteKeys  = []string{"url", "transport", "headers", "tls_ca_file", "tls_client_cert_file", "tls_client_key_file", "tls_server_name", "max_connections"}
 )
 
+// RemoteKeys returns the backend keys that apply only to a remote
+// backend.
+func RemoteKeys() []string { return slices.Clone(remoteKeys) }
+
 func remoteFields() []field[Backend] {
 	return []field[Backend]{
 		{"url", func(d *decoder, at keyPath, v any, b *Backend) bool {
@@ -57,16 +61,16 @@ func remoteFields() []field[Backend] {
 			return d.headers(at, v, &b.Headers)
 		}},
 		{"tls_ca_file", func(d *decoder, at keyPath, v any, b *Backend) bool {
-			return d.str(at, v, &b.TLSCAFile, checkAbsolute)
+			return d.str(at, v, &b.TLSCAFile, checkAbsoluteOrEmpty)
 		}},
 		{"tls_client_cert_file", func(d *decoder, at keyPath, v any, b *Backend) bool {
-			return d.str(at, v, &b.TLSClientCertFile, checkAbsolute)
+			return d.str(at, v, &b.TLSClientCertFile, checkAbsoluteOrEmpty)
 		}},
 		{"tls_client_key_file", func(d *decoder, at keyPath, v any, b *Backend) bool {
-			return d.str(at, v, &b.TLSClientKeyFile, checkAbsolute)
+			return d.str(at, v, &b.TLSClientKeyFile, checkAbsoluteOrEmpty)
 		}},
 		{"tls_server_name", func(d *decoder, at keyPath, v any, b *Backend) bool {
-			return d.str(at, v, &b.TLSServerName, checkNotEmpty)
+			return d.str(at, v, &b.TLSServerName, nil)
 		}},
 		{"max_connections", func(d *decoder, at keyPath, v any, b *Backend) bool {
 			return integer(d, at, v, &b.MaxConnections, 1, math.MaxInt32)
@@ -102,20 +106,21 @@ func (d *decoder) checkRemote(at keyPath, t map[string]any, b *Backend) {
 	if b.MaxConnections == 0 {
 		b.MaxConnections = defaultMaxConnections
 	}
-	if (b.TLSClientCertFile == "") != (b.TLSClientKeyFile == "") {
-		k := "tls_client_key_file"
-		if b.TLSClientCertFile == "" {
-			k = "tls_client_cert_file"
-		}
-		d.fail(at.child(k), "tls_client_cert_file and tls_client_key_file go together (mTLS); set both or neither")
-	}
 	if strings.HasPrefix(b.URL, "http://") {
 		for _, k := range []string{"tls_ca_file", "tls_client_cert_file", "tls_client_key_file", "tls_server_name"} {
-			if _, ok := t[k]; ok {
+			if v, ok := t[k]; ok && v != "" {
 				d.fail(at.child(k), "%s needs an https:// url; %s is plain HTTP", k, b.URL)
 			}
 		}
 	}
+}
+
+// checkAbsoluteOrEmpty accepts an absolute path, or "" for the default.
+func checkAbsoluteOrEmpty(s string) string {
+	if s == "" {
+		return ""
+	}
+	return checkAbsolute(s)
 }
 
 func checkBackendURL(s string) string {

@@ -51,7 +51,6 @@ func TestRemoteBackendErrors(t *testing.T) {
 		{"bad header name", `url = "https://h/mcp"` + "\n" + `headers = { "a b" = "x" }`, "not a valid HTTP header name"},
 		{"header line break", `url = "https://h/mcp"` + "\n" + `headers = { A = "x\ny" }`, "cannot hold a line break"},
 		{"bad credential name", `url = "https://h/mcp"` + "\n" + `headers = { A = "${credential:../x}" }`, "in ${credential:../x}"},
-		{"cert without key", `url = "https://h/mcp"` + "\n" + `tls_client_cert_file = "/c.pem"`, "tls_client_key_file: tls_client_cert_file and tls_client_key_file go together"},
 		{"tls on http", `url = "http://h/mcp"` + "\n" + `tls_ca_file = "/ca.pem"`, "tls_ca_file needs an https:// url"},
 		{"relative ca", `url = "https://h/mcp"` + "\n" + `tls_ca_file = "ca.pem"`, "backends.r.tls_ca_file"},
 		{"max_connections 0", `url = "https://h/mcp"` + "\n" + `max_connections = 0`, "backends.r.max_connections"},

@@ -125,7 +125,11 @@ func printOverview(w io.Writer, s statusJSON, colour bool) {
 	tw := tabwriter.NewWriter(&table, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "BACKEND\tSTATE\tPID\tRESTARTS\tTOOLS\tLAST ERROR")
 	for _, b := range s.Backends {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%s\n", b.Name, b.State, pid(b.MainPID), b.NRestarts, len(b.Tools), oneLine(b.LastError))
+		where := pid(b.MainPID)
+		if b.URL != "" {
+			where = b.URL // a remote backend has no process
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%s\n", b.Name, b.State, where, b.NRestarts, len(b.Tools), oneLine(b.LastError))
 	}
 	tw.Flush()
 	fmt.Fprintln(w)
@@ -149,8 +153,12 @@ func printBackend(w io.Writer, b dbusapi.BackendStatus, now time.Time, colour bo
 	}
 	row := func(label, value string) { fmt.Fprintf(w, "%12s: %s\n", label, value) }
 	row("State", state)
-	row("Command", strings.Join(b.Command, " "))
-	row("Main PID", pid(b.MainPID))
+	if b.URL != "" {
+		row("URL", b.URL)
+	} else {
+		row("Command", strings.Join(b.Command, " "))
+		row("Main PID", pid(b.MainPID))
+	}
 	row("Restarts", strconv.Itoa(int(b.NRestarts)))
 	tools := strconv.Itoa(len(b.Tools))
 	if len(b.Tools) > 0 {

@@ -134,6 +134,10 @@ func backendStatus(b *backend.Backend, tools []string) dbusapi.BackendStatus {
 	if !st.Since.IsZero() {
 		since = uint64(st.Since.UnixMicro())
 	}
+	var command []string
+	if !cfg.IsRemote() {
+		command = append([]string{cfg.Command}, cfg.Args...)
+	}
 	return dbusapi.BackendStatus{
 		Name:                 b.Name(),
 		State:                st.State.String(),
@@ -143,7 +147,8 @@ func backendStatus(b *backend.Backend, tools []string) dbusapi.BackendStatus {
 		LastError:            st.LastError,
 		StateChangeTimestamp: since,
 		Tools:                tools,
-		Command:              append([]string{cfg.Command}, cfg.Args...),
+		Command:              command,
+		URL:                  st.URL,
 	}
 }
 

@@ -99,6 +99,7 @@ type BackendStatus struct {
 	StateChangeTimestamp uint64   `json:"state_change_timestamp"` // µs since the epoch
 	Tools                []string `json:"tools"`                  // the exposed names of its tools
 	Command              []string `json:"command"`
+	URL                  string   `json:"url,omitempty"` // a remote backend's URL, without credentials
 	StderrTail           []string `json:"stderr_tail,omitempty"`
 }
 

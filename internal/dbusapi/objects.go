@@ -106,6 +106,7 @@ func (b backendObject) properties() (string, map[string]dbus.Variant, *dbus.Erro
 	props["LastExitStatus"] = dbus.MakeVariant(st.LastExitStatus)
 	props["StderrTail"] = dbus.MakeVariant(nonNil(st.StderrTail))
 	props["Command"] = dbus.MakeVariant(nonNil(st.Command))
+	props["URL"] = dbus.MakeVariant(st.URL)
 	return BackendInterface, props, nil
 }
 
