@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/mcpgate/mcpgate/internal/config"
 	"github.com/mcpgate/mcpgate/internal/journal"
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
 	"github.com/mcpgate/mcpgate/internal/mcphttp"
@@ -51,12 +52,27 @@ func newRemote(b *Backend) (*remote, error) {
 		return nil, err
 	}
 	header := http.Header{}
+	var secrets []string
 	for k, v := range b.cfg.Headers {
 		val, err := expandCredentials(v, b.opts.CredentialsDirectory)
 		if err != nil {
 			return nil, fmt.Errorf("headers.%s: %w", k, err)
 		}
 		header.Set(k, val)
+		if val != v {
+			secrets = append(secrets, val)
+			for _, name := range config.CredentialRefs(v) {
+				if c, err := readCredential(b.opts.CredentialsDirectory, name); err == nil {
+					secrets = append(secrets, c)
+				}
+			}
+		}
+	}
+	if u, err := url.Parse(b.cfg.URL); err == nil && u.RawQuery != "" {
+		secrets = append(secrets, u.RawQuery) // may carry a key: shown as "?…"
+		for _, vs := range u.Query() {
+			secrets = append(secrets, vs...)
+		}
 	}
 	r := &remote{
 		url:     DisplayURL(b.cfg.URL),
@@ -71,6 +87,7 @@ func newRemote(b *Backend) (*remote, error) {
 		Endpoint:        b.cfg.URL,
 		HTTP:            hc,
 		Header:          header,
+		Secrets:         secrets,
 		MaxMessageBytes: r.maxSize,
 		Peer:            peer,
 		Reached: func(err error) error {

@@ -3,6 +3,7 @@ package backend
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -36,7 +37,7 @@ func (l *legacySSE) run() {
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		r.end("the server refused the event stream: " + mcphttp.HTTPError(resp, fmt.Sprintf("backend %q", r.c.b.name)).Error())
+		r.end("the server refused the event stream: " + r.client.Redact(mcphttp.HTTPError(resp, fmt.Sprintf("backend %q", r.c.b.name)).Error()))
 		return
 	}
 	es := mcphttp.NewEventReader(resp.Body, r.maxSize)
@@ -82,7 +83,7 @@ func (l *legacySSE) post(ctx context.Context, data []byte) error {
 	if resp.StatusCode/100 != 2 {
 		err := mcphttp.HTTPError(resp, fmt.Sprintf("backend %q", r.c.b.name))
 		resp.Body.Close()
-		return err
+		return errors.New(r.client.Redact(err.Error()))
 	}
 	mcphttp.Discard(resp)
 	return nil

@@ -71,7 +71,7 @@ func (c *Client) Listen(ctx context.Context, o ListenOptions) error {
 				continue
 			}
 		case resp.StatusCode != http.StatusOK:
-			failed = HTTPError(resp, c.opts.Peer)
+			failed = c.redact(HTTPError(resp, c.opts.Peer))
 			resp.Body.Close()
 			o.Logger.Warn(c.opts.Peer+" refused the event stream", "err", failed)
 		default:

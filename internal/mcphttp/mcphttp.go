@@ -47,6 +47,9 @@ type Options struct {
 	// transport's own, such as Authorization. Their values are never
 	// part of an error.
 	Header http.Header
+	// Secrets are values (such as the token in a header) that no error
+	// the client returns may contain, even when the server echoes them.
+	Secrets []string
 	// MaxMessageBytes bounds one message read from the server.
 	MaxMessageBytes int
 	// Peer names the server in errors, e.g. "mcpgate" or `backend "github"`.
@@ -112,6 +115,11 @@ func (c *Client) Do(ctx context.Context, method string, body []byte, sess Sessio
 // DoURL is Do for another URL of the same server, such as the message
 // endpoint of the legacy SSE transport.
 func (c *Client) DoURL(ctx context.Context, endpoint, method string, body []byte, sess Session, lastEventID string, sent func()) (*http.Response, error) {
+	resp, err := c.do(ctx, endpoint, method, body, sess, lastEventID, sent)
+	return resp, c.redact(err)
+}
+
+func (c *Client) do(ctx context.Context, endpoint, method string, body []byte, sess Session, lastEventID string, sent func()) (*http.Response, error) {
 	if sent != nil {
 		ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
 			WroteRequest: func(httptrace.WroteRequestInfo) { sent() },
@@ -173,7 +181,7 @@ func (c *Client) Initialize(ctx context.Context, body []byte, id json.RawMessage
 	c.mu.Unlock()
 	sess, result, err := c.start(ctx, body, id, deliver)
 	if err != nil || result == nil {
-		return nil, err
+		return nil, c.redact(err)
 	}
 	c.mu.Lock()
 	sess.Gen = c.session.Gen + 1
@@ -233,7 +241,8 @@ func (c *Client) Exchange(ctx context.Context, body []byte, ids []json.RawMessag
 			}
 			continue
 		}
-		return ReadAnswer(resp, ids, c.opts.MaxMessageBytes, c.opts.Peer, deliver)
+		missing, err := ReadAnswer(resp, ids, c.opts.MaxMessageBytes, c.opts.Peer, deliver)
+		return missing, c.redact(err)
 	}
 }
 
@@ -261,7 +270,7 @@ func (c *Client) Renew(ctx context.Context, stale int) error {
 		err = fmt.Errorf("%s refused to start a new session", c.opts.Peer)
 	}
 	if err != nil {
-		return fmt.Errorf("the %s session ended and a new one could not start: %w", c.opts.Peer, err)
+		return c.redact(fmt.Errorf("the %s session ended and a new one could not start: %w", c.opts.Peer, err))
 	}
 	resp, err := c.Do(ctx, http.MethodPost, jsonrpc.AppendNotification(nil, "notifications/initialized", nil), sess, "", nil)
 	if err != nil {
