@@ -3,6 +3,7 @@ package backend
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"log/slog"
 	"strings"
@@ -44,7 +45,13 @@ func startConn(t *testing.T, b *Backend) *Conn {
 	}
 	c := newConn(b, proc)
 	c.start()
-	t.Cleanup(c.kill)
+	t.Cleanup(func() {
+		select {
+		case <-c.Done():
+		default:
+			c.kill()
+		}
+	})
 	return c
 }
 
@@ -119,5 +126,27 @@ cat >/dev/null`)
 	}
 	if !strings.Contains(got.Reply.Error.Message, "4096") {
 		t.Errorf("error %q does not name the limit", got.Reply.Error.Message)
+	}
+}
+
+// A call the gateway makes on its own ends at its deadline when the child
+// never answers, and leaves nothing pending.
+func TestConnAsyncEndsAtItsDeadline(t *testing.T) {
+	c := startConn(t, testBackend(t, "sh", "-c", "cat >/dev/null"))
+	done := make(chan error, 2)
+	c.Async("logging/setLevel", []byte(`{"level":"debug"}`), 50*time.Millisecond, func(_ *jsonrpc.Message, err error) { done <- err })
+	if err := <-done; !errors.Is(err, ErrTimeout) {
+		t.Fatalf("Async ended with %v; want ErrTimeout", err)
+	}
+	n := 0
+	c.Calls(func(*Call) { n++ })
+	if n != 0 {
+		t.Errorf("%d calls still pending after the deadline", n)
+	}
+	c.kill()
+	select {
+	case err := <-done:
+		t.Errorf("the call ended a second time, with %v, when the child died", err)
+	default:
 	}
 }

@@ -250,6 +250,7 @@ func (r *remote) lost(err error) error {
 
 // deliver dispatches a message (or a batch) the server sent.
 func (r *remote) deliver(data []byte) {
+	r.c.reads.Add(1) // a sign of life, as a line from a child is
 	items := [][]byte{data}
 	if jsonrpc.IsBatch(data) {
 		batch, err := jsonrpc.ParseBatch(data)

@@ -201,13 +201,14 @@ func (d *daemon) run(ctx context.Context) int {
 	})
 	g := d.cfg.Gateway
 	d.gw = gateway.New(d.sup, gateway.Options{
-		Version:      Version,
-		PageSize:     g.PageSize,
-		ResumeWindow: resumeWindow,
-		Logger:       d.log,
-		OnLog:        d.mcpLog,
-		OnCatalog:    func(*catalog.Catalog) { d.updateStatus() },
-		Audit:        g.Audit == "calls",
+		Version:         Version,
+		PageSize:        g.PageSize,
+		ResumeWindow:    resumeWindow,
+		MaxStreamEvents: g.MaxStreamEvents,
+		Logger:          d.log,
+		OnLog:           d.mcpLog,
+		OnCatalog:       func(*catalog.Catalog) { d.updateStatus() },
+		Audit:           g.Audit == "calls",
 	})
 	d.loadClients(d.cfg)
 	d.refusals = access.NewRefusals(d.log)
