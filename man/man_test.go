@@ -111,6 +111,7 @@ func TestConfigKeys(t *testing.T) {
 	tables := map[string]map[string]entry{
 		"gateway":  entries(p.sections["[gateway] SECTION"]),
 		"backends": entries(p.sections["[backends.NAME] SECTION"]),
+		"clients":  entries(p.sections["[clients.NAME] SECTION"]),
 	}
 	for _, key := range config.Keys() {
 		t.Run(key, func(t *testing.T) {
@@ -181,6 +182,8 @@ func TestConfigKeys(t *testing.T) {
 				if !compared {
 					t.Errorf("default %q holds no TOML value to compare with the real default", def)
 				}
+			case "clients":
+				checkClientKey(t, name, def, example)
 			}
 		})
 	}
@@ -219,14 +222,15 @@ func emptyIsNil(g config.Gateway) config.Gateway {
 func TestConfigExample(t *testing.T) {
 	p := readPage(t, "mcpgate.toml.5.scd")
 	blocks := codeBlocks(p.sections["EXAMPLE"])
-	if len(blocks) < 3 {
-		t.Fatalf("EXAMPLE has %d code blocks, want the main file and two drop-ins", len(blocks))
+	if len(blocks) < 4 {
+		t.Fatalf("EXAMPLE has %d code blocks, want the main file and three drop-ins", len(blocks))
 	}
 	path := testutil.WriteConfigFiles(t, map[string]string{
-		"mcpgate.toml":        blocks[0],
-		"conf.d/github.toml":  blocks[1],
-		"conf.d/notes.toml":   blocks[2],
-		"conf.d/ignored.conf": "not TOML, and not read",
+		"mcpgate.toml":          blocks[0],
+		"conf.d/github.toml":    blocks[1],
+		"conf.d/notes.toml":     blocks[2],
+		"conf.d/client-ci.toml": blocks[3],
+		"conf.d/ignored.conf":   "not TOML, and not read",
 	})
 	cfg, err := config.Load(path)
 	if err != nil {
@@ -241,6 +245,9 @@ func TestConfigExample(t *testing.T) {
 	}
 	if len(cfg.Backends["github"].Env) == 0 {
 		t.Error("the example shows no secret in env")
+	}
+	if cfg.Clients["ci"] == nil || cfg.Clients["dev"] == nil {
+		t.Errorf("the example's clients are %v, want ci and dev", cfg.Clients)
 	}
 }
 
@@ -477,4 +484,39 @@ func TestPagesBuild(t *testing.T) {
 			}
 		})
 	}
+}
+
+// checkClientKey checks a [clients.NAME] key's example and default, in a
+// client that has an identity of its own.
+func checkClientKey(t *testing.T, name, def, example string) {
+	t.Helper()
+	base := "[clients.x]\nunix_users = [\"0\"]\n"
+	if name == "unix_users" {
+		base = "[clients.x]\nunix_groups = [\"0\"]\n"
+	}
+	load := func(text string) (*config.Config, error) {
+		return config.Load(testutil.WriteConfigFiles(t, map[string]string{"mcpgate.toml": text}))
+	}
+	if _, err := load(base + example + "\n"); err != nil {
+		t.Errorf("example %q: %v", example, err)
+	}
+	if strings.HasPrefix(def, "none") {
+		return // unset: nothing to compare
+	}
+	unset, err := load(base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A glob's "*" is the value, not markup: try the default as written too.
+	for _, v := range append([]string{def}, defaultValues(def)...) {
+		set, err := load(base + name + " = " + v + "\n")
+		if err != nil {
+			continue
+		}
+		if got, want := set.Clients["x"], unset.Clients["x"]; !got.Equal(want) {
+			t.Errorf("documented default %q is not the real default:\n got %+v\nwant %+v", def, got, want)
+		}
+		return
+	}
+	t.Errorf("default %q holds no TOML value to compare with the real default", def)
 }

@@ -4,13 +4,11 @@ import (
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"maps"
 	"net/http"
 	"os"
 	"os/user"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -74,7 +72,7 @@ func NewSet(cfg *config.Config, opts Options) (*Set, []string) {
 		case cc.TokenSHA256 != "":
 			c.hash, _ = hex.DecodeString(cc.TokenSHA256)
 		case cc.TokenCredential != "":
-			token, err := ReadCredential(opts.CredentialsDirectory, cc.TokenCredential)
+			token, err := config.ReadCredential(opts.CredentialsDirectory, cc.TokenCredential)
 			if err != nil {
 				warnings = append(warnings, fmt.Sprintf("%s: no token: %v", where, err))
 				break
@@ -129,35 +127,6 @@ func lookupID(s string, byName func(string) (string, error)) (uint32, error) {
 	return uint32(n), err
 }
 
-// ReadCredential returns the content of credential name in dir, without a
-// trailing newline. Its errors name the credential, never its content.
-func ReadCredential(dir, name string) (string, error) {
-	if dir == "" {
-		return "", fmt.Errorf("credential %q: no credentials directory: $CREDENTIALS_DIRECTORY is unset (LoadCredential= in the unit sets it) and [gateway] credentials_directory is not set", name)
-	}
-	if strings.ContainsRune(name, '/') || name == "." || name == ".." {
-		return "", fmt.Errorf("credential %q: not a valid credential name", name)
-	}
-	b, err := os.ReadFile(filepath.Join(dir, name))
-	if err != nil {
-		var pe *os.PathError
-		if errors.As(err, &pe) {
-			err = pe.Err
-		}
-		return "", fmt.Errorf("credential %q: cannot read %s: %v; add LoadCredential=%s:… (or LoadCredentialEncrypted=) to the service", name, filepath.Join(dir, name), err, name)
-	}
-	return strings.TrimSuffix(string(b), "\n"), nil
-}
-
-// CredentialsDirectory returns where credentials are read: systemd's
-// $CREDENTIALS_DIRECTORY, else the configured directory.
-func CredentialsDirectory(configured string) string {
-	if d := os.Getenv("CREDENTIALS_DIRECTORY"); d != "" {
-		return d
-	}
-	return configured
-}
-
 // Required reports whether callers must identify themselves.
 func (s *Set) Required() bool { return s.required }
 
@@ -190,6 +159,7 @@ type Refusal struct {
 	Advice string // for the caller: what to do
 }
 
+// Error returns the reason, so that a Refusal can travel as an error.
 func (r *Refusal) Error() string { return r.Reason }
 
 // Identify returns the client a request comes from: the holder of the

@@ -48,6 +48,7 @@ type LimitError struct {
 	RetryAfter time.Duration
 }
 
+// Error says which limit was reached and what to do.
 func (e *LimitError) Error() string {
 	if e.What == "max_sessions" {
 		return "client \"" + e.Client + "\" has reached its max_sessions (" + e.Limit + "); end a session (HTTP DELETE) or wait for an idle one to expire"

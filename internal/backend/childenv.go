@@ -1,10 +1,7 @@
 package backend
 
 import (
-	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 
@@ -47,7 +44,7 @@ func expandCredentials(s, dir string) (string, error) {
 	var firstErr error
 	out := credentialPlaceholder.ReplaceAllStringFunc(s, func(ref string) string {
 		name := ref[len("${credential:") : len(ref)-1]
-		v, err := readCredential(dir, name)
+		v, err := config.ReadCredential(dir, name)
 		if err != nil && firstErr == nil {
 			firstErr = err
 		}
@@ -57,23 +54,6 @@ func expandCredentials(s, dir string) (string, error) {
 }
 
 var credentialPlaceholder = config.CredentialPlaceholder()
-
-// readCredential returns the content of credential name in dir, without a
-// trailing newline.
-func readCredential(dir, name string) (string, error) {
-	if dir == "" {
-		return "", fmt.Errorf("${credential:%s}: no credentials directory: $CREDENTIALS_DIRECTORY is unset (LoadCredential= in the unit sets it) and [gateway] credentials_directory is not set", name)
-	}
-	b, err := os.ReadFile(filepath.Join(dir, name))
-	if err != nil {
-		var pe *os.PathError
-		if errors.As(err, &pe) {
-			err = pe.Err
-		}
-		return "", fmt.Errorf("${credential:%s}: cannot read %s: %v; add LoadCredential=%s:… to the service, or the file to credentials_directory", name, filepath.Join(dir, name), err, name)
-	}
-	return strings.TrimSuffix(string(b), "\n"), nil
-}
 
 // childCommand returns the argv and environment a backend's child starts
 // with: its configuration with every credential placeholder filled in.

@@ -62,7 +62,7 @@ func newRemote(b *Backend) (*remote, error) {
 		if val != v {
 			secrets = append(secrets, val)
 			for _, name := range config.CredentialRefs(v) {
-				if c, err := readCredential(b.opts.CredentialsDirectory, name); err == nil {
+				if c, err := config.ReadCredential(b.opts.CredentialsDirectory, name); err == nil {
 					secrets = append(secrets, c)
 				}
 			}

@@ -55,7 +55,7 @@ func runBridge(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("mcpgatectl bridge", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
-		fmt.Fprintf(stderr, "usage: mcpgatectl bridge [--user] [--socket PATH [--endpoint PATH] | --url URL]\n\n"+
+		fmt.Fprintf(stderr, "usage: mcpgatectl bridge [--user] [--socket PATH [--endpoint PATH] | --url URL] [--token-file FILE]\n\n"+
 			"Serves MCP on stdin/stdout for clients that start servers as commands, relaying\n"+
 			"every message to the mcpgate daemon.\n\n")
 		fs.PrintDefaults()
@@ -65,6 +65,7 @@ func runBridge(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	rawURL := fs.String("url", "", "connect to the daemon's MCP endpoint at `URL` instead, e.g. http://127.0.0.1:7431/mcp")
 	endpoint := fs.String("endpoint", bridgeEndpoint, "the MCP endpoint `path` on the socket, as set by endpoint in [gateway]")
 	user := fs.Bool("user", false, "talk to the user's mcpgate (systemctl --user) rather than the system's")
+	tokenFile := fs.String("token-file", "", "send the bearer token in `FILE` (default: $"+bridgeTokenEnv+", if set)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
@@ -82,6 +83,12 @@ func runBridge(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "mcpgatectl bridge: --url cannot be combined with --socket or --endpoint; the URL names both the daemon and the endpoint")
 		return 2
 	}
+	token, err := bridgeToken(*tokenFile)
+	if err != nil {
+		fmt.Fprintf(stderr, "mcpgatectl bridge: %v\n", err)
+		return 2
+	}
+	opts.token = token
 	b, err := newBridge(opts, stdout, stderr)
 	if err != nil {
 		fmt.Fprintf(stderr, "mcpgatectl bridge: %v\n", err)
@@ -104,6 +111,7 @@ type bridgeOptions struct {
 	url      string // endpoint URL; overrides socket
 	endpoint string // endpoint path on the socket
 	user     bool   // the user's daemon: other default socket and hint
+	token    string // bearer token sent with every request; "" for none
 }
 
 // bridge relays newline-delimited JSON-RPC between a stdio client and
@@ -114,6 +122,7 @@ type bridge struct {
 	target   string // what is dialled, for messages: socket path or URL
 	hint     string // the command that shows why mcpgate is not there
 	perm     bool   // target is a unix socket, where EACCES has a known fix
+	token    string // bearer token sent with every request; "" for none
 	out      *bridgeOut
 	log      *slog.Logger
 
@@ -137,6 +146,7 @@ func newBridge(opts bridgeOptions, stdout, stderr io.Writer) (*bridge, error) {
 		log:     slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo})).With("component", "mcpgatectl-bridge"),
 		hint:    "systemctl status mcpgate.socket",
 		pending: map[string]bool{},
+		token:   opts.token,
 	}
 	if opts.user {
 		b.hint = "systemctl --user status mcpgate.socket"
@@ -180,9 +190,17 @@ func newBridge(opts bridgeOptions, stdout, stderr io.Writer) (*bridge, error) {
 // the client is told the lists changed, since mcpgate may now serve
 // different ones.
 func (b *bridge) newClient(hc *http.Client) *mcphttp.Client {
+	var header http.Header
+	var secrets []string
+	if b.token != "" {
+		header = http.Header{"Authorization": {"Bearer " + b.token}}
+		secrets = []string{b.token}
+	}
 	return mcphttp.NewClient(mcphttp.Options{
 		Endpoint:        b.endpoint,
 		HTTP:            hc,
+		Header:          header,
+		Secrets:         secrets,
 		MaxMessageBytes: bridgeMaxMessage,
 		Peer:            "mcpgate",
 		Reached: func(err error) error {

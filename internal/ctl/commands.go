@@ -23,6 +23,7 @@ func (c *cli) logs(args []string) int {
 	fs.BoolVar(follow, "f", false, "")
 	lines := fs.Int("lines", -1, "")
 	fs.IntVar(lines, "n", -1, "")
+	client := fs.String("client", "", "")
 	pos, err := parseInterleaved(fs, args)
 	if err != nil {
 		return c.usageError(err)
@@ -31,31 +32,37 @@ func (c *cli) logs(args []string) int {
 		fmt.Fprint(c.stdout, usage)
 		return exitOK
 	}
-	if len(pos) != 1 {
-		return c.usageError(fmt.Errorf("logs takes a backend name"))
+	match := ""
+	switch {
+	case *client != "" && len(pos) == 0:
+		match = "MCPGATE_CLIENT=" + *client // the audit entries of its calls
+	case *client == "" && len(pos) == 1:
+		match = "MCPGATE_BACKEND=" + pos[0]
+	default:
+		return c.usageError(fmt.Errorf("logs takes a backend name, or --client NAME"))
 	}
 	path, err := exec.LookPath("journalctl")
 	if err != nil {
 		fmt.Fprintf(c.stderr, "mcpgatectl: %v\n", err)
 		return exitFailed
 	}
-	argv := journalctlArgs(pos[0], c.opts.user, *follow, *lines)
+	argv := journalctlArgs(match, c.opts.user, *follow, *lines)
 	if err := syscall.Exec(path, argv, os.Environ()); err != nil {
 		fmt.Fprintf(c.stderr, "mcpgatectl: exec %s: %v\n", path, err)
 	}
 	return exitFailed
 }
 
-// journalctlArgs returns journalctl's argv for the logs of backend name.
-// journalctl ANDs the unit's matches with the field match.
-func journalctlArgs(name string, user, follow bool, lines int) []string {
+// journalctlArgs returns journalctl's argv for the entries with the field
+// match FIELD=VALUE. journalctl ANDs the unit's matches with it.
+func journalctlArgs(match string, user, follow bool, lines int) []string {
 	argv := []string{"journalctl"}
 	if user {
 		argv = append(argv, "--user-unit="+unit)
 	} else {
 		argv = append(argv, "--unit="+unit)
 	}
-	argv = append(argv, "MCPGATE_BACKEND="+name)
+	argv = append(argv, match)
 	if follow {
 		argv = append(argv, "--follow")
 	}
@@ -78,6 +85,9 @@ func (c *cli) checkConfig(args []string) int {
 			fmt.Fprintln(c.stderr, line)
 		}
 		return exitFailed
+	}
+	for _, w := range cfg.CredentialsInArgs() {
+		fmt.Fprintln(c.stderr, "warning: "+w)
 	}
 	fmt.Fprintf(c.stdout, "%s: OK (%d backends, %d files)\n", path, len(cfg.Backends), len(cfg.Files))
 	return exitOK

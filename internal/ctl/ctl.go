@@ -51,7 +51,7 @@ const (
 // Commands returns the name of every mcpgatectl command, as dispatched by
 // Main and listed by "mcpgatectl help".
 func Commands() []string {
-	return []string{"status", "start", "stop", "restart", "reload", "tools", "logs", "check-config", "bridge", "import", "help", "version"}
+	return []string{"status", "start", "stop", "restart", "reload", "tools", "logs", "check-config", "token", "bridge", "import", "help", "version"}
 }
 
 const usage = `usage: mcpgatectl [OPTIONS] COMMAND [ARGS]
@@ -66,8 +66,13 @@ Commands:
   reload                 re-read the configuration and apply it
   tools                  list the tools the gateway exposes
   logs NAME [-f] [-n N]  show a backend's journal entries
+  logs --client NAME     show the audit entries of a client's calls
   check-config [PATH]    validate a configuration file (default ` + config.DefaultPath + `)
-  bridge [--socket PATH | --url URL]
+  token create NAME [--tools GLOB ...] [--print] [--config PATH]
+                         make a client with a new bearer token
+  token list             list the configured clients
+  token revoke NAME      remove a client token create made
+  bridge [--socket PATH | --url URL] [--token-file FILE]
                          relay MCP between stdin/stdout and the gateway
   import FILE            print [backends.*] TOML for a Claude Desktop,
                          .mcp.json or VS Code mcp.json file
@@ -163,15 +168,19 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		"restart":      {1, 1, func(c *cli, a []string) int { return c.control("restart", a[0]) }},
 		"reload":       {0, 0, (*cli).reload},
 		"tools":        {0, 0, (*cli).tools},
-		"logs":         {1, 1, nil}, // parses its own flags
+		"logs":         {0, 1, nil}, // parses its own flags
+		"token":        {1, 2, nil}, // parses its own flags
 		"check-config": {0, 1, (*cli).checkConfig},
 	}
 	spec, ok := commands[cmd]
 	if !ok {
 		return c.usageError(fmt.Errorf("unknown command %q", cmd))
 	}
-	if cmd == "logs" {
+	switch cmd {
+	case "logs":
 		return c.logs(args)
+	case "token":
+		return c.token(args)
 	}
 	pos, err := parseInterleaved(c.flagSet("mcpgatectl "+cmd), args)
 	if err != nil {

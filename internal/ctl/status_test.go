@@ -120,7 +120,7 @@ func TestJournalctlArgs(t *testing.T) {
 		{false, false, -1, "journalctl --unit=mcpgate.service MCPGATE_BACKEND=gh"},
 		{true, true, 0, "journalctl --user-unit=mcpgate.service MCPGATE_BACKEND=gh --follow --lines=0"},
 	} {
-		if got := strings.Join(journalctlArgs("gh", tc.user, tc.follow, tc.lines), " "); got != tc.want {
+		if got := strings.Join(journalctlArgs("MCPGATE_BACKEND=gh", tc.user, tc.follow, tc.lines), " "); got != tc.want {
 			t.Errorf("got %q, want %q", got, tc.want)
 		}
 	}

@@ -14,14 +14,14 @@ import (
 // credentialsDirectory is where ${credential:NAME} and token_credential
 // are read.
 func (d *daemon) credentialsDirectory() string {
-	return access.CredentialsDirectory(d.cfg.Gateway.CredentialsDirectory)
+	return config.CredentialsDirectory(d.cfg.Gateway.CredentialsDirectory)
 }
 
 // loadClients builds the clients of cfg and makes them the ones in effect.
 // A client that cannot be recognised (unreadable credential, unknown user)
 // is logged: it matches nobody until the next reload.
 func (d *daemon) loadClients(cfg *config.Config) *access.Set {
-	set, warnings := access.NewSet(cfg, access.Options{CredentialsDirectory: access.CredentialsDirectory(cfg.Gateway.CredentialsDirectory)})
+	set, warnings := access.NewSet(cfg, access.Options{CredentialsDirectory: config.CredentialsDirectory(cfg.Gateway.CredentialsDirectory)})
 	for _, w := range warnings {
 		d.log.Warn(w)
 	}
@@ -38,7 +38,7 @@ func (d *daemon) warnAccess() {
 		for _, l := range d.lns.Listeners {
 			who = append(who, reach(l.Addr()))
 		}
-		d.log.Warn(`[gateway] auth = "none": every caller is client "anonymous" and may use every tool with the backends' credentials; reachable by `+strings.Join(who, "; "),
+		d.log.Warn(`auth = "none": every caller is client "anonymous" and may use every tool with the backends' credentials; reachable by `+strings.Join(who, "; "),
 			journal.MessageAuthNone.Attr())
 		return
 	}
@@ -60,4 +60,15 @@ func reach(a net.Addr) string {
 		return "every local user and every program on this machine (including web pages a browser loads from localhost) at " + a.String()
 	}
 	return "everyone who can reach " + a.String() + " over the network"
+}
+
+// maxExcerpt is how much of a message body a debug log entry shows.
+const maxExcerpt = 256
+
+// excerpt returns the start of a message body for a debug log entry.
+func excerpt(body []byte) string {
+	if len(body) <= maxExcerpt {
+		return string(body)
+	}
+	return string(body[:maxExcerpt]) + fmt.Sprintf("… (%d bytes)", len(body))
 }

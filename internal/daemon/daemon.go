@@ -580,7 +580,9 @@ func (d *daemon) mcpLog(name string, params []byte) {
 	}
 	m, err := journal.ParseMCPLog(params)
 	if err != nil {
-		d.log.Info("log message from backend", "backend", name, "message", string(params))
+		// A body that is not a log message may carry anything: only at
+		// debug level, and only its start.
+		d.log.Debug("malformed log message from backend", "backend", name, "message", excerpt(params))
 		return
 	}
 	attrs := []slog.Attr{slog.String("backend", name), slog.String("mcp_level", m.Level)}

@@ -30,33 +30,42 @@ const (
 
 // BusAuthorizer is the Authorizer the daemon uses. It asks the bus for the
 // caller's uid and allows uid 0 and Self, the gateway's own uid (so that the
-// service's own ExecReload=, running as the service user, may call Reload).
-// Anyone else is allowed only when Polkit is set and polkit's
-// CheckAuthorization grants ManageAction to the caller, subject
-// system-bus-name; when polkit is missing or fails, they are denied.
+// service's own ExecReload=, running as the service user, may call Reload),
+// unless the caller descends from Ancestor: a backend runs as the gateway's
+// user but is not the gateway. Anyone else is allowed only when Polkit is
+// set and polkit's CheckAuthorization grants ManageAction to the caller,
+// subject system-bus-name; when polkit is missing or fails, they are
+// denied.
 type BusAuthorizer struct {
 	Bus    *dbus.Conn
 	Self   uint32 // the gateway's own uid, allowed like root
 	Polkit bool   // ask polkit about other callers; only meaningful on the system bus
+	// Ancestor is the gateway's pid: its descendants (backends and what
+	// they start) are never Self. 0 trusts every process of Self.
+	Ancestor int
 }
 
-// NewBusAuthorizer returns a BusAuthorizer for the process's own uid that
-// asks polkit on bus when usePolkit is set.
+// NewBusAuthorizer returns a BusAuthorizer for the process's own uid and
+// pid that asks polkit on bus when usePolkit is set.
 func NewBusAuthorizer(bus *dbus.Conn, usePolkit bool) *BusAuthorizer {
-	return &BusAuthorizer{Bus: bus, Self: uint32(os.Getuid()), Polkit: usePolkit}
+	return &BusAuthorizer{Bus: bus, Self: uint32(os.Getuid()), Polkit: usePolkit, Ancestor: os.Getpid()}
 }
 
 // Authorize implements Authorizer.
 func (a *BusAuthorizer) Authorize(ctx context.Context, sender string, interactive bool) error {
-	var uid uint32
-	err := a.Bus.BusObject().CallWithContext(ctx, "org.freedesktop.DBus.GetConnectionUnixUser", 0, sender).Store(&uid)
+	c, err := a.identify(ctx, sender)
 	if err != nil {
-		return fmt.Errorf("%w: cannot tell the uid of %s: %v", ErrAccessDenied, sender, err)
+		return err
 	}
-	if uid == 0 || uid == a.Self {
+	uid := c.uid
+	backend := a.isBackend(c.pid)
+	if (uid == 0 && !backend) || a.isSelf(c) {
 		return nil
 	}
 	if !a.Polkit {
+		if backend {
+			return fmt.Errorf("%w: pid %d is a backend of the gateway (or was started by one), and backends may not control the gateway", ErrAccessDenied, c.pid)
+		}
 		return fmt.Errorf("%w: uid %d is neither root nor the gateway's own user", ErrAccessDenied, uid)
 	}
 	ok, challenge, err := a.checkPolkit(ctx, sender, interactive)

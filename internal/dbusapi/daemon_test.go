@@ -40,6 +40,13 @@ type gateway struct {
 // FAKE in backends is replaced by the fake server's path.
 func startGateway(t *testing.T, busOpts dbustest.Options, backends, gatewayLines string) *gateway {
 	t.Helper()
+	return startGatewayEnv(t, busOpts, backends, gatewayLines, nil)
+}
+
+// startGatewayEnv is startGateway with env added to the daemon's
+// environment.
+func startGatewayEnv(t *testing.T, busOpts dbustest.Options, backends, gatewayLines string, env []string) *gateway {
+	t.Helper()
 	bins := testutil.Build(t)
 	g := &gateway{bus: dbustest.Start(t, busOpts)}
 	toml, url := testutil.ConfigWith(t, strings.ReplaceAll(backends, "FAKE", bins.Fake),
@@ -61,7 +68,7 @@ func startGateway(t *testing.T, busOpts dbustest.Options, backends, gatewayLines
 			g.signals.Add(s)
 		}
 	}()
-	g.daemon = testutil.StartDaemon(t, toml, url, testutil.DaemonOptions{Env: []string{"DBUS_SYSTEM_BUS_ADDRESS=" + g.bus.Address}})
+	g.daemon = testutil.StartDaemon(t, toml, url, testutil.DaemonOptions{Env: append([]string{"DBUS_SYSTEM_BUS_ADDRESS=" + g.bus.Address}, env...)})
 	return g
 }
 

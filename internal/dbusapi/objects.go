@@ -2,6 +2,7 @@ package dbusapi
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/godbus/dbus/v5"
 )
@@ -125,13 +126,22 @@ type propertySource interface {
 
 // properties serves org.freedesktop.DBus.Properties for one object. Every
 // read asks the gateway afresh; every property is read-only.
-type properties struct{ src propertySource }
+type properties struct {
+	src  propertySource
+	auth Authorizer      // decides who reads StderrTail; see OutputAuthorizer
+	ctx  context.Context // the server's; bounds authorizer calls
+}
 
 // Get returns one property.
-func (p properties) Get(iface, name string) (dbus.Variant, *dbus.Error) {
+func (p properties) Get(msg dbus.Message, iface, name string) (dbus.Variant, *dbus.Error) {
 	values, err := p.values(iface)
 	if err != nil {
 		return dbus.Variant{}, err
+	}
+	if _, private := values[privateProperty]; private && name == privateProperty {
+		if err := p.mayReadOutput(msg); err != nil {
+			return dbus.Variant{}, dbusError(err)
+		}
 	}
 	v, ok := values[name]
 	if !ok {
@@ -141,8 +151,27 @@ func (p properties) Get(iface, name string) (dbus.Variant, *dbus.Error) {
 }
 
 // GetAll returns every property of iface; "" means the object's interface.
-func (p properties) GetAll(iface string) (map[string]dbus.Variant, *dbus.Error) {
-	return p.values(iface)
+// StderrTail is empty for a caller that may not read it.
+func (p properties) GetAll(msg dbus.Message, iface string) (map[string]dbus.Variant, *dbus.Error) {
+	values, err := p.values(iface)
+	if _, private := values[privateProperty]; private && err == nil && p.mayReadOutput(msg) != nil {
+		values[privateProperty] = dbus.MakeVariant([]string{})
+	}
+	return values, err
+}
+
+// privateProperty is the property that carries what a child printed.
+const privateProperty = "StderrTail"
+
+// mayReadOutput asks the server's authorizer whether the caller may read
+// backend output; without an OutputAuthorizer nobody may.
+func (p properties) mayReadOutput(msg dbus.Message) error {
+	sender, _ := msg.Headers[dbus.FieldSender].Value().(string)
+	oa, ok := p.auth.(OutputAuthorizer)
+	if !ok || p.ctx == nil {
+		return fmt.Errorf("%w: this gateway shows backend output to nobody over D-Bus", ErrAccessDenied)
+	}
+	return oa.MayReadOutput(p.ctx, sender)
 }
 
 // Set refuses: every property is read-only.

@@ -92,7 +92,7 @@ func (s *Server) Export(names []string) error {
 		iface string
 	}{
 		{m, ManagerInterface},
-		{properties{m}, propertiesInterface},
+		{properties{m, s.auth, s.ctx}, propertiesInterface},
 		{introspectable{s.manager, s.children}, introspectInterface},
 	}
 	for _, e := range exports {
@@ -184,7 +184,7 @@ func (s *Server) add(name string, signal bool) error {
 		iface string
 	}{
 		{b, BackendInterface},
-		{properties{b}, propertiesInterface},
+		{properties{b, s.auth, s.ctx}, propertiesInterface},
 		{introspectable{s.backend, nil}, introspectInterface},
 	}
 	for _, e := range exports {

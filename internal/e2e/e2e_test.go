@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -239,6 +240,7 @@ type installedGateway struct {
 	deb    string             // the package's path in the container
 	client *mcp.ClientSession // the current MCP session, or nil
 	files  []string           // dpkg -L before removal
+	token  string             // the bearer token made by mcpgatectl token create
 }
 
 // closeClient ends the MCP session, if any. Closing sends DELETE to the
@@ -302,6 +304,9 @@ type stateSample struct {
 func (g *installedGateway) checkFirstClient(t *testing.T) string {
 	c := g.c
 	c.WriteFile(t, "/etc/mcpgate/conf.d/e2e.toml", []byte(backendsConfig), 0o644)
+	// The packaged configuration lets only root and group mcpgate in, on the
+	// unix socket; the test's client comes over TCP with a token of its own.
+	g.token = c.Run(t, "mcpgatectl", "token", "create", "e2e")
 	check := c.Run(t, "runuser", "-u", "mcpgate", "--", "mcpgated", "--check-config")
 	if state := g.activeState(t); state != "inactive" {
 		t.Fatalf("mcpgate.service is %s before any client, want inactive", state)
@@ -314,7 +319,7 @@ func (g *installedGateway) checkFirstClient(t *testing.T) string {
 	samples := make(chan []stateSample, 1)
 	go func() { samples <- sampleActiveState(ctx, c, "mcpgate.service", "active", 100*time.Millisecond) }()
 	start := time.Now()
-	cs, err := connect(ctx, c)
+	cs, err := g.connect(ctx)
 	connected := time.Since(start)
 	if err != nil {
 		cancel()
@@ -764,7 +769,7 @@ func (g *installedGateway) checkStop(t *testing.T) string {
 	ctx, cancel := context.WithTimeout(t.Context(), 90*time.Second)
 	defer cancel()
 	start := time.Now()
-	cs, err := connect(ctx, c)
+	cs, err := g.connect(ctx)
 	if err != nil {
 		t.Fatalf("MCP client after the stop: %v", err)
 	}
@@ -790,7 +795,7 @@ func (g *installedGateway) checkUpgrade(t *testing.T) string {
 	c := g.c
 	ctx, cancel := context.WithTimeout(t.Context(), 90*time.Second)
 	defer cancel()
-	cs, err := connect(ctx, c) // the service runs while the package is upgraded
+	cs, err := g.connect(ctx) // the service runs while the package is upgraded
 	if err != nil {
 		t.Fatalf("MCP client before the upgrade: %v", err)
 	}
@@ -819,7 +824,7 @@ func (g *installedGateway) checkUpgrade(t *testing.T) string {
 	if got := c.Run(t, "ls", "/etc/mcpgate/conf.d"); got != confd {
 		t.Errorf("conf.d holds %q after the upgrade, %q before", got, confd)
 	}
-	cs, err = connect(ctx, c)
+	cs, err = g.connect(ctx)
 	if err != nil {
 		t.Fatalf("MCP client after the upgrade: %v", err)
 	}
@@ -1014,10 +1019,25 @@ func formatSamples(samples []stateSample) string {
 	return fmt.Sprintf("%d readings: %s", len(samples), strings.Join(parts, ", "))
 }
 
-// connect opens an MCP session with the gateway in the container.
-func connect(ctx context.Context, c *Container) (*mcp.ClientSession, error) {
+// connect opens an MCP session with the gateway in the container, with
+// the token checkFirstClient made.
+func (g *installedGateway) connect(ctx context.Context) (*mcp.ClientSession, error) {
 	client := mcp.NewClient(&mcp.Implementation{Name: "mcpgate-e2e", Version: "1"}, nil)
-	return client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: gatewayURL, HTTPClient: c.HTTPClient(), MaxRetries: -1}, nil)
+	hc := g.c.HTTPClient()
+	hc.Transport = bearerTransport{token: g.token, next: hc.Transport}
+	return client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: gatewayURL, HTTPClient: hc, MaxRetries: -1}, nil)
+}
+
+// bearerTransport sends a bearer token with every request.
+type bearerTransport struct {
+	token string
+	next  http.RoundTripper
+}
+
+func (b bearerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+b.token)
+	return b.next.RoundTrip(r)
 }
 
 // toolNames lists every tool the gateway offers.

@@ -195,3 +195,33 @@ func (s *Session) unknownToolFor(cat *catalog.Catalog, name string) error {
 	}
 	return jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "%s", msg)
 }
+
+// seesBackend reports whether the session's client may see anything of
+// the named backend: messages a backend broadcasts (log messages, unknown
+// notifications) reach only clients for which it exists.
+func (s *Session) seesBackend(name string) bool {
+	p := s.policy()
+	if p.Unrestricted() {
+		return true
+	}
+	cat := s.g.Catalog()
+	entries := func(k access.Kind, list []catalog.Entry) bool {
+		for _, e := range list {
+			if e.Backend == name && p.Allows(k, e.Name) {
+				return true
+			}
+		}
+		return false
+	}
+	if entries(access.Tools, cat.Tools) || entries(access.Prompts, cat.Prompts) {
+		return true
+	}
+	for _, list := range [][]catalog.Resource{cat.Resources, cat.Templates} {
+		for _, r := range list {
+			if r.Backend == name && p.Allows(access.Resources, r.URI) {
+				return true
+			}
+		}
+	}
+	return false
+}

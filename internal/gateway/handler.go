@@ -35,7 +35,7 @@ func (g *Gateway) Notification(b *backend.Backend, conn *backend.Conn, msg *json
 		if g.opts.OnLog != nil {
 			g.opts.OnLog(b.Name(), msg.Params)
 		}
-		g.logMessage(conn, msg)
+		g.logMessage(b.Name(), conn, msg)
 	case "notifications/resources/updated":
 		uri, _, err := stringParam(msg.Params, "uri")
 		if err != nil {
@@ -72,14 +72,18 @@ func (g *Gateway) Notification(b *backend.Backend, conn *backend.Conn, msg *json
 			s.send(data, via)
 			return
 		}
-		g.eachSession(func(s *Session) { s.standalone.push(data, false) })
+		g.eachSession(func(s *Session) {
+			if s.seesBackend(b.Name()) {
+				s.standalone.push(data, false)
+			}
+		})
 	}
 }
 
 // logMessage forwards a backend's log message: on the stream of the call in
 // flight if one session has calls on the backend, else to every session
 // that asked for logging. Each session's level filters.
-func (g *Gateway) logMessage(conn *backend.Conn, msg *jsonrpc.Message) {
+func (g *Gateway) logMessage(name string, conn *backend.Conn, msg *jsonrpc.Message) {
 	level, _, _ := stringParam(msg.Params, "level")
 	prio, _ := journal.MCPLevelPriority(level) // an unknown level counts as info
 	data := jsonrpc.AppendNotification(nil, msg.Method, msg.Params)
@@ -98,7 +102,7 @@ func (g *Gateway) logMessage(conn *backend.Conn, msg *jsonrpc.Message) {
 		return
 	}
 	g.eachSession(func(s *Session) {
-		if wants(s, true) {
+		if wants(s, true) && s.seesBackend(name) {
 			s.standalone.push(data, false)
 		}
 	})

@@ -1,0 +1,183 @@
+package ctl
+
+import (
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"flag"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/mcpgate/mcpgate/internal/config"
+)
+
+// bridgeTokenEnv names the variable the bridge takes its token from.
+const bridgeTokenEnv = "MCPGATE_TOKEN"
+
+// bridgeToken returns the bearer token the bridge sends: the content of
+// file, else $MCPGATE_TOKEN, else none.
+func bridgeToken(file string) (string, error) {
+	if file == "" {
+		return strings.TrimSpace(os.Getenv(bridgeTokenEnv)), nil
+	}
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return "", fmt.Errorf("--token-file: %w", err)
+	}
+	token := strings.TrimSpace(string(b))
+	if token == "" {
+		return "", fmt.Errorf("--token-file %s is empty; it should hold the token `mcpgatectl token create` printed", file)
+	}
+	return token, nil
+}
+
+// tokenDropIn is the drop-in file `token create NAME` writes.
+func tokenDropIn(configPath, name string) string {
+	return filepath.Join(filepath.Dir(configPath), config.DropInDir, "client-"+name+".toml")
+}
+
+var tokenClientName = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
+
+// token runs "token create|list|revoke".
+func (c *cli) token(args []string) int {
+	if len(args) == 0 {
+		return c.usageError(errors.New("token takes create NAME, list or revoke NAME"))
+	}
+	sub, args := args[0], args[1:]
+	fs := c.flagSet("mcpgatectl token " + sub)
+	cfgPath := fs.String("config", config.DefaultPath, "")
+	var tools stringList
+	fs.Var(&tools, "tools", "")
+	printOnly := fs.Bool("print", false, "")
+	pos, err := parseInterleaved(fs, args)
+	if err != nil {
+		return c.usageError(err)
+	}
+	switch {
+	case sub == "create" && len(pos) == 1:
+		return c.tokenCreate(*cfgPath, pos[0], tools, *printOnly)
+	case sub == "list" && len(pos) == 0:
+		return c.tokenList(*cfgPath)
+	case sub == "revoke" && len(pos) == 1:
+		return c.tokenRevoke(*cfgPath, pos[0])
+	}
+	return c.usageError(fmt.Errorf("token takes create NAME [--tools GLOB ...] [--print], list, or revoke NAME"))
+}
+
+// stringList is a flag that may be given several times.
+type stringList []string
+
+func (l *stringList) String() string     { return strings.Join(*l, ",") }
+func (l *stringList) Set(v string) error { *l = append(*l, v); return nil }
+
+// tokenCreate makes a random 256-bit token, prints it once and writes the
+// drop-in with its hash (or prints it with --print).
+func (c *cli) tokenCreate(cfgPath, name string, tools []string, printOnly bool) int {
+	if !tokenClientName.MatchString(name) || name == config.AnonymousClient {
+		return c.usageError(fmt.Errorf("invalid client name %q; use 1 to 64 letters, digits, \"_\" or \"-\" (not %q)", name, config.AnonymousClient))
+	}
+	if cfg, err := config.Load(cfgPath); err == nil {
+		if cl, ok := cfg.Clients[name]; ok {
+			fmt.Fprintf(c.stderr, "mcpgatectl: client %q already exists (%s:%d); revoke it first, or choose another name\n", name, cl.File, cl.Line)
+			return exitFailed
+		}
+	}
+	var raw [32]byte
+	if _, err := rand.Read(raw[:]); err != nil {
+		fmt.Fprintf(c.stderr, "mcpgatectl: %v\n", err)
+		return exitFailed
+	}
+	token := "mcpgate_" + hex.EncodeToString(raw[:])
+	sum := sha256.Sum256([]byte(token))
+	var b strings.Builder
+	fmt.Fprintf(&b, "# Client %q, made by mcpgatectl token create. The token itself is not\n# stored anywhere; `mcpgatectl token revoke %s` removes this file.\n", name, name)
+	fmt.Fprintf(&b, "[clients.%s]\ntoken_sha256 = %q\n", name, hex.EncodeToString(sum[:]))
+	if len(tools) > 0 {
+		quoted := make([]string, len(tools))
+		for i, t := range tools {
+			quoted[i] = strconv.Quote(t)
+		}
+		fmt.Fprintf(&b, "tools = [%s]\n", strings.Join(quoted, ", "))
+	}
+	if printOnly {
+		fmt.Fprint(c.stdout, b.String())
+		fmt.Fprintf(c.stderr, "token (shown once; give it to the client as Authorization: Bearer TOKEN): %s\n", token)
+		return exitOK
+	}
+	path := tokenDropIn(cfgPath, name)
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		fmt.Fprintf(c.stderr, "mcpgatectl: %v\n", err)
+		return exitFailed
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	if err == nil {
+		_, err = f.WriteString(b.String())
+		err = errors.Join(err, f.Close())
+	}
+	if err != nil {
+		fmt.Fprintf(c.stderr, "mcpgatectl: writing %s: %v\n", path, err)
+		return exitFailed
+	}
+	fmt.Fprintln(c.stdout, token)
+	fmt.Fprintf(c.stderr, "wrote %s; the token above is shown only once. Apply it with: mcpgatectl reload\n", path)
+	return exitOK
+}
+
+// tokenList prints each configured client and how it is recognised.
+func (c *cli) tokenList(cfgPath string) int {
+	cfg, err := config.Load(cfgPath)
+	if err != nil {
+		fmt.Fprintln(c.stderr, err)
+		return exitFailed
+	}
+	names := make([]string, 0, len(cfg.Clients))
+	for n := range cfg.Clients {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	for _, n := range names {
+		cl := cfg.Clients[n]
+		var how []string
+		switch {
+		case cl.TokenSHA256 != "":
+			how = append(how, "token sha256:"+cl.TokenSHA256[:12]+"…")
+		case cl.TokenCredential != "":
+			how = append(how, "token from credential "+cl.TokenCredential)
+		}
+		if len(cl.UnixUsers) > 0 {
+			how = append(how, "unix users "+strings.Join(cl.UnixUsers, ","))
+		}
+		if len(cl.UnixGroups) > 0 {
+			how = append(how, "unix groups "+strings.Join(cl.UnixGroups, ","))
+		}
+		fmt.Fprintf(c.stdout, "%s\t%s\ttools %s\t%s:%d\n", n, strings.Join(how, "; "), strings.Join(cl.Tools, ","), cl.File, cl.Line)
+	}
+	return exitOK
+}
+
+// tokenRevoke removes the drop-in token create wrote.
+func (c *cli) tokenRevoke(cfgPath, name string) int {
+	if !tokenClientName.MatchString(name) {
+		return c.usageError(fmt.Errorf("invalid client name %q", name))
+	}
+	path := tokenDropIn(cfgPath, name)
+	if err := os.Remove(path); err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			fmt.Fprintf(c.stderr, "mcpgatectl: %s does not exist: client %q was not made by `mcpgatectl token create`; remove its [clients.%s] table by hand\n", path, name, name)
+		} else {
+			fmt.Fprintf(c.stderr, "mcpgatectl: %v\n", err)
+		}
+		return exitFailed
+	}
+	fmt.Fprintf(c.stderr, "removed %s. Apply it with: mcpgatectl reload (the client's sessions end then)\n", path)
+	return exitOK
+}
+
+var _ flag.Value = (*stringList)(nil)

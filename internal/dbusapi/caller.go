@@ -1,0 +1,154 @@
+package dbusapi
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/user"
+	"strconv"
+	"strings"
+
+	"github.com/godbus/dbus/v5"
+)
+
+// OutputAuthorizer decides who may read what backends printed (StderrTail):
+// it may carry tokens and other secrets, so only those who may read the
+// journal anyway see it. A Server whose Authorizer does not implement it
+// shows StderrTail to nobody.
+type OutputAuthorizer interface {
+	// MayReadOutput returns nil when sender may read backend output, or an
+	// error wrapping ErrAccessDenied that says why not.
+	MayReadOutput(ctx context.Context, sender string) error
+}
+
+// OutputGroups are the groups whose members may read backend output
+// besides root and the gateway's own user: those who may read the journal.
+func OutputGroups() []string { return []string{"adm", "systemd-journal"} }
+
+// caller is what the bus knows of a method call's sender.
+type caller struct {
+	uid    uint32
+	pid    uint32
+	groups []uint32 // nil if the bus did not say
+}
+
+// identify asks the bus who sender is.
+func (a *BusAuthorizer) identify(ctx context.Context, sender string) (caller, error) {
+	var creds map[string]dbus.Variant
+	err := a.Bus.BusObject().CallWithContext(ctx, "org.freedesktop.DBus.GetConnectionCredentials", 0, sender).Store(&creds)
+	if err != nil {
+		var uid uint32
+		if err := a.Bus.BusObject().CallWithContext(ctx, "org.freedesktop.DBus.GetConnectionUnixUser", 0, sender).Store(&uid); err != nil {
+			return caller{}, fmt.Errorf("%w: cannot tell the uid of %s: %v", ErrAccessDenied, sender, err)
+		}
+		return caller{uid: uid}, nil
+	}
+	var c caller
+	uid, ok := creds["UnixUserID"].Value().(uint32)
+	if !ok {
+		return caller{}, fmt.Errorf("%w: the bus does not say the uid of %s", ErrAccessDenied, sender)
+	}
+	c.uid = uid
+	c.pid, _ = creds["ProcessID"].Value().(uint32)
+	c.groups, _ = creds["UnixGroupIDs"].Value().([]uint32)
+	return c, nil
+}
+
+// isSelf reports whether c is the gateway's own user and not one of its
+// backends: a backend runs as that user too, but must not count as the
+// gateway itself.
+func (a *BusAuthorizer) isSelf(c caller) bool {
+	return c.uid == a.Self && !a.isBackend(c.pid)
+}
+
+// isBackend reports whether pid is the gateway's descendant, i.e. a
+// backend or a process a backend started. An unknown pid counts as one
+// when the gateway's own user runs it, to be safe.
+func (a *BusAuthorizer) isBackend(pid uint32) bool {
+	if a.Ancestor <= 0 {
+		return false
+	}
+	if pid == 0 {
+		return true
+	}
+	p := int(pid)
+	for range 4096 { // a bound against a cycle read from a changing /proc
+		if p == a.Ancestor {
+			return true
+		}
+		if p <= 1 {
+			return false
+		}
+		ppid, err := parentPID(p)
+		if err != nil {
+			return true // gone: cannot tell, so not trusted
+		}
+		p = ppid
+	}
+	return true
+}
+
+// parentPID reads the parent of pid from /proc.
+func parentPID(pid int) (int, error) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0, err
+	}
+	// The command name in parentheses may hold spaces and ")".
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 {
+		return 0, fmt.Errorf("malformed /proc/%d/stat", pid)
+	}
+	f := strings.Fields(s[i+1:])
+	if len(f) < 2 {
+		return 0, fmt.Errorf("malformed /proc/%d/stat", pid)
+	}
+	return strconv.Atoi(f[1])
+}
+
+// MayReadOutput implements OutputAuthorizer: root, the gateway's own user
+// (not its backends) and members of OutputGroups may read.
+func (a *BusAuthorizer) MayReadOutput(ctx context.Context, sender string) error {
+	c, err := a.identify(ctx, sender)
+	if err != nil {
+		return err
+	}
+	if c.uid == 0 || a.isSelf(c) {
+		return nil
+	}
+	groups := c.groups
+	if groups == nil {
+		groups = userGroups(c.uid)
+	}
+	for _, name := range OutputGroups() {
+		g, err := user.LookupGroup(name)
+		if err != nil {
+			continue
+		}
+		gid, _ := strconv.ParseUint(g.Gid, 10, 32)
+		for _, have := range groups {
+			if have == uint32(gid) {
+				return nil
+			}
+		}
+	}
+	return fmt.Errorf("%w: what backends print may hold secrets; only root, the gateway's user and members of %s may read it (as they may read the journal)",
+		ErrAccessDenied, strings.Join(OutputGroups(), " or "))
+}
+
+// userGroups returns the groups of uid in the group database.
+func userGroups(uid uint32) []uint32 {
+	u, err := user.LookupId(strconv.Itoa(int(uid)))
+	if err != nil {
+		return nil
+	}
+	ids, _ := u.GroupIds()
+	var out []uint32
+	for _, id := range ids {
+		if n, err := strconv.ParseUint(id, 10, 32); err == nil {
+			out = append(out, uint32(n))
+		}
+	}
+	return out
+}
