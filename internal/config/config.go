@@ -42,6 +42,9 @@ type Gateway struct {
 	LogTarget           string        // "auto" (default) | "journal" | "stderr"
 	LogLevel            string        // "info" (default) | "debug" | "warn" | "error"
 	LogRateLimit        RateLimit     // default for backends: 1000 lines / 10s
+	MetricsListen       string        // "" (default, off) | address | "unix:PATH" | "fd:metrics"
+	StatusResources     bool          // serve mcpgate://health and mcpgate://backend/NAME; default false
+	Health                            // defaults of every backend's health keys
 }
 
 // RateLimit limits how many log lines a backend may emit per interval.
@@ -73,6 +76,8 @@ type Backend struct {
 	LogRateLimit          RateLimit     // default Gateway.LogRateLimit
 	RelayClientRequests   bool          // default true
 	Roots                 []string      // file:// URIs answered to roots/list from config
+	Health                              // default Gateway.Health
+	Calls
 }
 
 // defaultGateway is the one place that knows the gateway defaults.
@@ -89,6 +94,7 @@ func defaultGateway() Gateway {
 		LogTarget:           "auto",
 		LogLevel:            "info",
 		LogRateLimit:        RateLimit{Burst: 1000, Interval: 10 * time.Second},
+		Health:              defaultHealth(),
 	}
 }
 
@@ -106,6 +112,8 @@ func defaultBackend(name string, g *Gateway) *Backend {
 		RestartBackoffMax:     60 * time.Second,
 		LogRateLimit:          g.LogRateLimit,
 		RelayClientRequests:   true,
+		Health:                g.Health,
+		Calls:                 defaultCalls(),
 	}
 }
 
@@ -152,7 +160,12 @@ func (b *Backend) Equal(o *Backend) bool {
 		b.RestartBackoffMax == o.RestartBackoffMax &&
 		b.LogRateLimit == o.LogRateLimit &&
 		b.RelayClientRequests == o.RelayClientRequests &&
-		slices.Equal(b.Roots, o.Roots)
+		slices.Equal(b.Roots, o.Roots) &&
+		b.Health == o.Health &&
+		b.MaxConcurrentCalls == o.MaxConcurrentCalls &&
+		b.QueueTimeout == o.QueueTimeout &&
+		b.RateLimit == o.RateLimit &&
+		slices.Equal(b.Fallback, o.Fallback)
 }
 
 // String returns the TOML spelling of r: "off" when unlimited, otherwise

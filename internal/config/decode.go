@@ -35,7 +35,7 @@ type field[T any] struct {
 }
 
 func gatewayFields() []field[Gateway] {
-	return []field[Gateway]{
+	fields := []field[Gateway]{
 		{"listen", func(d *decoder, at keyPath, v any, g *Gateway) bool {
 			return d.strList(at, v, &g.Listen, checkListen)
 		}},
@@ -75,11 +75,18 @@ func gatewayFields() []field[Gateway] {
 		{"log_rate_limit", func(d *decoder, at keyPath, v any, g *Gateway) bool {
 			return d.rateLimit(at, v, &g.LogRateLimit)
 		}},
+		{"metrics_listen", func(d *decoder, at keyPath, v any, g *Gateway) bool {
+			return d.str(at, v, &g.MetricsListen, checkMetricsListen)
+		}},
+		{"status_resources", func(d *decoder, at keyPath, v any, g *Gateway) bool {
+			return d.boolean(at, v, &g.StatusResources)
+		}},
 	}
+	return append(fields, healthFields(func(g *Gateway) *Health { return &g.Health })...)
 }
 
 func backendFields() []field[Backend] {
-	return []field[Backend]{
+	fields := []field[Backend]{
 		{"command", func(d *decoder, at keyPath, v any, b *Backend) bool {
 			return d.str(at, v, &b.Command, checkCommand)
 		}},
@@ -126,6 +133,8 @@ func backendFields() []field[Backend] {
 			return d.strList(at, v, &b.Roots, checkRoot)
 		}},
 	}
+	fields = append(fields, healthFields(func(b *Backend) *Health { return &b.Health })...)
+	return append(fields, callFields()...)
 }
 
 // decodeTable decodes every key of t into dst, reporting unknown keys, and
