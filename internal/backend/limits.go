@@ -239,3 +239,18 @@ func (b *Backend) callDone(outcome string, d time.Duration) {
 		b.opts.OnCall(b, outcome, d)
 	}
 }
+
+// Then returns then wrapped so that the call's end also ends the
+// admission: ok is a result, anything else an error.
+func (a *Admission) Then(then func(ok bool)) func(ok bool) {
+	return func(ok bool) {
+		outcome := "error"
+		if ok {
+			outcome = "ok"
+		}
+		a.Done(outcome)
+		if then != nil {
+			then(ok)
+		}
+	}
+}
