@@ -108,9 +108,9 @@ func (b *Backend) resetCircuit() {
 // every response, so it only stores a time.
 func (b *Backend) heardFrom() { b.mon.heard.Store(time.Now().UnixNano()) }
 
-// heardWithin reports whether a response came within d.
-func (b *Backend) heardWithin(d time.Duration) bool {
-	return time.Since(time.Unix(0, b.mon.heard.Load())) < d
+// sinceHeard returns how long ago the child last answered a call.
+func (b *Backend) sinceHeard() time.Duration {
+	return time.Since(time.Unix(0, b.mon.heard.Load()))
 }
 
 // changes returns a channel closed at the next change of the backend.

@@ -70,12 +70,15 @@ func (b *Backend) check(conn *Conn) (next time.Duration, alive bool) {
 		conn.proc.signalGroup(unix.SIGKILL)
 		return 0, false
 	}
-	if b.heardWithin(h.HealthInterval) {
+	if since := b.sinceHeard(); since < h.HealthInterval {
+		// Traffic is proof of life. The next check is due one interval
+		// after the last answer, so the skip does not delay detection.
 		b.recordSkip()
-		return h.HealthInterval, true // traffic is proof of life
+		return h.HealthInterval - since, true
 	}
 	start := time.Now()
 	ok, latency := b.ping(conn)
+	b.log.Debug("health check", "ok", ok, "latency", latency)
 	opened, changed := b.recordCheck(ok, latency)
 	if opened {
 		_, retryAt := b.circuitOpen()

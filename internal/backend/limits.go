@@ -53,9 +53,6 @@ func (l *limiter) allow(now time.Time) (ok bool, next time.Duration) {
 	return false, time.Duration((1 - l.tokens) * float64(perToken))
 }
 
-// errWouldWait is acquire's answer when it may not wait and a slot is not free.
-var errWouldWait = errors.New("the call must wait")
-
 // acquire takes a slot for one call, waiting in line for up to queueTimeout
 // if wait is set. The error names the limit.
 func (l *limiter) acquire(ctx context.Context, wait bool, b *Backend) error {
@@ -73,7 +70,7 @@ func (l *limiter) acquire(ctx context.Context, wait bool, b *Backend) error {
 	if !wait {
 		l.refund()
 		l.mu.Unlock()
-		return errWouldWait
+		return ErrWouldWait
 	}
 	turn := make(chan struct{})
 	l.queue = append(l.queue, turn)
