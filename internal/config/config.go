@@ -61,6 +61,7 @@ type Backend struct {
 	Name                  string
 	File                  string // where [backends.NAME] was defined
 	Line                  int
+	CommandLine           int // where command was written in File; 0 if unknown
 	Command               string
 	Args                  []string
 	Env                   map[string]string

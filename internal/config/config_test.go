@@ -45,6 +45,7 @@ func wantBackend(file string) *Backend {
 		Name:                  "gh",
 		File:                  file,
 		Line:                  1,
+		CommandLine:           2,
 		Command:               "/usr/bin/gh-mcp",
 		Enabled:               true,
 		Timeout:               60 * time.Second,

@@ -396,6 +396,9 @@ func (d *decoder) backend(at keyPath, v any, g *Gateway) *Backend {
 		d.fail(at, `invalid backend name %q; use 1 to 64 letters, digits, "_" or "-"`, name)
 	}
 	refused := decodeTable(d, at, t, backendFields(), b)
+	if _, ok := t["command"]; ok {
+		b.CommandLine = d.f.lookup(at.child("command")).line
+	}
 	if _, ok := t["command"]; !ok && b.Enabled && !refused["enabled"] {
 		d.fail(at, `enabled backend has no command; set command = "/path/to/server", or enabled = false`)
 	}

@@ -21,7 +21,7 @@ func TestKeysCoverFields(t *testing.T) {
 		derived []string // fields not set by a key of their own
 	}{
 		{reflect.TypeFor[Gateway](), "gateway.", nil},
-		{reflect.TypeFor[Backend](), "backends.NAME.", []string{"Name", "File", "Line"}},
+		{reflect.TypeFor[Backend](), "backends.NAME.", []string{"Name", "File", "Line", "CommandLine"}},
 	}
 	for _, tt := range tests {
 		var n int

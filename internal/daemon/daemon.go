@@ -76,6 +76,14 @@ func checkConfig(path string, stdout, stderr io.Writer) int {
 		}
 		return exitFailed
 	}
+	failed := false
+	for _, p := range checkCommands(cfg) {
+		fmt.Fprintln(stderr, p.err.Error())
+		failed = failed || !p.warning
+	}
+	if failed {
+		return exitFailed
+	}
 	fmt.Fprintf(stdout, "%s: OK (%d backends, %d files)\n", path, len(cfg.Backends), len(cfg.Files))
 	return exitOK
 }
