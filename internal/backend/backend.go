@@ -63,8 +63,8 @@ type Options struct {
 	// OnChange is called after every change of Status or Lists, never with
 	// a lock held. It must not block for long.
 	OnChange func(*Backend)
-	// OnCalls, if set, is called when the counts of Health's calls changed;
-	// it runs on the call path and must be cheap.
+	// OnCalls, if set, is called when Health's call counts or last check
+	// changed; it runs on the call path and must be cheap.
 	OnCalls func(*Backend)
 	// OnCall, if set, is called once per call with its outcome ("ok",
 	// "error" or "refused") and how long it took.

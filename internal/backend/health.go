@@ -91,6 +91,8 @@ func (b *Backend) check(conn *Conn) (next time.Duration, alive bool) {
 	}
 	if changed {
 		b.changed() // ConsecutiveFailures changed
+	} else {
+		b.callsChanged() // LastCheckTimestamp and its latency changed
 	}
 	return max(h.HealthInterval-time.Since(start), 0), true
 }

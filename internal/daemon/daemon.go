@@ -120,6 +120,7 @@ type daemon struct {
 
 	// Hooks for the D-Bus interface, set before the backends start.
 	onChange        []func(*backend.Backend) // after any change of a backend
+	onCalls         []func(*backend.Backend) // after a change of a backend's call counts
 	onAdd, onRemove []func(name string)      // reload added or removed a backend
 	onStatus        []func(line string)      // the status line changed
 }
@@ -512,6 +513,7 @@ func (d *daemon) backendOptions(cfg *config.Backend) backend.Options {
 			d.updateStatus()
 			runHooks(d.onChange, b)
 		},
+		OnCalls: func(b *backend.Backend) { runHooks(d.onCalls, b) },
 	}
 	if d.output.Writer != nil {
 		sink := journal.NewBackendLog(d.output.Writer, journal.BackendLogOptions{
