@@ -63,6 +63,12 @@ type Options struct {
 	// OnChange is called after every change of Status or Lists, never with
 	// a lock held. It must not block for long.
 	OnChange func(*Backend)
+	// OnCalls, if set, is called when Health's call counts or last check
+	// changed; it runs on the call path and must be cheap.
+	OnCalls func(*Backend)
+	// OnCall, if set, is called once per call with its outcome ("ok",
+	// "error" or "refused") and how long it took.
+	OnCall func(b *Backend, outcome string, d time.Duration)
 }
 
 // Backend is one configured MCP server. Run supervises it: spawns it,
@@ -82,6 +88,11 @@ type Backend struct {
 
 	settled     chan struct{} // closed when the first start attempt is decided
 	settledOnce sync.Once
+
+	mon        monitor     // health checks, circuit breaker, call counts
+	lim        *limiter    // max_concurrent_calls and rate_limit
+	graceUntil time.Time   // a restarting backend stays listed until then; guarded by mu
+	graceTimer *time.Timer // drops it from the catalog when the grace ends; guarded by mu
 }
 
 type op int
@@ -121,6 +132,7 @@ func New(cfg *config.Backend, opts Options) *Backend {
 		stderr:  newRing(),
 		cmds:    make(chan command),
 		settled: make(chan struct{}),
+		lim:     newLimiter(cfg.Calls),
 	}
 	b.st = Status{Name: cfg.Name, State: Stopped, Since: time.Now()}
 	if cfg.IsRemote() {
@@ -144,7 +156,8 @@ func (b *Backend) Status() Status {
 }
 
 // Lists returns the backend's current lists. They are empty unless the
-// backend is healthy or unhealthy.
+// backend is healthy or unhealthy, or restarting within catalog_grace
+// (see Listed).
 func (b *Backend) Lists() *Lists { return b.lists.Load() }
 
 // Conn returns the connection to the running child if it has finished its
@@ -200,6 +213,7 @@ func (b *Backend) Run(ctx context.Context) {
 		b.settle()
 	}
 	s.loop(ctx)
+	b.endGrace()
 	b.setState(Stopped, func(st *Status) { st.PID = 0; st.Retrying = false })
 	b.settle()
 	// Nobody answers commands any more: fail those that raced with the end.
@@ -261,6 +275,7 @@ var (
 func (s *supervision) start(ctx context.Context) (*Conn, time.Time, error) {
 	b := s.b
 	started := time.Now()
+	b.resetCircuit() // a new child starts with a clean slate
 	b.setState(Starting, func(st *Status) { st.Retrying = false })
 	conn, err := b.connect()
 	if err != nil {
@@ -294,8 +309,10 @@ func (s *supervision) start(ctx context.Context) (*Conn, time.Time, error) {
 				conn.kill()
 				return nil, started, fmt.Errorf("handshake: %w", r.err)
 			}
+			b.cameBack(r.lists)
 			b.lists.Store(r.lists)
 			b.setState(Healthy, func(st *Status) { st.Server = conn.Server(); st.LastError = "" })
+			go b.watch(conn)
 			b.log.Info("backend ready", conn.ident(), "tools", len(r.lists.Tools), "protocol_version", conn.Server().ProtocolVersion, journal.MessageBackendReady.Attr())
 			s.answer(nil)
 			b.settle()
@@ -412,7 +429,7 @@ func (s *supervision) crashed(ctx context.Context, started time.Time, startErr e
 		b.conn = nil
 	}
 	b.mu.Unlock()
-	b.lists.Store(&Lists{})
+	b.keepListed() // through the restart, for catalog_grace
 
 	reason := ""
 	var exit ExitInfo
@@ -461,6 +478,7 @@ func (s *supervision) crashed(ctx context.Context, started time.Time, startErr e
 		b.log.Error(fmt.Sprintf("backend failed: %s; gave up after %d restarts within %s; `mcpgatectl start %s` tries again", reason, cfg.MaxRestarts, cfg.RestartWindow, b.name),
 			"restarts", cfg.MaxRestarts, "window", cfg.RestartWindow, journal.MessageGiveUp.Attr())
 		s.want = false
+		b.endGrace()
 		s.answer(fmt.Errorf("%w: %s", ErrStopped, reason))
 		b.settle()
 		return
@@ -474,6 +492,9 @@ func (s *supervision) crashed(ctx context.Context, started time.Time, startErr e
 		st.InWindow = len(s.crashes)
 	})
 	b.log.Info("restarting backend", "in", delay.Round(time.Millisecond), "attempt", len(s.crashes), "max_restarts", cfg.MaxRestarts, journal.MessageRestart.Attr())
+	// The start waits for the first attempt only, never for the restarts:
+	// the other backends' clients need not wait for this one.
+	b.settle()
 	timer := time.NewTimer(delay)
 	defer timer.Stop()
 	for {
@@ -486,6 +507,7 @@ func (s *supervision) crashed(ctx context.Context, started time.Time, startErr e
 			switch cmd.op {
 			case opStop:
 				s.want = false
+				b.endGrace()
 				b.setState(Stopped, func(st *Status) { st.Retrying = false })
 				cmd.done <- nil
 				return
@@ -507,6 +529,9 @@ func jitter(d time.Duration) time.Duration {
 }
 
 func (b *Backend) setState(state State, update func(*Status)) {
+	if open, _ := b.circuitOpen(); open && state == Healthy {
+		state = Unhealthy // until the half-open check closes the circuit
+	}
 	b.mu.Lock()
 	changed := b.st.State != state
 	b.st.State = state
@@ -532,6 +557,7 @@ func (b *Backend) update(fn func(*Status)) {
 }
 
 func (b *Backend) changed() {
+	b.wakeWaiters()
 	if b.opts.OnChange != nil {
 		b.opts.OnChange(b)
 	}
@@ -583,11 +609,7 @@ func (b *Backend) Probe(conn *Conn) {
 		}
 		b.log.Warn("backend does not answer ping after a timed-out call; killing it", conn.ident())
 		conn.reason.Store(ptr("did not answer ping after a call timed out"))
-		if conn.remote != nil {
-			go conn.remote.kill() // dropping the session restarts it as a crash would
-			return
-		}
-		conn.proc.kill()
+		conn.abort()
 	}()
 }
 

@@ -271,6 +271,7 @@ func (c *Conn) dispatch(msg *jsonrpc.Message) {
 			c.log.Warn("dropped a response with an unknown id", "id", string(msg.ID))
 			return
 		}
+		c.b.heardFrom()
 		call.deliver(msg, nil)
 	case msg.IsNotification():
 		if c.lists.notify(msg.Method) {

@@ -406,6 +406,17 @@ func (b *Backend) connect() (*Conn, error) {
 	return conn, nil
 }
 
+// abort ends the connection at once, without waiting: the child is killed
+// (through its pidfd, never a reused pid), a remote session is dropped.
+// Run then restarts it as after a crash.
+func (c *Conn) abort() {
+	if c.remote != nil {
+		go c.remote.kill()
+		return
+	}
+	c.proc.kill()
+}
+
 // ident is the log attribute that identifies the connection: the child's
 // PID or the remote server's URL.
 func (c *Conn) ident() slog.Attr {

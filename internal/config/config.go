@@ -45,6 +45,9 @@ type Gateway struct {
 	LogLevel            string        // "info" (default) | "debug" | "warn" | "error"
 	LogRateLimit        RateLimit     // default for backends: 1000 lines / 10s
 	Access                            // auth, audit, credentials_directory
+	MetricsListen       string        // "" (default, off) | address | "unix:PATH" | "fd:metrics"
+	StatusResources     bool          // serve mcpgate://health and mcpgate://backend/NAME; default false
+	Health                            // defaults of every backend's health keys
 }
 
 // RateLimit limits how many log lines a backend may emit per interval.
@@ -61,6 +64,7 @@ type Backend struct {
 	Name                  string
 	File                  string // where [backends.NAME] was defined
 	Line                  int
+	CommandLine           int // where command was written in File; 0 if unknown
 	Command               string
 	Args                  []string
 	Env                   map[string]string
@@ -79,7 +83,9 @@ type Backend struct {
 	RelayClientRequests   bool          // default true
 	Roots                 []string      // file:// URIs answered to roots/list from config
 	InheritEnv            []string      // daemon variables passed on besides the minimal set
-	Remote                              // url and the keys of a remote backend; see remote.go
+	Health                              // default Gateway.Health
+	Calls
+	Remote // url and the keys of a remote backend; see remote.go
 }
 
 // defaultGateway is the one place that knows the gateway defaults.
@@ -98,6 +104,7 @@ func defaultGateway() Gateway {
 		LogLevel:            "info",
 		LogRateLimit:        RateLimit{Burst: 1000, Interval: 10 * time.Second},
 		Access:              defaultAccess(),
+		Health:              defaultHealth(),
 	}
 }
 
@@ -116,6 +123,8 @@ func defaultBackend(name string, g *Gateway) *Backend {
 		RestartBackoffMax:     60 * time.Second,
 		LogRateLimit:          g.LogRateLimit,
 		RelayClientRequests:   true,
+		Health:                g.Health,
+		Calls:                 defaultCalls(),
 	}
 }
 
@@ -167,6 +176,11 @@ func (b *Backend) Equal(o *Backend) bool {
 		b.RelayClientRequests == o.RelayClientRequests &&
 		slices.Equal(b.Roots, o.Roots) &&
 		slices.Equal(b.InheritEnv, o.InheritEnv) &&
+		b.Health == o.Health &&
+		b.MaxConcurrentCalls == o.MaxConcurrentCalls &&
+		b.QueueTimeout == o.QueueTimeout &&
+		b.RateLimit == o.RateLimit &&
+		slices.Equal(b.Fallback, o.Fallback) &&
 		b.remoteEqual(&o.Remote)
 }
 

@@ -321,5 +321,6 @@ func (l *loader) resolve() *Config {
 			}
 		}
 	}
+	l.checkFallbacks(cfg)
 	return cfg
 }
