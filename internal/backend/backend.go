@@ -251,6 +251,11 @@ func (s *supervision) loop(ctx context.Context) {
 		conn, started, err := s.start(ctx)
 		switch {
 		case ctx.Err() != nil:
+			if err == nil {
+				// The shutdown came just as the handshake succeeded: the
+				// connection is ours to end, like one that was serving.
+				s.stopConn(conn, "the gateway is shutting down")
+			}
 			return
 		case errors.Is(err, errCommand):
 			continue
