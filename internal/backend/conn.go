@@ -70,7 +70,9 @@ type Call struct {
 
 // Handler receives messages a child sends on its own initiative. Both methods
 // are called from the connection's reader goroutine, in the order the child
-// wrote the messages, and must not block.
+// wrote the messages, and must not block. A remote server's messages come
+// on several HTTP streams at once (the answer to each call, its GET
+// stream): those of one stream in order, different streams concurrently.
 type Handler interface {
 	// Notification is called for every notification except the list_changed
 	// ones, which the backend answers itself by refreshing its lists.
