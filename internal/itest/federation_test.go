@@ -27,9 +27,11 @@ func TestGatewayBehindGateway(t *testing.T) {
 command = "FAKE"
 args = ["--tools", "only_one"]
 restart_backoff_initial = "50ms"
+catalog_grace = "off"
 
 [backends.two]
 command = "FAKE"
+restart_backoff_initial = "50ms"
 `)
 	b := gateway(t, fmt.Sprintf(`
 [backends.a]
@@ -74,8 +76,9 @@ command = "FAKE"
 		t.Errorf("%d progress notifications, want 3", len(progress))
 	}
 
-	// Killing A's child: B sees list_changed, not an error storm; A's other
-	// backend serves throughout, and the child's tools come back.
+	// Killing A's child: with catalog_grace off, B sees list_changed, not an
+	// error storm; A's other backend serves throughout, and the child's
+	// tools come back.
 	before := events.Count(testutil.Method("notifications/tools/list_changed"))
 	pid := testutil.FakeProcess(t, cs, "a__one__pid").PID
 	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
@@ -92,4 +95,18 @@ command = "FAKE"
 	if after := testutil.FakeProcess(t, cs, "a__one__pid").PID; after == pid {
 		t.Errorf("A's child has the same pid %d after it was killed", pid)
 	}
+
+	// With the default catalog_grace, B's catalog does not change at all
+	// while A's child restarts; calls work again once it is back.
+	pid = testutil.FakeProcess(t, cs, "a__two__pid").PID
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	if !testutil.ToolNames(t, cs)["a__two__echo"] {
+		t.Error("a__two__echo left B's catalog during catalog_grace")
+	}
+	testutil.Eventually(t, wait, "a__two__echo served by a new child", func() bool {
+		res, err := testutil.CallTool(t, cs, "a__two__pid", nil)
+		return err == nil && !res.IsError && testutil.FakeProcess(t, cs, "a__two__pid").PID != pid
+	})
 }
