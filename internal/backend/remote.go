@@ -153,7 +153,11 @@ func (r *remote) writeLoop() {
 	for {
 		select {
 		case msg := <-r.outq:
-			r.post(r.ctx, msg)
+			// Bounded, so that a server that never takes one message
+			// cannot hold up the ones queued behind it.
+			ctx, cancel := context.WithTimeout(r.ctx, r.c.b.cfg.Timeout)
+			r.post(ctx, msg)
+			cancel()
 		case <-r.ctx.Done():
 			return
 		}
