@@ -38,6 +38,8 @@ type remote struct {
 	outq   chan []byte // notifications and responses not waited for, in order
 	tasks  sync.WaitGroup
 
+	state sessionState // repeated to a new session after a 404
+
 	mu        sync.Mutex
 	posts     map[int64]context.CancelFunc // requests being posted, by our id
 	listening bool
@@ -104,6 +106,7 @@ func newRemote(b *Backend) (*remote, error) {
 		},
 		OnRenew: func(json.RawMessage) {
 			r.c.log.Warn("the server no longer knew the session (it expired or restarted); started a new one", "url", r.url)
+			r.replay()
 			// The new session may serve other lists.
 			for _, m := range []string{"notifications/tools/list_changed", "notifications/prompts/list_changed", "notifications/resources/list_changed"} {
 				r.c.lists.notify(m)
@@ -191,6 +194,7 @@ func (r *remote) send(ctx context.Context, data []byte) error {
 	if err != nil {
 		return fmt.Errorf("remote request id %s is not ours", msg.ID)
 	}
+	r.state.remember(msg)
 	pctx, cancel := context.WithCancel(r.ctx)
 	r.mu.Lock()
 	r.posts[id] = cancel

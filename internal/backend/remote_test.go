@@ -199,7 +199,23 @@ func TestRemoteBackendRenewsExpiredSession(t *testing.T) {
 	var expired atomic.Value // the session id that now gets 404
 	expired.Store("")
 	var inits atomic.Int32
-	url := serveSDK(t, sdkServer(), false, func(next http.Handler) http.Handler {
+	var subscribed testutil.Recorder[string]
+	srv := mcp.NewServer(&mcp.Implementation{Name: "sdk-peer", Version: "1"}, &mcp.ServerOptions{
+		SubscribeHandler: func(_ context.Context, req *mcp.SubscribeRequest) error {
+			subscribed.Add(req.Params.URI)
+			return nil
+		},
+		UnsubscribeHandler: func(context.Context, *mcp.UnsubscribeRequest) error { return nil },
+	})
+	mcp.AddTool(srv, &mcp.Tool{Name: "echo"}, func(_ context.Context, _ *mcp.CallToolRequest, in struct {
+		Text string `json:"text"`
+	}) (*mcp.CallToolResult, any, error) {
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: in.Text}}}, nil, nil
+	})
+	srv.AddResource(&mcp.Resource{URI: "file:///watched", Name: "watched"}, func(context.Context, *mcp.ReadResourceRequest) (*mcp.ReadResourceResult, error) {
+		return &mcp.ReadResourceResult{}, nil
+	})
+	url := serveSDK(t, srv, false, func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 			if id := req.Header.Get("Mcp-Session-Id"); id != "" && id == expired.Load().(string) {
 				http.Error(w, "session not found", http.StatusNotFound)
@@ -213,13 +229,13 @@ func TestRemoteBackendRenewsExpiredSession(t *testing.T) {
 	})
 	r := runRemote(t, remoteConfig(url), "")
 	r.await(t, "healthy", healthy)
-	// The session id is the backend's; learn it from the server side by
-	// expiring whatever id the next request carries.
-	var first string
-	srvSeen := make(chan string, 1)
-	_ = srvSeen
 	conn := r.b.Conn()
-	first = conn.remote.client.Session().ID
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	if _, err := conn.Call(ctx, "resources/subscribe", json.RawMessage(`{"uri":"file:///watched"}`)); err != nil {
+		t.Fatalf("subscribe: %v", err)
+	}
+	first := conn.remote.client.Session().ID
 	if first == "" {
 		t.Fatal("no session id kept")
 	}
@@ -234,6 +250,9 @@ func TestRemoteBackendRenewsExpiredSession(t *testing.T) {
 	if got := conn.remote.client.Session().ID; got == first || got == "" {
 		t.Errorf("session id %q after renewal, want a new one", got)
 	}
+	// The new session is subscribed again: the gateway never saw the
+	// renewal and will not repeat the subscription itself.
+	awaitItem(t, &subscribed, "the subscription repeated to the new session", func(string) bool { return subscribed.Len() == 2 })
 	if st := r.b.Status(); st.State != Healthy || st.Restarts != 0 {
 		t.Errorf("status after renewal = %s with %d restarts; want healthy without a restart", st.State, st.Restarts)
 	}
