@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mcpgate/mcpgate/internal/config"
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
 	"github.com/mcpgate/mcpgate/internal/testutil"
 )
@@ -24,6 +25,7 @@ type scripted struct {
 	lastIDs  testutil.Recorder[string] // Last-Event-ID of each GET
 	status   atomic.Int32              // if set, the answer to every request
 	dropGETs atomic.Bool               // GET streams send one event and end
+	hangPing atomic.Bool               // ping is never answered
 	events   atomic.Int32              // ids of the events sent on GET streams
 }
 
@@ -77,6 +79,12 @@ func (s *scripted) post(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"result":%s}`, msg.ID, result)
 	}
 	switch msg.Method {
+	case "ping":
+		if s.hangPing.Load() {
+			<-r.Context().Done()
+			return
+		}
+		json(`{}`)
 	case "initialize":
 		json(`{"protocolVersion":"2025-11-25","capabilities":{"tools":{"listChanged":true}},"serverInfo":{"name":"scripted","version":"1"}}`)
 	case "tools/list":
@@ -235,4 +243,29 @@ func TestRemoteBackendServerGoesAway(t *testing.T) {
 	r.await(t, "retrying after the server went away", func(st Status) bool {
 		return st.State == Starting && st.Retrying && strings.Contains(st.LastError, "connection refused")
 	})
+}
+
+// A remote backend gets the health checks and circuit breaker of any
+// backend: a server that stops answering pings becomes unhealthy, its
+// session is dropped and started again, and it is healthy once it answers.
+func TestRemoteBackendHealthChecks(t *testing.T) {
+	s := &scripted{}
+	cfg := remoteConfig(serveScripted(t, s))
+	cfg.MaxRestarts = 1000
+	cfg.Health = config.Health{HealthInterval: 50 * time.Millisecond, HealthTimeout: 50 * time.Millisecond, FailureThreshold: 2, RecoveryMultiplier: 1}
+	r := runRemote(t, cfg, "")
+	r.await(t, "healthy", healthy)
+	from := r.states.Len()
+	s.hangPing.Store(true)
+	var i int
+	if !r.states.Within(wait, testutil.Index(from, func(st Status) bool { return st.State == Unhealthy }, &i)) {
+		t.Fatalf("never unhealthy while pings hang; last %+v", r.b.Status())
+	}
+	if !r.states.Within(wait, testutil.Index(i, func(st Status) bool { return st.State == Starting }, &i)) {
+		t.Fatalf("session never restarted after the half-open check failed; last %+v", r.b.Status())
+	}
+	s.hangPing.Store(false)
+	if !r.states.Within(wait, testutil.Index(i, healthy, &i)) {
+		t.Fatalf("never healthy again; last %+v", r.b.Status())
+	}
 }
