@@ -358,6 +358,7 @@ func (r *remote) end(why string) {
 			if p := r.c.reason.Load(); p != nil {
 				why = *p
 			}
+			r.c.b.opts.Handler.Exited(r.c.b, r.c) // as for a child: its relayed requests end
 			r.c.fail(fmt.Errorf("backend %q: %w: %s", r.c.b.name, ErrGone, why))
 			close(r.c.done)
 		}()

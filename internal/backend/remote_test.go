@@ -42,6 +42,8 @@ func (h *recordingHandler) Notification(_ *Backend, _ *Conn, msg *jsonrpc.Messag
 	h.notes.Add(msg.Method)
 }
 
+func (h *recordingHandler) Exited(*Backend, *Conn) { h.notes.Add("exited") }
+
 func (h *recordingHandler) Request(_ *Backend, c *Conn, msg *jsonrpc.Message) {
 	h.notes.Add(msg.Method)
 	switch msg.Method {
