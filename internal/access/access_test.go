@@ -1,8 +1,13 @@
 package access
 
 import (
+	"context"
 	"log/slog"
+	"net"
 	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -123,6 +128,7 @@ token_credential = "missing"
 		{"no token over TCP", "", Peer{Addr: "127.0.0.1:1"}, "", 401},
 		{"uid listed", "", Peer{Cred: &unix.Ucred{Uid: 0, Gid: 0}}, "rootish", 0},
 		{"primary group listed", "", Peer{Cred: &unix.Ucred{Uid: 5000, Gid: 4242}}, "group", 0},
+		{"supplementary group listed", "", Peer{Cred: &unix.Ucred{Uid: 5000, Gid: 5000}, Groups: []uint32{27, 4242}}, "group", 0},
 		{"peer no client lists", "", Peer{Cred: &unix.Ucred{Uid: 5000, Gid: 5000, Pid: 1 << 30}}, "", 403},
 		{"token beats peer credentials", "Bearer nope", Peer{Cred: &unix.Ucred{Uid: 0}}, "", 401},
 	}
@@ -177,5 +183,90 @@ func TestRefusalsLimitLogAndSlowDown(t *testing.T) {
 	// Another peer is not slowed down by the first one's failures.
 	if d := r.Refused(Peer{Addr: "192.0.2.2:4000"}, &Refusal{Status: 401}, "POST", "/mcp"); d != 0 {
 		t.Errorf("another peer delayed %v", d)
+	}
+}
+
+// TestConnContext reads the peer credentials of a real unix socket
+// connection, and the address of a TCP one.
+func TestConnContext(t *testing.T) {
+	path := filepath.Join(testutil.ShortTempDir(t), "s")
+	for _, network := range []string{"unix", "tcp"} {
+		t.Run(network, func(t *testing.T) {
+			addr := "127.0.0.1:0"
+			if network == "unix" {
+				addr = path
+			}
+			l, err := net.Listen(network, addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer l.Close()
+			client, err := net.Dial(network, l.Addr().String())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer client.Close()
+			server, err := l.Accept()
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer server.Close()
+			p := PeerFrom(ConnContext(context.Background(), server))
+			switch network {
+			case "unix":
+				if p.Cred == nil || int(p.Cred.Uid) != os.Getuid() || int(p.Cred.Pid) != os.Getpid() || p.Groups == nil && len(mustGroups(t)) > 0 {
+					t.Errorf("peer %+v (groups %v), want this process's uid %d and pid %d", p, p.Groups, os.Getuid(), os.Getpid())
+				}
+			case "tcp":
+				if p.Cred != nil || p.Addr != client.LocalAddr().String() {
+					t.Errorf("peer %+v, want address %s and no credentials", p, client.LocalAddr())
+				}
+			}
+		})
+	}
+}
+
+func mustGroups(t *testing.T) []int {
+	g, err := os.Getgroups()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return g
+}
+
+func TestRateLimitSurvivesReload(t *testing.T) {
+	cfg := config.Default()
+	cfg.Clients["ci"] = &config.Client{Name: "ci", TokenSHA256: sha("t"), RateLimit: config.RateLimit{Burst: 1, Interval: time.Hour}}
+	first, _ := NewSet(cfg, Options{})
+	if ok, _ := first.Client("ci").Limit.Take(time.Now()); !ok {
+		t.Fatal("first request refused")
+	}
+	second, _ := NewSet(cfg, Options{Previous: first})
+	if ok, _ := second.Client("ci").Limit.Take(time.Now()); ok {
+		t.Error("a reload refilled the client's bucket")
+	}
+	cfg.Clients["ci"].RateLimit.Burst = 2
+	third, _ := NewSet(cfg, Options{Previous: second})
+	if ok, _ := third.Client("ci").Limit.Take(time.Now()); !ok {
+		t.Error("a changed rate_limit kept the old bucket")
+	}
+}
+
+// BenchmarkIdentify measures identifying a request by token among 20
+// clients, the work added to every HTTP request.
+func BenchmarkIdentify(b *testing.B) {
+	cfg := config.Default()
+	for i := range 20 {
+		name := "c" + strconv.Itoa(i)
+		cfg.Clients[name] = &config.Client{Name: name, TokenSHA256: sha("token-" + name)}
+	}
+	set, _ := NewSet(cfg, Options{})
+	r, _ := http.NewRequest(http.MethodPost, "http://localhost/mcp", nil)
+	r.Header.Set("Authorization", "Bearer token-c19")
+	b.ReportAllocs()
+	for b.Loop() {
+		if c, _ := set.Identify(r, Peer{Addr: "127.0.0.1:1"}); c == nil {
+			b.Fatal("not identified")
+		}
 	}
 }

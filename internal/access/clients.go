@@ -47,6 +47,10 @@ type Options struct {
 	// CredentialsDirectory is where token_credential files are read:
 	// $CREDENTIALS_DIRECTORY, or [gateway] credentials_directory.
 	CredentialsDirectory string
+	// Previous, if set, is the set this one replaces: a client whose
+	// rate_limit did not change keeps its bucket, so a reload is no way
+	// around the limit.
+	Previous *Set
 }
 
 // NewSet builds the clients of cfg. Problems that leave a client without
@@ -56,62 +60,74 @@ func NewSet(cfg *config.Config, opts Options) (*Set, []string) {
 	s := &Set{required: cfg.Gateway.Auth != "none", anon: Anonymous()}
 	var warnings []string
 	for _, name := range slices.Sorted(maps.Keys(cfg.Clients)) {
-		cc := cfg.Clients[name]
-		c := &Client{
-			Name:        name,
-			Policy:      NewPolicy(cc.Tools, cc.Resources, cc.Prompts),
-			MaxSessions: cc.MaxSessions,
-			uids:        map[uint32]bool{},
-			gids:        map[uint32]bool{},
-		}
-		if cc.RateLimit.Burst > 0 {
-			c.Limit = NewBucket(cc.RateLimit.Burst, cc.RateLimit.Interval)
-		}
-		where := fmt.Sprintf("%s:%d: client %q", cc.File, cc.Line, name)
-		switch {
-		case cc.TokenSHA256 != "":
-			c.hash, _ = hex.DecodeString(cc.TokenSHA256)
-		case cc.TokenCredential != "":
-			token, err := config.ReadCredential(opts.CredentialsDirectory, cc.TokenCredential)
-			if err != nil {
-				warnings = append(warnings, fmt.Sprintf("%s: no token: %v", where, err))
-				break
-			}
-			sum := sha256.Sum256([]byte(token))
-			c.hash = sum[:]
-		}
-		for _, u := range cc.UnixUsers {
-			uid, err := lookupID(u, func(n string) (string, error) {
-				usr, err := user.Lookup(n)
-				if err != nil {
-					return "", err
-				}
-				return usr.Uid, nil
-			})
-			if err != nil {
-				warnings = append(warnings, fmt.Sprintf("%s: unix_users: %v", where, err))
-				continue
-			}
-			c.uids[uid] = true
-		}
-		for _, g := range cc.UnixGroups {
-			gid, err := lookupID(g, func(n string) (string, error) {
-				grp, err := user.LookupGroup(n)
-				if err != nil {
-					return "", err
-				}
-				return grp.Gid, nil
-			})
-			if err != nil {
-				warnings = append(warnings, fmt.Sprintf("%s: unix_groups: %v", where, err))
-				continue
-			}
-			c.gids[gid] = true
-		}
-		c.byPeer = len(c.uids) > 0 || len(c.gids) > 0
+		c, w := newClient(cfg.Clients[name], opts)
 		s.clients = append(s.clients, c)
+		warnings = append(warnings, w...)
 	}
 	return s, warnings
+}
+
+// newClient builds one client, with warnings for the identities it lost.
+func newClient(cc *config.Client, opts Options) (*Client, []string) {
+	c := &Client{
+		Name:        cc.Name,
+		Policy:      NewPolicy(cc.Tools, cc.Resources, cc.Prompts),
+		MaxSessions: cc.MaxSessions,
+		uids:        map[uint32]bool{},
+		gids:        map[uint32]bool{},
+	}
+	if cc.RateLimit.Burst > 0 {
+		c.Limit = NewBucket(cc.RateLimit.Burst, cc.RateLimit.Interval)
+		if old := opts.Previous.Client(cc.Name); old != nil && old.Limit != nil && old.Limit.String() == c.Limit.String() {
+			c.Limit = old.Limit
+		}
+	}
+	var warnings []string
+	warn := func(format string, args ...any) {
+		warnings = append(warnings, fmt.Sprintf("%s:%d: client %q: ", cc.File, cc.Line, cc.Name)+fmt.Sprintf(format, args...))
+	}
+	switch {
+	case cc.TokenSHA256 != "":
+		c.hash, _ = hex.DecodeString(cc.TokenSHA256)
+	case cc.TokenCredential != "":
+		token, err := config.ReadCredential(opts.CredentialsDirectory, cc.TokenCredential)
+		if err != nil {
+			warn("no token: %v", err)
+			break
+		}
+		sum := sha256.Sum256([]byte(token))
+		c.hash = sum[:]
+	}
+	for _, u := range cc.UnixUsers {
+		uid, err := lookupID(u, func(n string) (string, error) {
+			usr, err := user.Lookup(n)
+			if err != nil {
+				return "", err
+			}
+			return usr.Uid, nil
+		})
+		if err != nil {
+			warn("unix_users: %v", err)
+			continue
+		}
+		c.uids[uid] = true
+	}
+	for _, g := range cc.UnixGroups {
+		gid, err := lookupID(g, func(n string) (string, error) {
+			grp, err := user.LookupGroup(n)
+			if err != nil {
+				return "", err
+			}
+			return grp.Gid, nil
+		})
+		if err != nil {
+			warn("unix_groups: %v", err)
+			continue
+		}
+		c.gids[gid] = true
+	}
+	c.byPeer = len(c.uids) > 0 || len(c.gids) > 0
+	return c, warnings
 }
 
 // lookupID resolves a user or group given by number or name.
@@ -139,8 +155,11 @@ func (s *Set) Names() []string {
 	return names
 }
 
-// Client returns the named client, or nil.
+// Client returns the named client, or nil (also for a nil Set).
 func (s *Set) Client(name string) *Client {
+	if s == nil {
+		return nil
+	}
 	if name == config.AnonymousClient && !s.required {
 		return s.anon
 	}
@@ -181,7 +200,7 @@ func (s *Set) Identify(r *http.Request, peer Peer) (*Client, *Refusal) {
 			"the token is not known to this gateway (revoked, or never created); create one with `mcpgatectl token create NAME`"}
 	}
 	if peer.Cred != nil {
-		if c := s.byPeer(peer.Cred.Uid, peer.Cred.Gid, peer.Cred.Pid); c != nil {
+		if c := s.byPeer(peer.Cred.Uid, peer.Cred.Gid, peer.Groups); c != nil {
 			return c, nil
 		}
 		name := strconv.Itoa(int(peer.Cred.Uid))
@@ -210,21 +229,13 @@ func (s *Set) byToken(token string) *Client {
 
 // byPeer finds the first client, by name, listing the uid or one of the
 // peer's groups.
-func (s *Set) byPeer(uid, gid uint32, pid int32) *Client {
-	var groups []uint32
-	groupsRead := false
+func (s *Set) byPeer(uid, gid uint32, groups []uint32) *Client {
 	for _, c := range s.clients {
 		if !c.byPeer {
 			continue
 		}
 		if c.uids[uid] || c.gids[gid] {
 			return c
-		}
-		if len(c.gids) == 0 {
-			continue
-		}
-		if !groupsRead {
-			groups, groupsRead = peerGroups(uid, pid), true
 		}
 		for _, g := range groups {
 			if c.gids[g] {

@@ -13,6 +13,9 @@ type Peer struct {
 	Addr string // remote address of a TCP connection, or the socket path
 	// Cred is set for unix socket connections: the kernel's SO_PEERCRED.
 	Cred *unix.Ucred
+	// Groups are the supplementary groups of a unix peer, read once when
+	// it connected.
+	Groups []uint32
 }
 
 // String names the peer for logs: "uid 1000 pid 4242" or "127.0.0.1:5555".
@@ -55,6 +58,9 @@ func ConnContext(ctx context.Context, c net.Conn) context.Context {
 					p.Cred = cred
 				}
 			})
+		}
+		if p.Cred != nil {
+			p.Groups = peerGroups(p.Cred.Uid, p.Cred.Pid)
 		}
 	}
 	return context.WithValue(ctx, peerKey{}, p)

@@ -21,7 +21,10 @@ func (d *daemon) credentialsDirectory() string {
 // A client that cannot be recognised (unreadable credential, unknown user)
 // is logged: it matches nobody until the next reload.
 func (d *daemon) loadClients(cfg *config.Config) *access.Set {
-	set, warnings := access.NewSet(cfg, access.Options{CredentialsDirectory: config.CredentialsDirectory(cfg.Gateway.CredentialsDirectory)})
+	set, warnings := access.NewSet(cfg, access.Options{
+		CredentialsDirectory: config.CredentialsDirectory(cfg.Gateway.CredentialsDirectory),
+		Previous:             d.clients.Load(),
+	})
 	for _, w := range warnings {
 		d.log.Warn(w)
 	}

@@ -159,8 +159,11 @@ func (s *Session) audited(msg *jsonrpc.Message, backend, what, name string) func
 	client := s.Client().Name
 	return func(ok bool, size int) {
 		outcome := "ok"
-		if !ok {
-			outcome = "error"
+		switch {
+		case !ok && size > 0:
+			outcome = "error" // the backend answered with an error
+		case !ok:
+			outcome = "failed" // no answer: timeout, cancelled, backend gone
 		}
 		s.g.log.LogAttrs(context.Background(), slog.LevelInfo, "audit: "+client+" "+msg.Method+" "+name+": "+outcome,
 			slog.String("client", client),
