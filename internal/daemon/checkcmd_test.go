@@ -49,3 +49,13 @@ func TestCheckConfigResolvesCommands(t *testing.T) {
 		})
 	}
 }
+
+// A remote backend has no command to resolve: check-config says nothing.
+func TestCheckConfigRemoteBackend(t *testing.T) {
+	cfg := filepath.Join(t.TempDir(), "mcpgate.toml")
+	os.WriteFile(cfg, []byte("[backends.r]\nurl = \"https://mcp.example.com/mcp\"\n"), 0o644)
+	var stdout, stderr bytes.Buffer
+	if code := checkConfig(cfg, &stdout, &stderr); code != 0 || stderr.Len() > 0 {
+		t.Errorf("exit %d, stderr %q; want 0 and nothing", code, stderr.String())
+	}
+}
