@@ -179,6 +179,8 @@ func (r *remote) send(ctx context.Context, data []byte) error {
 		return err
 	}
 	if !msg.IsRequest() {
+		ctx, cancel := context.WithTimeout(ctx, r.c.b.cfg.Timeout) // whatever the caller's ctx
+		defer cancel()
 		if err := r.post(ctx, data); err != nil {
 			return err
 		}
