@@ -269,3 +269,48 @@ func TestRemoteBackendHealthChecks(t *testing.T) {
 		t.Fatalf("never healthy again; last %+v", r.b.Status())
 	}
 }
+
+// max_connections bounds the connections to the server: over HTTP/1.1
+// the event stream holds one, and calls beyond the rest wait for one.
+func TestRemoteBackendBoundsConnections(t *testing.T) {
+	s := &scripted{}
+	ts := httptest.NewUnstartedServer(s)
+	var open, most atomic.Int32
+	ts.Config.ConnState = func(_ net.Conn, state http.ConnState) {
+		switch state {
+		case http.StateNew:
+			n := open.Add(1)
+			for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
+			}
+		case http.StateClosed, http.StateHijacked:
+			open.Add(-1)
+		}
+	}
+	ts.Start()
+	t.Cleanup(ts.Close)
+	cfg := remoteConfig(ts.URL + "/mcp")
+	cfg.MaxConnections = 2
+	r := runRemote(t, cfg, "")
+	r.await(t, "healthy", healthy)
+	awaitItem(t, &s.lastIDs, "the event stream open", is(""))
+	done := make(chan error, 3)
+	for range 3 {
+		go func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+			defer cancel()
+			_, err := r.b.Conn().Call(ctx, "tools/call", []byte(`{"name":"slow","arguments":{}}`))
+			done <- err
+		}()
+	}
+	for range 3 {
+		if err := <-done; !errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("slow call = %v, want its deadline", err)
+		}
+	}
+	if n := most.Load(); n > 2 {
+		t.Errorf("%d connections open at once, want at most max_connections = 2", n)
+	}
+	if res, err := r.call(t, "json", `{}`); err != nil || !strings.Contains(string(res), "from json") {
+		t.Errorf("call after the slow ones = %s, %v", res, err)
+	}
+}

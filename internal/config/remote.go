@@ -73,7 +73,8 @@ func remoteFields() []field[Backend] {
 			return d.str(at, v, &b.TLSServerName, nil)
 		}},
 		{"max_connections", func(d *decoder, at keyPath, v any, b *Backend) bool {
-			return integer(d, at, v, &b.MaxConnections, 1, math.MaxInt32)
+			// Over HTTP/1.1 the server's event stream holds one for good.
+			return integer(d, at, v, &b.MaxConnections, 2, math.MaxInt32)
 		}},
 	}
 }

@@ -53,7 +53,7 @@ func TestRemoteBackendErrors(t *testing.T) {
 		{"bad credential name", `url = "https://h/mcp"` + "\n" + `headers = { A = "${credential:../x}" }`, "in ${credential:../x}"},
 		{"tls on http", `url = "http://h/mcp"` + "\n" + `tls_ca_file = "/ca.pem"`, "tls_ca_file needs an https:// url"},
 		{"relative ca", `url = "https://h/mcp"` + "\n" + `tls_ca_file = "ca.pem"`, "backends.r.tls_ca_file"},
-		{"max_connections 0", `url = "https://h/mcp"` + "\n" + `max_connections = 0`, "backends.r.max_connections"},
+		{"max_connections 1", `url = "https://h/mcp"` + "\n" + `max_connections = 1`, "backends.r.max_connections"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			path := testutil.WriteConfigFiles(t, map[string]string{"mcpgate.toml": "[backends.r]\n" + tc.toml + "\n"})
