@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -126,7 +127,10 @@ func TestConfigKeys(t *testing.T) {
 			table, _, _ := strings.Cut(key, ".")
 			name := key[strings.LastIndex(key, ".")+1:]
 			backendBase := "[backends.x]\ncommand = \"/bin/true\"\n"
-			if name == "command" {
+			if slices.Contains(config.RemoteKeys(), name) {
+				backendBase = "[backends.x]\nurl = \"https://mcp.example.com/mcp\"\n"
+			}
+			if name == "command" || name == "url" {
 				backendBase = "[backends.x]\n"
 			}
 			e, ok := tables[table][name]
@@ -170,8 +174,8 @@ func TestConfigKeys(t *testing.T) {
 				if _, err := load(t, exampleBase+example+"\n"); err != nil {
 					t.Errorf("example %q: %v", example, err)
 				}
-				if strings.HasPrefix(def, "none") {
-					return // required or optional without a value: no default
+				if strings.HasPrefix(def, "none") || name == "command" || name == "url" {
+					return // required, one of two, or optional without a value: no default
 				}
 				unset, err := config.Load(testutil.WriteConfigFiles(t, map[string]string{"mcpgate.toml": backendBase}))
 				if err != nil {
@@ -261,14 +265,15 @@ func emptyIsNil(g config.Gateway) config.Gateway {
 func TestConfigExample(t *testing.T) {
 	p := readPage(t, "mcpgate.toml.5.scd")
 	blocks := codeBlocks(p.sections["EXAMPLE"])
-	if len(blocks) < 4 {
-		t.Fatalf("EXAMPLE has %d code blocks, want the main file and three drop-ins", len(blocks))
+	if len(blocks) < 5 {
+		t.Fatalf("EXAMPLE has %d code blocks, want the main file and four drop-ins", len(blocks))
 	}
 	path := testutil.WriteConfigFiles(t, map[string]string{
 		"mcpgate.toml":          blocks[0],
 		"conf.d/github.toml":    blocks[1],
 		"conf.d/notes.toml":     blocks[2],
 		"conf.d/client-ci.toml": blocks[3],
+		"conf.d/remote.toml":    blocks[4],
 		"conf.d/ignored.conf":   "not TOML, and not read",
 	})
 	cfg, err := config.Load(path)
@@ -276,8 +281,16 @@ func TestConfigExample(t *testing.T) {
 		t.Fatal(err)
 	}
 	var commands []string
+	var remotes []string
 	for _, b := range cfg.EnabledBackends() {
+		if b.IsRemote() {
+			remotes = append(remotes, b.Name)
+			continue
+		}
 		commands = append(commands, filepath.Base(b.Command))
+	}
+	if got := strings.Join(remotes, " "); got != "copilot team" {
+		t.Errorf("remote backends %q, want copilot and team", got)
 	}
 	if got := strings.Join(commands, " "); got != "npx npx node" {
 		t.Errorf("backends run %q, want an npx server, another npx server and a node server", got)

@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -39,10 +38,11 @@ func (s State) String() string { return stateNames[s] }
 type Status struct {
 	Name      string
 	State     State
-	PID       int  // 0 when no child runs
-	Restarts  int  // automatic restarts since the daemon or the operator last started it
-	InWindow  int  // crashes within the restart window, as counted against MaxRestarts
-	Retrying  bool // waiting to restart after a crash
+	PID       int    // 0 when no child runs, and for a remote backend
+	URL       string // a remote backend's URL as shown (DisplayURL); "" for a child
+	Restarts  int    // automatic restarts since the daemon or the operator last started it
+	InWindow  int    // crashes within the restart window, as counted against MaxRestarts
+	Retrying  bool   // waiting to restart after a crash
 	LastExit  ExitInfo
 	LastError string
 	Since     time.Time // when State last changed
@@ -68,6 +68,12 @@ type Options struct {
 	// PrerequisiteStderr receives the output lines of the backend's
 	// prerequisite process; may be nil.
 	PrerequisiteStderr LineSink
+	// OnCalls, if set, is called when Health's call counts or last check
+	// changed; it runs on the call path and must be cheap.
+	OnCalls func(*Backend)
+	// OnCall, if set, is called once per call with its outcome ("ok",
+	// "error" or "refused") and how long it took.
+	OnCall func(b *Backend, outcome string, d time.Duration)
 }
 
 // Backend is one configured MCP server. Run supervises it: spawns it,
@@ -87,6 +93,11 @@ type Backend struct {
 
 	settled     chan struct{} // closed when the first start attempt is decided
 	settledOnce sync.Once
+
+	mon        monitor     // health checks, circuit breaker, call counts
+	lim        *limiter    // max_concurrent_calls and rate_limit
+	graceUntil time.Time   // a restarting backend stays listed until then; guarded by mu
+	graceTimer *time.Timer // drops it from the catalog when the grace ends; guarded by mu
 }
 
 type op int
@@ -126,8 +137,12 @@ func New(cfg *config.Backend, opts Options) *Backend {
 		stderr:  newRing(),
 		cmds:    make(chan command),
 		settled: make(chan struct{}),
+		lim:     newLimiter(cfg.Calls),
 	}
 	b.st = Status{Name: cfg.Name, State: Stopped, Since: time.Now()}
+	if cfg.IsRemote() {
+		b.st.URL = DisplayURL(cfg.URL)
+	}
 	b.lists.Store(&Lists{})
 	return b
 }
@@ -146,7 +161,8 @@ func (b *Backend) Status() Status {
 }
 
 // Lists returns the backend's current lists. They are empty unless the
-// backend is healthy or unhealthy.
+// backend is healthy or unhealthy, or restarting within catalog_grace
+// (see Listed).
 func (b *Backend) Lists() *Lists { return b.lists.Load() }
 
 // Conn returns the connection to the running child if it has finished its
@@ -208,6 +224,7 @@ func (b *Backend) Run(ctx context.Context) {
 	}
 	s.loop(ctx)
 	s.stopPrerequisite() // after the backend, which may need it to the end
+	b.endGrace()
 	b.setState(Stopped, func(st *Status) { st.PID = 0; st.Retrying = false })
 	b.settle()
 	b.drainCommands()
@@ -251,6 +268,11 @@ func (s *supervision) loop(ctx context.Context) {
 		conn, started, err := s.start(ctx)
 		switch {
 		case ctx.Err() != nil:
+			if err == nil {
+				// The shutdown came just as the handshake succeeded: the
+				// connection is ours to end, like one that was serving.
+				s.stopConn(conn, "the gateway is shutting down")
+			}
 			return
 		case errors.Is(err, errCommand):
 			continue
@@ -275,26 +297,15 @@ var (
 func (s *supervision) start(ctx context.Context) (*Conn, time.Time, error) {
 	b := s.b
 	started := time.Now()
+	b.resetCircuit() // a new child starts with a clean slate
 	b.setState(Starting, func(st *Status) { st.Retrying = false })
 	if err := s.awaitPrerequisites(ctx); err != nil {
 		return nil, started, err
 	}
-	argv := append([]string{b.cfg.Command}, b.cfg.Args...) // placeholders kept: for logs
-	childArgv, childEnv, err := childCommand(b.cfg, b.opts)
+	conn, err := b.connect()
 	if err != nil {
 		return nil, started, err
 	}
-	proc, err := spawn(childArgv, childEnv, b.cfg.Cwd)
-	if err != nil {
-		return nil, started, fmt.Errorf("spawn %s: %w", b.cfg.Command, err)
-	}
-	conn := newConn(b, proc)
-	b.mu.Lock()
-	b.conn = conn
-	b.mu.Unlock()
-	conn.start()
-	b.setState(Starting, func(st *Status) { st.PID = proc.pid })
-	b.log.Info("spawned backend", "backend_pid", proc.pid, "command", strings.Join(argv, " "), journal.MessageSpawn.Attr())
 
 	hctx, cancel := context.WithTimeout(ctx, b.cfg.Timeout)
 	defer cancel()
@@ -323,9 +334,11 @@ func (s *supervision) start(ctx context.Context) (*Conn, time.Time, error) {
 				conn.kill()
 				return nil, started, fmt.Errorf("handshake: %w", r.err)
 			}
+			b.cameBack(r.lists)
 			b.lists.Store(r.lists)
 			b.setState(Healthy, func(st *Status) { st.Server = conn.Server(); st.LastError = "" })
-			b.log.Info("backend ready", "backend_pid", proc.pid, "tools", len(r.lists.Tools), "protocol_version", conn.Server().ProtocolVersion, journal.MessageBackendReady.Attr())
+			go b.watch(conn)
+			b.log.Info("backend ready", conn.ident(), "tools", len(r.lists.Tools), "protocol_version", conn.Server().ProtocolVersion, journal.MessageBackendReady.Attr())
 			s.answer(nil)
 			b.settle()
 			return conn, started, nil
@@ -442,11 +455,17 @@ func (s *supervision) crashed(ctx context.Context, started time.Time, startErr e
 		b.conn = nil
 	}
 	b.mu.Unlock()
-	b.lists.Store(&Lists{})
+	b.keepListed() // through the restart, for catalog_grace
 
 	reason := ""
 	var exit ExitInfo
-	if conn != nil {
+	if conn != nil && conn.remote != nil {
+		<-conn.Done()
+		if r := conn.reason.Load(); r != nil {
+			reason = *r
+		}
+		b.log.Warn(fmt.Sprintf("backend %q at %s: session ended: %s", b.name, conn.URL(), reason), "backend_url", conn.URL())
+	} else if conn != nil {
 		<-conn.Done() // its stderr is drained, so the tail has its last words
 		tail := b.stderr.tail(10, conn.PID())
 		exit = conn.exit
@@ -485,6 +504,7 @@ func (s *supervision) crashed(ctx context.Context, started time.Time, startErr e
 		b.log.Error(fmt.Sprintf("backend failed: %s; gave up after %d restarts within %s; `mcpgatectl start %s` tries again", reason, cfg.MaxRestarts, cfg.RestartWindow, b.name),
 			"restarts", cfg.MaxRestarts, "window", cfg.RestartWindow, journal.MessageGiveUp.Attr())
 		s.want = false
+		b.endGrace()
 		s.answer(fmt.Errorf("%w: %s", ErrStopped, reason))
 		b.settle()
 		return
@@ -498,6 +518,9 @@ func (s *supervision) crashed(ctx context.Context, started time.Time, startErr e
 		st.InWindow = len(s.crashes)
 	})
 	b.log.Info("restarting backend", "in", delay.Round(time.Millisecond), "attempt", len(s.crashes), "max_restarts", cfg.MaxRestarts, journal.MessageRestart.Attr())
+	// The start waits for the first attempt only, never for the restarts:
+	// the other backends' clients need not wait for this one.
+	b.settle()
 	timer := time.NewTimer(delay)
 	defer timer.Stop()
 	for {
@@ -511,6 +534,7 @@ func (s *supervision) crashed(ctx context.Context, started time.Time, startErr e
 			case opStop:
 				s.want = false
 				s.stopPrerequisite()
+				b.endGrace()
 				b.setState(Stopped, func(st *Status) { st.Retrying = false })
 				cmd.done <- nil
 				return
@@ -532,6 +556,9 @@ func jitter(d time.Duration) time.Duration {
 }
 
 func (b *Backend) setState(state State, update func(*Status)) {
+	if open, _ := b.circuitOpen(); open && state == Healthy {
+		state = Unhealthy // until the half-open check closes the circuit
+	}
 	b.mu.Lock()
 	changed := b.st.State != state
 	b.st.State = state
@@ -557,6 +584,7 @@ func (b *Backend) update(fn func(*Status)) {
 }
 
 func (b *Backend) changed() {
+	b.wakeWaiters()
 	if b.opts.OnChange != nil {
 		b.opts.OnChange(b)
 	}

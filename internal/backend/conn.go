@@ -33,9 +33,10 @@ var (
 // request gets an id unique on this connection, and the pending map routes
 // each response back to whoever sent the request.
 type Conn struct {
-	b    *Backend
-	proc *process
-	log  *slog.Logger
+	b      *Backend
+	proc   *process // the child; nil for a remote server
+	remote *remote  // the session with a remote server; nil for a child
+	log    *slog.Logger
 
 	writeq     chan []byte
 	closeStdin chan struct{} // closed to make the writer flush and close stdin
@@ -69,7 +70,9 @@ type Call struct {
 
 // Handler receives messages a child sends on its own initiative. Both methods
 // are called from the connection's reader goroutine, in the order the child
-// wrote the messages, and must not block.
+// wrote the messages, and must not block. A remote server's messages come
+// on several HTTP streams at once (the answer to each call, its GET
+// stream): those of one stream in order, different streams concurrently.
 type Handler interface {
 	// Notification is called for every notification except the list_changed
 	// ones, which the backend answers itself by refreshing its lists.
@@ -99,8 +102,38 @@ func newConn(b *Backend, proc *process) *Conn {
 	return c
 }
 
-// PID returns the child's process id, which is also its process group id.
-func (c *Conn) PID() int { return c.proc.pid }
+// newRemoteConn returns the connection of a remote backend: the same
+// multiplexing as a child's, over HTTP.
+func newRemoteConn(b *Backend, r *remote) *Conn {
+	c := &Conn{
+		b:       b,
+		remote:  r,
+		log:     b.log.With("backend_url", r.url),
+		pending: make(map[int64]*Call),
+		exited:  make(chan struct{}),
+		done:    make(chan struct{}),
+	}
+	c.lists = newRefresher(c)
+	return c
+}
+
+// PID returns the child's process id, which is also its process group id,
+// or 0 for a remote server.
+func (c *Conn) PID() int {
+	if c.proc == nil {
+		return 0
+	}
+	return c.proc.pid
+}
+
+// URL returns a remote server's URL as it may be shown (see DisplayURL),
+// or "" for a child.
+func (c *Conn) URL() string {
+	if c.remote == nil {
+		return ""
+	}
+	return c.remote.url
+}
 
 // Backend returns the backend this connection belongs to.
 func (c *Conn) Backend() *Backend { return c.b }
@@ -114,6 +147,10 @@ func (c *Conn) Done() <-chan struct{} { return c.done }
 
 // start runs the goroutines that own the child's pipes and its reaping.
 func (c *Conn) start() {
+	if c.remote != nil {
+		c.remote.start(c)
+		return
+	}
 	readerDone := make(chan struct{})
 	stderrDone := make(chan struct{})
 	go c.writeLoop()
@@ -241,6 +278,7 @@ func (c *Conn) dispatch(msg *jsonrpc.Message) {
 			c.log.Warn("dropped a response with an unknown id", "id", string(msg.ID))
 			return
 		}
+		c.b.heardFrom()
 		call.deliver(msg, nil)
 	case msg.IsNotification():
 		if c.lists.notify(msg.Method) {
@@ -373,6 +411,9 @@ func (c *Conn) Abandon(call *Call, reason string) bool {
 	params := jsonrpc.AppendString([]byte(`{"requestId":`+strconv.FormatInt(call.ID, 10)+`,"reason":`), reason)
 	params = append(params, '}')
 	c.trySend(jsonrpc.AppendNotification(nil, "notifications/cancelled", params))
+	if c.remote != nil {
+		c.remote.abandon(call.ID)
+	}
 	return true
 }
 
@@ -406,6 +447,9 @@ func (c *Conn) ReplyError(id json.RawMessage, e *jsonrpc.Error) {
 }
 
 func (c *Conn) send(ctx context.Context, msg []byte) error {
+	if c.remote != nil {
+		return c.remote.send(ctx, msg)
+	}
 	select {
 	case c.writeq <- msg:
 		return nil
@@ -421,6 +465,10 @@ func (c *Conn) send(ctx context.Context, msg []byte) error {
 // trySend queues a message without waiting: answers and cancellations are
 // sent from goroutines that must not stall on a child that stopped reading.
 func (c *Conn) trySend(msg []byte) {
+	if c.remote != nil {
+		c.remote.trySend(msg)
+		return
+	}
 	select {
 	case c.writeq <- msg:
 	default:
@@ -433,6 +481,10 @@ func (c *Conn) trySend(msg []byte) {
 // then SIGKILL the group. It returns once the child is reaped and its pipes
 // are drained.
 func (c *Conn) shutdown(grace time.Duration) {
+	if c.remote != nil {
+		c.remote.shutdown(grace)
+		return
+	}
 	c.closeOnce.Do(func() { close(c.closeStdin) })
 	for _, sig := range []unix.Signal{unix.SIGTERM, unix.SIGKILL} {
 		timer := time.NewTimer(grace)
@@ -451,6 +503,10 @@ func (c *Conn) shutdown(grace time.Duration) {
 
 // kill ends the child at once and waits until it is reaped.
 func (c *Conn) kill() {
+	if c.remote != nil {
+		c.remote.kill()
+		return
+	}
 	c.proc.signalGroup(unix.SIGKILL)
 	<-c.done
 }

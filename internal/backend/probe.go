@@ -25,7 +25,7 @@ func (b *Backend) Probe(conn *Conn) {
 		var rpcErr *jsonrpc.Error
 		if err == nil || errors.As(err, &rpcErr) || conn.reads.Load() != reads {
 			if err != nil && rpcErr == nil {
-				b.log.Info("backend did not answer ping in time but is writing; keeping it", "backend_pid", conn.PID())
+				b.log.Info("backend did not answer ping in time but is writing; keeping it", conn.ident())
 			}
 			b.transition(conn, Unhealthy, Healthy, "")
 			return
@@ -39,9 +39,9 @@ func (b *Backend) Probe(conn *Conn) {
 		if b.conn != conn || b.st.State != Unhealthy {
 			return
 		}
-		b.log.Warn("backend does not answer ping after a timed-out call; killing it", "backend_pid", conn.PID())
+		b.log.Warn("backend does not answer ping after a timed-out call; killing it", conn.ident())
 		conn.reason.Store(ptr("did not answer ping after a call timed out"))
-		conn.proc.kill()
+		conn.abort()
 	}()
 }
 

@@ -232,6 +232,10 @@ func (d *decoder) checkTransport(at keyPath, t map[string]any, b *Backend, refus
 		d.fail(at, `a cli backend needs tools: add [backends.%s.tools.TOOL] tables or adapter_file`, b.Name)
 		return false
 	case b.Transport == "cli":
+		if _, set := t["url"]; set {
+			d.fail(at.child("url"), `a cli backend runs its tools' own commands, and url is for a remote server; remove url, or transport = "cli" and the tools`)
+			return false
+		}
 		for _, k := range []string{"command", "args", "env", "cwd", "roots", "relay_client_requests", "requires_units", "prerequisite"} {
 			if _, set := t[k]; set {
 				d.fail(at.child(k), "%s is for stdio backends; a cli tool sets command, env and cwd in its own table, and runs no prerequisites", k)

@@ -47,6 +47,9 @@ type Gateway struct {
 	LogRateLimit        RateLimit     // default for backends: 1000 lines / 10s
 	CompositePrefix     string        // default "composite__"
 	Access                            // auth, audit, credentials_directory
+	MetricsListen       string        // "" (default, off) | address | "unix:PATH" | "fd:metrics"
+	StatusResources     bool          // serve mcpgate://health and mcpgate://backend/NAME; default false
+	Health                            // defaults of every backend's health keys
 }
 
 // RateLimit limits how many log lines a backend may emit per interval.
@@ -63,6 +66,7 @@ type Backend struct {
 	Name                  string
 	File                  string // where [backends.NAME] was defined
 	Line                  int
+	CommandLine           int // where command was written in File; 0 if unknown
 	Command               string
 	Args                  []string
 	Env                   map[string]string
@@ -82,7 +86,7 @@ type Backend struct {
 	Roots                 []string      // file:// URIs answered to roots/list from config
 	InheritEnv            []string      // daemon variables passed on besides the minimal set
 
-	Transport   string              // "stdio" (default) | "cli"
+	Transport   string              // "stdio" (default) | "cli" | "streamable-http" (default with url) | "sse"
 	Tools       map[string]*CLITool // cli tools by name, from tools and adapter_file
 	AdapterFile string              // file the cli tools were read from, if any
 
@@ -95,6 +99,10 @@ type Backend struct {
 	RequiresUnits       []string      // systemd units that must be active first
 	PrerequisiteTimeout time.Duration // default 60s
 	Prerequisite        *Prerequisite // nil if none
+
+	Health // default Gateway.Health
+	Calls
+	Remote // url and the keys of a remote backend; see remote.go
 }
 
 // defaultGateway is the one place that knows the gateway defaults.
@@ -114,6 +122,7 @@ func defaultGateway() Gateway {
 		LogRateLimit:        RateLimit{Burst: 1000, Interval: 10 * time.Second},
 		CompositePrefix:     "composite__",
 		Access:              defaultAccess(),
+		Health:              defaultHealth(),
 	}
 }
 
@@ -134,6 +143,8 @@ func defaultBackend(name string, g *Gateway) *Backend {
 		RelayClientRequests:   true,
 		Transport:             "stdio",
 		PrerequisiteTimeout:   60 * time.Second,
+		Health:                g.Health,
+		Calls:                 defaultCalls(),
 	}
 }
 
@@ -189,7 +200,13 @@ func (b *Backend) Equal(o *Backend) bool {
 		b.Transport == o.Transport &&
 		b.AdapterFile == o.AdapterFile &&
 		cliToolsEqual(b.Tools, o.Tools) &&
-		prerequisitesEqual(b, o)
+		prerequisitesEqual(b, o) &&
+		b.Health == o.Health &&
+		b.MaxConcurrentCalls == o.MaxConcurrentCalls &&
+		b.QueueTimeout == o.QueueTimeout &&
+		b.RateLimit == o.RateLimit &&
+		slices.Equal(b.Fallback, o.Fallback) &&
+		b.remoteEqual(&o.Remote)
 }
 
 // String returns the TOML spelling of r: "off" when unlimited, otherwise

@@ -28,6 +28,16 @@ func wantGateway() Gateway {
 		LogRateLimit:        RateLimit{Burst: 1000, Interval: 10 * time.Second},
 		CompositePrefix:     "composite__",
 		Access:              Access{Auth: "required", Audit: "calls"},
+		Health:              wantHealth(),
+	}
+}
+
+// wantHealth spells out the documented health defaults.
+func wantHealth() Health {
+	return Health{
+		HealthInterval: 30 * time.Second, HealthTimeout: 5 * time.Second,
+		FailureThreshold: 3, RecoveryMultiplier: 3,
+		StartWait: 10 * time.Second, CatalogGrace: 30 * time.Second,
 	}
 }
 
@@ -38,6 +48,7 @@ func wantBackend(file string) *Backend {
 		Name:                  "gh",
 		File:                  file,
 		Line:                  1,
+		CommandLine:           2,
 		Command:               "/usr/bin/gh-mcp",
 		Enabled:               true,
 		Timeout:               60 * time.Second,
@@ -51,6 +62,8 @@ func wantBackend(file string) *Backend {
 		ClientRequestTimeout:  5 * time.Minute,
 		Transport:             "stdio",
 		PrerequisiteTimeout:   60 * time.Second,
+		Health:                wantHealth(),
+		Calls:                 Calls{QueueTimeout: 30 * time.Second},
 	}
 }
 
@@ -184,6 +197,15 @@ func TestBackendKeys(t *testing.T) {
 		{"inherits gateway timeout and rate limit", "request_timeout = \"7s\"\nlog_rate_limit = \"5/1s\"", "", func(b *Backend) {
 			b.Timeout = 7 * time.Second
 			b.LogRateLimit = RateLimit{Burst: 5, Interval: time.Second}
+		}},
+		{"health keys", "", "health_interval = \"off\"\nhealth_timeout = \"1s\"\nfailure_threshold = 2\nrecovery_multiplier = 4\nstart_wait = \"2s\"\ncatalog_grace = \"off\"\ncatalog_refresh = \"5m\"", func(b *Backend) {
+			b.Health = Health{HealthTimeout: time.Second, FailureThreshold: 2, RecoveryMultiplier: 4, StartWait: 2 * time.Second, CatalogRefresh: 5 * time.Minute}
+		}},
+		{"call keys", "", "max_concurrent_calls = 2\nqueue_timeout = \"3s\"\nrate_limit = \"10/1s\"", func(b *Backend) {
+			b.Calls = Calls{MaxConcurrentCalls: 2, QueueTimeout: 3 * time.Second, RateLimit: RateLimit{Burst: 10, Interval: time.Second}}
+		}},
+		{"inherits gateway health defaults", "health_interval = \"1s\"\ncatalog_refresh = \"1m\"", "failure_threshold = 7", func(b *Backend) {
+			b.HealthInterval, b.CatalogRefresh, b.FailureThreshold = time.Second, time.Minute, 7
 		}},
 		{"own values beat gateway", "request_timeout = \"7s\"\nlog_rate_limit = \"5/1s\"", "timeout = \"3s\"\nlog_rate_limit = \"off\"", func(b *Backend) {
 			b.Timeout = 3 * time.Second

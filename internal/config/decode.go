@@ -25,6 +25,7 @@ var (
 	backendName = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
 	toolPrefix  = regexp.MustCompile(`^[A-Za-z0-9_.-]*$`)
 	envName     = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+	headerName  = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9-]*$`)
 )
 
 // field decodes one key of a table into T; decode reports whether the value
@@ -35,7 +36,7 @@ type field[T any] struct {
 }
 
 func gatewayFields() []field[Gateway] {
-	return append([]field[Gateway]{
+	fields := []field[Gateway]{
 		{"listen", func(d *decoder, at keyPath, v any, g *Gateway) bool {
 			return d.strList(at, v, &g.Listen, checkListen)
 		}},
@@ -81,7 +82,15 @@ func gatewayFields() []field[Gateway] {
 		{"composite_prefix", func(d *decoder, at keyPath, v any, g *Gateway) bool {
 			return d.str(at, v, &g.CompositePrefix, checkToolPrefix)
 		}},
-	}, accessFields()...)
+		{"metrics_listen", func(d *decoder, at keyPath, v any, g *Gateway) bool {
+			return d.str(at, v, &g.MetricsListen, checkMetricsListen)
+		}},
+		{"status_resources", func(d *decoder, at keyPath, v any, g *Gateway) bool {
+			return d.boolean(at, v, &g.StatusResources)
+		}},
+	}
+	fields = append(fields, accessFields()...)
+	return append(fields, healthFields(func(g *Gateway) *Health { return &g.Health })...)
 }
 
 func backendFields() []field[Backend] {
@@ -145,7 +154,7 @@ func backendFields() []field[Backend] {
 			return d.strList(at, v, &b.InheritEnv, checkInheritEnv)
 		}},
 		{"transport", func(d *decoder, at keyPath, v any, b *Backend) bool {
-			return d.str(at, v, &b.Transport, oneOf("stdio", "cli"))
+			return d.str(at, v, &b.Transport, oneOf("stdio", "cli", "streamable-http", "sse"))
 		}},
 		{"tools", func(d *decoder, at keyPath, v any, b *Backend) bool {
 			return d.cliTools(at, v, b)
@@ -155,7 +164,10 @@ func backendFields() []field[Backend] {
 		}},
 	}
 	fields = append(fields, outputBackendFields()...)
-	return append(fields, prerequisiteBackendFields()...)
+	fields = append(fields, prerequisiteBackendFields()...)
+	fields = append(fields, healthFields(func(b *Backend) *Health { return &b.Health })...)
+	fields = append(fields, callFields()...)
+	return append(fields, remoteFields()...)
 }
 
 // decodeTable decodes every key of t into dst, reporting unknown keys, and
@@ -420,9 +432,15 @@ func (d *decoder) backend(at keyPath, v any, g *Gateway) *Backend {
 	if !d.checkTransport(at, t, b, refused) {
 		return b
 	}
-	if _, ok := t["command"]; !ok && b.Enabled && !refused["enabled"] && b.Transport != "cli" {
+	if _, ok := t["command"]; ok {
+		b.CommandLine = d.f.lookup(at.child("command")).line
+	}
+	_, hasCommand := t["command"]
+	_, hasURL := t["url"]
+	if !hasCommand && !hasURL && b.Enabled && !refused["enabled"] && b.Transport != "cli" {
 		d.fail(at, `enabled backend has no command; set command = "/path/to/server", or enabled = false`)
 	}
+	d.checkRemote(at, t, b)
 	if !refused["restart_backoff_initial"] && !refused["restart_backoff_max"] &&
 		b.RestartBackoffInitial > b.RestartBackoffMax {
 		blame := at.child("restart_backoff_initial")

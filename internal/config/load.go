@@ -333,5 +333,6 @@ func (l *loader) resolve() *Config {
 			}
 		}
 	}
+	l.checkFallbacks(cfg)
 	return cfg
 }

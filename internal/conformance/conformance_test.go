@@ -13,10 +13,12 @@ import (
 func TestMain(m *testing.M) { testutil.Main(m) }
 
 // TestConformance runs the active server scenarios of the official MCP
-// conformance suite twice: directly against the go-sdk everything-server
-// fixture over Streamable HTTP (the baseline), and against mcpgate with the
-// same fixture as its only stdio backend. Every scenario that passes directly
-// must pass through the gateway.
+// conformance suite four times: directly against the go-sdk
+// everything-server fixture over Streamable HTTP (the baseline), against
+// mcpgate with the same fixture as its only stdio backend, through two
+// gateways (the second has the first as its remote backend), and against
+// mcpgate with the fixture over HTTP as its remote backend. Every scenario
+// that passes directly must pass every other way.
 //
 // The pending scenarios (not yet part of the suite's verdict) run the same
 // two ways for information: their counts are logged, never failed on.
@@ -58,7 +60,32 @@ func TestConformance(t *testing.T) {
 		}
 	})
 
-	for _, run := range []*suiteRun{direct, gateway, directPending, gatewayPending} {
+	// The same scenarios through two hops (client → mcpgate B → mcpgate A
+	// → fixture over stdio) and through one hop to the fixture served over
+	// HTTP as a remote backend.
+	var twoHops, remote *suiteRun
+	t.Run("two hops", func(t *testing.T) {
+		if direct == nil {
+			t.Skip("no direct baseline to compare with (the direct run failed)")
+		}
+		url := startRemoteGateway(t, startGateway(t, tk.fixture))
+		twoHops = runSuite(t, tk, "active", "two hops", url, "")
+		for _, msg := range regressions(direct, twoHops) {
+			t.Error(msg)
+		}
+	})
+	t.Run("remote", func(t *testing.T) {
+		if direct == nil {
+			t.Skip("no direct baseline to compare with (the direct run failed)")
+		}
+		url := startRemoteGateway(t, startFixtureHTTP(t, tk.fixture))
+		remote = runSuite(t, tk, "active", "one hop, fixture remote", url, "")
+		for _, msg := range regressions(direct, remote) {
+			t.Error(msg)
+		}
+	})
+
+	for _, run := range []*suiteRun{direct, gateway, twoHops, remote, directPending, gatewayPending} {
 		if run != nil {
 			t.Log(run.summary())
 		}
@@ -82,5 +109,20 @@ relay_client_requests = true
 `, fixtureBin))
 	d := testutil.StartDaemon(t, toml, url, testutil.DaemonOptions{})
 	t.Logf("mcpgated (pid %d) serves %s with backend %s", d.PID, url, fixtureBin)
+	return url
+}
+
+// startRemoteGateway starts mcpgated with the MCP server at upstream (the
+// fixture over HTTP, or another mcpgate) as its only backend, a remote
+// one, and returns the URL of its endpoint once it is ready.
+func startRemoteGateway(t *testing.T, upstream string) (url string) {
+	t.Helper()
+	toml, url := testutil.Config(t, fmt.Sprintf(`[backends.upstream]
+url = %q
+tool_prefix = ""
+relay_client_requests = true
+`, upstream))
+	d := testutil.StartDaemon(t, toml, url, testutil.DaemonOptions{})
+	t.Logf("mcpgated (pid %d) serves %s with remote backend %s", d.PID, url, upstream)
 	return url
 }

@@ -1,7 +1,6 @@
 package ctl
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -10,10 +9,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"mime"
 	"net"
 	"net/http"
-	"net/http/httptrace"
 	"net/url"
 	"os"
 	"os/signal"
@@ -25,6 +22,7 @@ import (
 	"time"
 
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
+	"github.com/mcpgate/mcpgate/internal/mcphttp"
 )
 
 // Bridge defaults and limits.
@@ -47,13 +45,6 @@ const (
 	// makes itself when it cannot reach mcpgate (a server error, like the
 	// gateway's "backend unavailable").
 	codeUnreachable = -32000
-)
-
-// Streamable HTTP header names.
-const (
-	bridgeHeaderSession  = "Mcp-Session-Id"
-	bridgeHeaderProtocol = "Mcp-Protocol-Version"
-	bridgeHeaderLastID   = "Last-Event-Id"
 )
 
 // runBridge runs "mcpgatectl bridge": a stdio MCP server that relays to
@@ -97,10 +88,8 @@ func runBridge(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "mcpgatectl bridge: %v\n", err)
 		return 2
 	}
+	opts.token = token
 	b, err := newBridge(opts, stdout, stderr)
-	if b != nil {
-		b.token = token
-	}
 	if err != nil {
 		fmt.Fprintf(stderr, "mcpgatectl bridge: %v\n", err)
 		return 2
@@ -122,6 +111,7 @@ type bridgeOptions struct {
 	url      string // endpoint URL; overrides socket
 	endpoint string // endpoint path on the socket
 	user     bool   // the user's daemon: other default socket and hint
+	token    string // bearer token sent with every request; "" for none
 }
 
 // bridge relays newline-delimited JSON-RPC between a stdio client and
@@ -136,29 +126,18 @@ type bridge struct {
 	out      *bridgeOut
 	log      *slog.Logger
 
+	http *mcphttp.Client // the session with mcpgate
+
 	mu          sync.Mutex
-	session     bridgeSession
-	initRequest []byte // the client's initialize request, replayed for a new session
-	listening   bool   // the standalone stream loop was started
-	closing     bool   // shutting down: no new session
-	unreachable bool   // the last attempt to connect failed
+	listening   bool // the standalone stream loop was started
+	unreachable bool // the last attempt to connect failed
 	// pending are the client's requests in flight, by raw id; true once
 	// the client cancelled one, which then gets no response from us when
 	// its answer breaks off.
 	pending map[string]bool
 
-	renew sync.Mutex // serialises starting a new session
-
 	requests sync.WaitGroup // POSTs of requests in flight
 	tasks    sync.WaitGroup // every goroutine but the stdin reader
-}
-
-// bridgeSession is the daemon's session the client's messages go to. gen
-// counts sessions, so that a stale one is renewed only once.
-type bridgeSession struct {
-	id       string
-	protocol string
-	gen      int
 }
 
 func newBridge(opts bridgeOptions, stdout, stderr io.Writer) (*bridge, error) {
@@ -167,6 +146,7 @@ func newBridge(opts bridgeOptions, stdout, stderr io.Writer) (*bridge, error) {
 		log:     slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo})).With("component", "mcpgatectl-bridge"),
 		hint:    "systemctl status mcpgate.socket",
 		pending: map[string]bool{},
+		token:   opts.token,
 	}
 	if opts.user {
 		b.hint = "systemctl --user status mcpgate.socket"
@@ -178,7 +158,7 @@ func newBridge(opts bridgeOptions, stdout, stderr io.Writer) (*bridge, error) {
 			return nil, fmt.Errorf("--url %q is not an http:// or https:// URL; write one such as http://127.0.0.1:7431/mcp", opts.url)
 		}
 		b.endpoint, b.target = opts.url, opts.url
-		b.client = &http.Client{Transport: http.DefaultTransport.(*http.Transport).Clone()}
+		b.http = b.newClient(&http.Client{Transport: http.DefaultTransport.(*http.Transport).Clone()})
 		return b, nil
 	}
 	path := opts.socket
@@ -194,15 +174,51 @@ func newBridge(opts bridgeOptions, stdout, stderr io.Writer) (*bridge, error) {
 	b.target, b.perm = path, true
 	// The Host header is "localhost", which the daemon always accepts.
 	b.endpoint = "http://localhost" + opts.endpoint
-	b.client = &http.Client{Transport: &http.Transport{
+	b.http = b.newClient(&http.Client{Transport: &http.Transport{
 		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
 			var d net.Dialer
 			return d.DialContext(ctx, "unix", path)
 		},
 		MaxIdleConnsPerHost: 16,
 		IdleConnTimeout:     90 * time.Second,
-	}}
+	}})
 	return b, nil
+}
+
+// newClient returns the session with mcpgate over hc. A session mcpgate
+// no longer knows (it restarted, or expired the session) is replaced, and
+// the client is told the lists changed, since mcpgate may now serve
+// different ones.
+func (b *bridge) newClient(hc *http.Client) *mcphttp.Client {
+	var header http.Header
+	var secrets []string
+	if b.token != "" {
+		header = http.Header{"Authorization": {"Bearer " + b.token}}
+		secrets = []string{b.token}
+	}
+	return mcphttp.NewClient(mcphttp.Options{
+		Endpoint:        b.endpoint,
+		HTTP:            hc,
+		Header:          header,
+		Secrets:         secrets,
+		MaxMessageBytes: bridgeMaxMessage,
+		Peer:            "mcpgate",
+		Reached: func(err error) error {
+			if err != nil {
+				err = b.unreachableError(err)
+			}
+			b.noteReachable(err == nil, err)
+			return err
+		},
+		OnRenew: func(result json.RawMessage) {
+			b.log.Warn("mcpgate no longer knew the session (did it restart?); starting a new one")
+			for _, list := range []string{"tools", "prompts", "resources"} {
+				if _, _, ok := jsonrpc.LookupPath(result, "capabilities", list); ok {
+					b.out.write(jsonrpc.AppendNotification(nil, "notifications/"+list+"/list_changed", nil))
+				}
+			}
+		},
+	})
 }
 
 // bridgeUserSocket is where a user's mcpgate.socket listens:
@@ -267,10 +283,9 @@ func (b *bridge) run(ctx context.Context, stdin io.Reader) int {
 		b.awaitRequests(ctx, bridgeEOFGrace)
 	}
 	stopListening()
-	b.mu.Lock()
-	b.closing = true
-	b.mu.Unlock()
-	b.endSession()
+	endCtx, endCancel := context.WithTimeout(context.Background(), 2*time.Second)
+	b.http.Close(endCtx) // cancels what still runs at the daemon
+	endCancel()
 	cancel()
 	b.tasks.Wait()
 	return 0
@@ -378,62 +393,20 @@ func bridgeClassify(line []byte) (ids []json.RawMessage, method string, err erro
 // answer goes to the client; nothing else is read from stdin meanwhile,
 // since every other message needs the session.
 func (b *bridge) initialize(ctx context.Context, line []byte, id json.RawMessage) {
-	b.mu.Lock()
-	b.initRequest = line
-	old := b.session
-	b.mu.Unlock()
-	sess, result, missing, err := b.startSession(ctx, line, id, b.out.write)
+	old := b.http.Session()
+	result, err := b.http.Initialize(ctx, line, id, b.out.write)
 	if err != nil {
-		b.answer(missing, err, "initialize")
+		b.answer([]json.RawMessage{id}, b.withHint(err), "initialize")
 		return
 	}
 	if result == nil {
 		return // initialize failed; the client has the daemon's error
 	}
-	b.mu.Lock()
-	sess.gen = b.session.gen + 1
-	b.session = sess
-	b.mu.Unlock()
-	if old.id != "" && old.id != sess.id {
-		b.deleteSession(old) // the client started over
+	if old.ID != "" && old.ID != b.http.Session().ID {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		b.http.Delete(ctx, old) // the client started over
 	}
-}
-
-// startSession POSTs an initialize request without a session, passes every
-// message of the answer to deliver, and returns the session it started and
-// the initialize result. When the daemon answered with a JSON-RPC error
-// instead, the session is empty and err nil. err says why there was no
-// answer at all; missing are then the ids to answer with it.
-func (b *bridge) startSession(ctx context.Context, body []byte, id json.RawMessage, deliver func([]byte)) (sess bridgeSession, result json.RawMessage, missing []json.RawMessage, err error) {
-	ids := []json.RawMessage{id}
-	resp, err := b.do(ctx, http.MethodPost, body, bridgeSession{}, "", nil)
-	if err != nil {
-		return sess, nil, ids, err
-	}
-	missing, err = b.relay(resp, ids, func(msg []byte) {
-		if r, ok := bridgeResultFor(msg, id); ok {
-			result = append(json.RawMessage(nil), r...)
-		}
-		deliver(msg)
-	})
-	if err != nil || result == nil {
-		return sess, nil, missing, err
-	}
-	sess.id = resp.Header.Get(bridgeHeaderSession)
-	if v, _, ok := jsonrpc.Lookup(result, "protocolVersion"); ok {
-		sess.protocol, _ = jsonrpc.StringValue(v)
-	}
-	return sess, result, nil, nil
-}
-
-// bridgeResultFor returns the result of msg if it is the successful
-// response to the request id.
-func bridgeResultFor(msg []byte, id json.RawMessage) (json.RawMessage, bool) {
-	m, err := jsonrpc.Parse(msg)
-	if err != nil || !m.IsResponse() || !bytes.Equal(m.ID, id) || m.Result == nil {
-		return nil, false
-	}
-	return m.Result, true
 }
 
 // exchange POSTs a line from the client to the session and relays the
@@ -452,31 +425,22 @@ func (b *bridge) exchange(ctx context.Context, body []byte, ids []json.RawMessag
 	}
 	defer markSent()
 	what := bridgeDescribe(body, ids)
-	for attempt := 0; ; attempt++ {
-		sess := b.currentSession()
-		resp, err := b.do(ctx, http.MethodPost, body, sess, "", markSent)
-		if err != nil {
-			if ctx.Err() == nil {
-				b.answer(ids, err, what)
-			}
-			return false
-		}
-		if resp.StatusCode == http.StatusNotFound && sess.id != "" && attempt == 0 {
-			bridgeDiscard(resp)
-			if err := b.renewSession(ctx, sess.gen); err != nil {
-				if ctx.Err() == nil {
-					b.answer(ids, err, what)
-				}
-				return false
-			}
-			continue
-		}
-		missing, err := b.relay(resp, ids, b.out.write)
-		if err != nil && ctx.Err() == nil {
-			b.answer(missing, err, what)
-		}
-		return err == nil
+	missing, err := b.http.Exchange(ctx, body, ids, markSent, b.out.write)
+	if err != nil && ctx.Err() == nil {
+		b.answer(missing, b.withHint(err), what)
 	}
+	return err == nil
+}
+
+// withHint adds to an error that is not mcpgate's own JSON-RPC error the
+// command that shows why mcpgate did not answer.
+func (b *bridge) withHint(err error) error {
+	var je *jsonrpc.Error
+	var unreachable *mcphttp.UnreachableError
+	if errors.As(err, &je) || errors.As(err, &unreachable) {
+		return err
+	}
+	return fmt.Errorf("%w; is mcpgate running? Check with: %s", err, b.hint)
 }
 
 // bridgeDescribe names a message for log lines: its method, or the kind
@@ -495,67 +459,6 @@ func bridgeDescribe(body []byte, ids []json.RawMessage) string {
 	}
 	return "a request"
 }
-
-func (b *bridge) currentSession() bridgeSession {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.session
-}
-
-// do sends one HTTP request to the endpoint with the session's headers.
-// sent, if not nil, is called once the request was written.
-func (b *bridge) do(ctx context.Context, method string, body []byte, sess bridgeSession, lastEventID string, sent func()) (*http.Response, error) {
-	if sent != nil {
-		ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
-			WroteRequest: func(httptrace.WroteRequestInfo) { sent() },
-		})
-	}
-	var rd io.Reader
-	if body != nil {
-		rd = bytes.NewReader(body)
-	}
-	req, err := http.NewRequestWithContext(ctx, method, b.endpoint, rd)
-	if err != nil {
-		return nil, err
-	}
-	switch method {
-	case http.MethodPost:
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("Accept", "application/json, text/event-stream")
-	case http.MethodGet:
-		req.Header.Set("Accept", "text/event-stream")
-	}
-	if sess.id != "" {
-		req.Header.Set(bridgeHeaderSession, sess.id)
-	}
-	if sess.protocol != "" {
-		req.Header.Set(bridgeHeaderProtocol, sess.protocol)
-	}
-	if lastEventID != "" {
-		req.Header.Set(bridgeHeaderLastID, lastEventID)
-	}
-	if b.token != "" {
-		req.Header.Set("Authorization", "Bearer "+b.token)
-	}
-	resp, err := b.client.Do(req)
-	if err != nil {
-		if ctx.Err() != nil {
-			return nil, ctx.Err()
-		}
-		err = &bridgeUnreachable{b.unreachableError(err)}
-		b.noteReachable(false, err)
-		return nil, err
-	}
-	b.noteReachable(true, nil)
-	return resp, nil
-}
-
-// bridgeUnreachable is the error of an exchange with the daemon that
-// failed for want of a connection; noteReachable has logged it.
-type bridgeUnreachable struct{ err error }
-
-func (e *bridgeUnreachable) Error() string { return e.err.Error() }
-func (e *bridgeUnreachable) Unwrap() error { return e.err }
 
 // noteReachable logs when mcpgate becomes unreachable and when it is back,
 // once each time rather than on every message.
@@ -591,109 +494,12 @@ func (b *bridge) unreachableError(err error) error {
 	}
 }
 
-// relay passes every message of the daemon's answer to deliver. It returns
-// the ids of the requests the answer carried no response for and, when
-// there are any or the daemon refused the message, why.
-func (b *bridge) relay(resp *http.Response, ids []json.RawMessage, deliver func([]byte)) ([]json.RawMessage, error) {
-	defer resp.Body.Close()
-	pending := map[string]json.RawMessage{}
-	for _, id := range ids {
-		pending[string(id)] = id
-	}
-	answered := func(msg []byte) {
-		deliver(msg)
-		if len(pending) > 0 {
-			bridgeAnswered(msg, pending)
-		}
-	}
-	mediaType, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
-	var err error
-	switch {
-	case resp.StatusCode == http.StatusAccepted:
-		// Notifications and responses; a request only when it was
-		// cancelled, and then the client expects no response.
-		bridgeDiscard(resp)
-		return nil, nil
-	case resp.StatusCode/100 != 2:
-		return ids, bridgeHTTPError(resp)
-	case mediaType == "text/event-stream":
-		es := newBridgeEvents(resp.Body)
-		for len(pending) > 0 || len(ids) == 0 {
-			var data []byte
-			if data, err = es.next(); err != nil {
-				break
-			}
-			answered(data)
-		}
-		if errors.Is(err, io.EOF) {
-			err = errors.New("mcpgate ended the event stream before answering")
-		}
-	default:
-		var body []byte
-		body, err = io.ReadAll(io.LimitReader(resp.Body, bridgeMaxMessage+1))
-		if body = bytes.TrimSpace(body); len(body) > 0 && err == nil {
-			answered(body)
-		}
-		if err == nil {
-			err = errors.New("mcpgate's answer held no response")
-		}
-	}
-	if len(pending) == 0 {
-		return nil, nil
-	}
-	missing := make([]json.RawMessage, 0, len(pending))
-	for _, id := range ids {
-		if _, ok := pending[string(id)]; ok {
-			missing = append(missing, id)
-		}
-	}
-	return missing, fmt.Errorf("%w; is mcpgate running? Check with: %s", err, b.hint)
-}
-
-// bridgeAnswered removes from pending the ids msg (a message or a batch)
-// responds to.
-func bridgeAnswered(msg []byte, pending map[string]json.RawMessage) {
-	items := []json.RawMessage{msg}
-	if jsonrpc.IsBatch(msg) {
-		items, _ = jsonrpc.ParseBatch(msg)
-	}
-	for _, item := range items {
-		// A request to the client has an id too; only responses count.
-		if _, _, isRequest := jsonrpc.Lookup(item, "method"); isRequest {
-			continue
-		}
-		if id, _, ok := jsonrpc.Lookup(item, "id"); ok {
-			delete(pending, string(id))
-		}
-	}
-}
-
-// bridgeHTTPError turns a refusal into an error: the daemon's own JSON-RPC
-// error when its body holds one, else the HTTP status and body.
-func bridgeHTTPError(resp *http.Response) error {
-	body, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
-	if msg, err := jsonrpc.Parse(body); err == nil && msg.Error != nil {
-		return jsonrpc.DecodeError(msg.Error)
-	}
-	text := string(bytes.TrimSpace(body))
-	if text == "" {
-		text = http.StatusText(resp.StatusCode)
-	}
-	return fmt.Errorf("mcpgate answered HTTP %d: %s", resp.StatusCode, text)
-}
-
-// bridgeDiscard reads the rest of a body so its connection can be reused.
-func bridgeDiscard(resp *http.Response) {
-	io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
-	resp.Body.Close()
-}
-
 // answer responds to each request in ids with err, or logs err when the
 // failed message was no request. Requests the client cancelled get no
 // response, as MCP wants.
 func (b *bridge) answer(ids []json.RawMessage, err error, what string) {
 	if len(ids) == 0 {
-		var unreachable *bridgeUnreachable
+		var unreachable *mcphttp.UnreachableError
 		if !errors.As(err, &unreachable) { // else logged already
 			b.log.Warn("could not relay "+what+" to mcpgate", "err", err)
 		}
@@ -724,69 +530,6 @@ func (b *bridge) refuseTooLong(e *jsonrpc.ErrLineTooLong) {
 	b.out.write(jsonrpc.AppendError(nil, jsonrpc.IntID(id), err))
 }
 
-// renewSession starts a new session with the client's initialize request,
-// when the daemon no longer knows session gen stale. The client is told
-// the lists changed, since the daemon may now serve different ones.
-func (b *bridge) renewSession(ctx context.Context, stale int) error {
-	b.renew.Lock()
-	defer b.renew.Unlock()
-	b.mu.Lock()
-	cur, init, closing := b.session, b.initRequest, b.closing
-	b.mu.Unlock()
-	switch {
-	case cur.gen != stale:
-		return nil // renewed meanwhile
-	case closing || init == nil:
-		return errors.New("the mcpgate session ended")
-	}
-	b.log.Warn("mcpgate no longer knows the session (did it restart?); starting a new one", "session", cur.id)
-	msg, err := jsonrpc.Parse(init)
-	if err != nil {
-		return err
-	}
-	sess, result, _, err := b.startSession(ctx, init, msg.ID, func([]byte) {})
-	if err == nil && result == nil {
-		err = errors.New("mcpgate refused to start a new session")
-	}
-	if err != nil {
-		return fmt.Errorf("the mcpgate session ended and a new one could not start: %w", err)
-	}
-	resp, err := b.do(ctx, http.MethodPost, jsonrpc.AppendNotification(nil, "notifications/initialized", nil), sess, "", nil)
-	if err != nil {
-		return fmt.Errorf("the mcpgate session ended and a new one could not start: %w", err)
-	}
-	bridgeDiscard(resp)
-	b.mu.Lock()
-	sess.gen = stale + 1
-	b.session = sess
-	b.mu.Unlock()
-	for _, list := range []string{"tools", "prompts", "resources"} {
-		if _, _, ok := jsonrpc.LookupPath(result, "capabilities", list); ok {
-			b.out.write(jsonrpc.AppendNotification(nil, "notifications/"+list+"/list_changed", nil))
-		}
-	}
-	return nil
-}
-
-// endSession deletes the session at the daemon, which cancels what is
-// still running there.
-func (b *bridge) endSession() {
-	b.deleteSession(b.currentSession())
-}
-
-func (b *bridge) deleteSession(sess bridgeSession) {
-	if sess.id == "" {
-		return
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	defer cancel()
-	resp, err := b.do(ctx, http.MethodDelete, nil, sess, "", nil)
-	if err != nil {
-		return
-	}
-	bridgeDiscard(resp)
-}
-
 // listen starts relaying the session's standalone event stream, once.
 func (b *bridge) listen(ctx context.Context) {
 	b.mu.Lock()
@@ -803,68 +546,12 @@ func (b *bridge) listen(ctx context.Context) {
 	}()
 }
 
-// listenLoop keeps the standalone event stream open until ctx ends,
-// re-opening it with Last-Event-ID when it drops so that nothing sent
-// meanwhile is lost, and following the session when it is renewed.
+// listenLoop relays the session's standalone event stream until ctx
+// ends.
 func (b *bridge) listenLoop(ctx context.Context) {
-	var lastID string
-	gen := b.currentSession().gen
-	retry := time.Second
-	failures := 0
-	for ctx.Err() == nil {
-		sess := b.currentSession()
-		if sess.gen != gen {
-			lastID, gen = "", sess.gen
-		}
-		resp, err := b.do(ctx, http.MethodGet, nil, sess, lastID, nil)
-		switch {
-		case err != nil:
-			failures++
-		case resp.StatusCode == http.StatusMethodNotAllowed:
-			bridgeDiscard(resp)
-			b.log.Info("mcpgate offers no standalone event stream; server-initiated messages come only with responses")
-			return
-		case resp.StatusCode == http.StatusNotFound && sess.id != "":
-			bridgeDiscard(resp)
-			if err := b.renewSession(ctx, sess.gen); err != nil {
-				if ctx.Err() == nil {
-					b.log.Warn("cannot re-open the event stream", "err", err)
-				}
-				failures++
-			} else {
-				failures = 0
-				continue
-			}
-		case resp.StatusCode != http.StatusOK:
-			err := bridgeHTTPError(resp)
-			resp.Body.Close()
-			b.log.Warn("mcpgate refused the event stream", "err", err)
-			failures++
-		default:
-			es := newBridgeEvents(resp.Body)
-			es.lastID = lastID
-			for {
-				data, err := es.next()
-				if err != nil {
-					break
-				}
-				b.out.write(data)
-			}
-			resp.Body.Close()
-			lastID = es.lastID
-			if es.retry > 0 {
-				retry = es.retry
-			}
-			failures = 0
-		}
-		delay := min(retry<<min(failures, 5), bridgeRetryMax)
-		timer := time.NewTimer(delay)
-		select {
-		case <-timer.C:
-		case <-ctx.Done():
-			timer.Stop()
-			return
-		}
+	err := b.http.Listen(ctx, mcphttp.ListenOptions{Deliver: b.out.write, Logger: b.log, RetryMax: bridgeRetryMax})
+	if errors.Is(err, mcphttp.ErrNoStream) {
+		b.log.Info("mcpgate offers no standalone event stream; server-initiated messages come only with responses")
 	}
 }
 
@@ -901,105 +588,6 @@ func (o *bridgeOut) write(msg []byte) {
 		o.log.Info("the client stopped reading; ending the session", "err", err)
 		if o.fail != nil {
 			o.fail()
-		}
-	}
-}
-
-// bridgeEvents reads a text/event-stream as the HTML specification
-// defines it: lines end with CRLF, LF or CR; data lines of one event are
-// joined with LF; comments and fields other than data, event, id and retry
-// are ignored.
-type bridgeEvents struct {
-	sc     *bufio.Scanner
-	lastID string        // the last event id seen, for Last-Event-ID
-	retry  time.Duration // the reconnection delay the server asked for
-}
-
-func newBridgeEvents(r io.Reader) *bridgeEvents {
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 0, 64<<10), bridgeMaxMessage+4096)
-	sc.Split(bridgeScanLines)
-	return &bridgeEvents{sc: sc}
-}
-
-// bridgeScanLines splits an event stream into lines ended by CRLF, LF or
-// CR. A final line without an ending is returned too; next discards its
-// unfinished event.
-func bridgeScanLines(data []byte, atEOF bool) (advance int, token []byte, err error) {
-	i := bytes.IndexAny(data, "\r\n")
-	switch {
-	case i < 0 && atEOF && len(data) > 0:
-		return len(data), data, nil
-	case i < 0:
-		return 0, nil, nil
-	case data[i] == '\n':
-		return i + 1, data[:i], nil
-	case i+1 < len(data):
-		if data[i+1] == '\n' {
-			return i + 2, data[:i], nil
-		}
-		return i + 1, data[:i], nil
-	case atEOF:
-		return i + 1, data[:i], nil
-	default:
-		return 0, nil, nil // a CR at the end: an LF may follow
-	}
-}
-
-// line returns the next line, which is valid until the next call.
-func (s *bridgeEvents) line() ([]byte, error) {
-	if s.sc.Scan() {
-		return s.sc.Bytes(), nil
-	}
-	if err := s.sc.Err(); err != nil {
-		return nil, err
-	}
-	return nil, io.EOF
-}
-
-// next returns the data of the next event of type "message" (the default)
-// that carries data. Events with empty data, such as the priming events
-// that only set an id, are skipped. At the end of the stream it returns
-// io.EOF, or the read error.
-func (s *bridgeEvents) next() ([]byte, error) {
-	var data []byte
-	var hasData bool
-	event := ""
-	for {
-		line, err := s.line()
-		if err != nil {
-			return nil, err
-		}
-		if len(line) == 0 {
-			// Dispatch.
-			if hasData && (event == "" || event == "message") && len(bytes.TrimSpace(data)) > 0 {
-				return data, nil
-			}
-			data, hasData, event = nil, false, ""
-			continue
-		}
-		if line[0] == ':' {
-			continue
-		}
-		field, value, _ := bytes.Cut(line, []byte(":"))
-		value = bytes.TrimPrefix(value, []byte(" "))
-		switch string(field) {
-		case "data":
-			if hasData {
-				data = append(data, '\n')
-			}
-			data = append(data, value...)
-			hasData = true
-		case "event":
-			event = string(value)
-		case "id":
-			if bytes.IndexByte(value, 0) < 0 {
-				s.lastID = string(value)
-			}
-		case "retry":
-			if ms, err := strconv.ParseUint(string(value), 10, 32); err == nil {
-				s.retry = time.Duration(ms) * time.Millisecond
-			}
 		}
 	}
 }

@@ -184,9 +184,9 @@ func importServers(file string, data []byte) (out []byte, summary string, err er
 	if len(servers) == 0 {
 		im.printf("\n# %s lists no servers.\n", file)
 	}
-	summary = importCount(local, "backend") + " from " + file
+	summary = importCount(local+remote, "backend") + " from " + file
 	if remote > 0 {
-		summary += ", " + importCount(remote, "remote server") + " left commented out"
+		summary += " (" + strconv.Itoa(remote) + " remote)"
 	}
 	if skipped > 0 {
 		summary += ", " + importCount(skipped, "server") + " skipped"
@@ -257,8 +257,7 @@ func (im *importer) server(s *importServer) string {
 	url := cmp.Or(e.URL, e.ServerURL)
 	switch {
 	case slices.Contains(importRemoteKinds, kind) || e.Command == nil && url != "":
-		im.remote(s, kind, url)
-		return "remote"
+		return im.remote(s, kind, url)
 	case e.Command == nil:
 		im.todo(fmt.Sprintf("%q has neither a command nor a url; it was not imported.", s.orig))
 		return "skipped"
@@ -369,42 +368,6 @@ func (im *importer) env(s *importServer) {
 			im.printf("# %s = %s\n", key, importQuote(v))
 		default:
 			im.printf("%s = %s\n", key, importQuote(v))
-		}
-	}
-}
-
-// remote prints a remote server as a commented block, with the stdio
-// proxy that would let mcpgate serve it.
-func (im *importer) remote(s *importServer, kind, url string) {
-	what := "a remote server"
-	if kind != "" {
-		what += fmt.Sprintf(" (type %q)", kind)
-	}
-	if url == "" {
-		im.comment(fmt.Sprintf("[backends.%s] was not imported: it is %s without a url, and mcpgate runs servers as local commands over stdio.", s.name, what))
-		return
-	}
-	im.comment(fmt.Sprintf("[backends.%s] was not imported: it is %s at %s, and mcpgate runs servers as local commands over stdio. "+
-		"To serve it through mcpgate anyway, run it through the mcp-remote stdio proxy: uncomment the lines below. "+
-		"mcp-remote's OAuth login needs a browser, which a service does not have; servers that take a token in a header work.", s.name, what, url))
-	args := []string{"-y", "mcp-remote", url}
-	headers := slices.Sorted(maps.Keys(s.entry.Headers))
-	vars := make([]string, len(headers))
-	for i, h := range headers {
-		vars[i] = "MCP_HEADER_" + strings.ToUpper(importNonAlnum.ReplaceAllString(h, "_"))
-		args = append(args, "--header", h+":${"+vars[i]+"}")
-	}
-	quoted := make([]string, len(args))
-	for i, a := range args {
-		quoted[i] = importQuote(a)
-	}
-	im.printf("#\n# [backends.%s]\n# command = \"npx\"\n# args = [%s]\n", s.name, strings.Join(quoted, ", "))
-	if len(headers) > 0 {
-		im.printf("#\n")
-		im.comment(fmt.Sprintf("The headers it sent (%s) were not copied; mcp-remote reads their values from these variables:", strings.Join(headers, ", ")))
-		im.printf("# [backends.%s.env]\n", s.name)
-		for _, v := range vars {
-			im.printf("# %s = \"\"\n", v)
 		}
 	}
 }

@@ -46,7 +46,15 @@ func TestImport(t *testing.T) {
 				t.Errorf("my_weather_server = %+v", cfg.Backends["my_weather_server"])
 			}
 		}},
-		{"claude_code.mcp.json", []string{"airtable", "project-tools"}, ", 2 remote servers left commented out; check the output's 3 TODO comments", func(t *testing.T, cfg *config.Config) {
+		{"claude_code.mcp.json", []string{"airtable", "internal-api", "project-tools", "sentry"}, " (2 remote); check the output's 4 TODO comments", func(t *testing.T, cfg *config.Config) {
+			api := cfg.Backends["internal-api"]
+			if api.URL != "https://api.example.com/sse" || api.Transport != "sse" || api.Enabled ||
+				!maps.Equal(api.Headers, map[string]string{"Authorization": "Bearer ${credential:api-key}", "X-Team": "core"}) {
+				t.Errorf("internal-api = %+v, want a disabled SSE remote whose token comes from credential api-key", api.Remote)
+			}
+			if s := cfg.Backends["sentry"]; s.URL != "https://mcp.sentry.dev/mcp" || s.Transport != "streamable-http" || !s.Enabled {
+				t.Errorf("sentry = %+v, want an enabled Streamable HTTP remote", s.Remote)
+			}
 			if env := cfg.Backends["airtable"].Env; len(env) != 0 {
 				t.Errorf("airtable's env = %v, want the references left commented out", env)
 			}
@@ -54,7 +62,10 @@ func TestImport(t *testing.T) {
 				t.Error("project-tools is enabled with ${CLAUDE_PROJECT_DIR:-.} in its command")
 			}
 		}},
-		{"vscode_mcp.json", []string{"Perplexity", "fetch", "memory", "playwright"}, ", 1 remote server left commented out; check the output's 6 TODO comments", func(t *testing.T, cfg *config.Config) {
+		{"vscode_mcp.json", []string{"Perplexity", "fetch", "github", "memory", "playwright"}, " (1 remote); check the output's 6 TODO comments", func(t *testing.T, cfg *config.Config) {
+			if gh := cfg.Backends["github"]; gh.URL != "https://api.githubcopilot.com/mcp/" {
+				t.Errorf("github = %+v", gh.Remote)
+			}
 			if env := cfg.Backends["Perplexity"].Env; !maps.Equal(env, map[string]string{"TIMEOUT": "30s"}) {
 				t.Errorf("Perplexity's env = %v, want only TIMEOUT; the input, the editor's variable, the reserved and the invalid name commented out", env)
 			}
@@ -165,7 +176,13 @@ func TestImportEdgeCases(t *testing.T) {
 			[]string{"_", "_scope_pkg", "server", strings.Repeat("x", 64)}, []string{`Named "@scope/pkg"`}},
 		{"no command", `{"mcpServers": {"a": {"args": ["x"]}, "b": {"command": ""}, "c": {"command": "c", "args": [{"x": 1}]}}}`, nil,
 			[]string{`TODO: "a" has neither a command nor a url`, `TODO: "b" has no usable command`, `TODO: "c": argument 1 is {"x": 1}`}},
-		{"remote without url", `{"servers": {"r": {"type": "sse"}}}`, nil, []string{`[backends.r] was not imported`}},
+		{"remote without url", `{"servers": {"r": {"type": "sse"}}}`, nil, []string{`"r" is a remote server (type "sse") without a url; it was not imported`}},
+		{"websocket", `{"servers": {"w": {"type": "ws", "url": "wss://h/mcp"}}}`, nil, []string{`over http:// or https:// only`}},
+		{"user in url", `{"servers": {"u": {"url": "https://me:pw@h/mcp"}}}`, nil, []string{`holds a user name or password`}},
+		{"header from a VS Code input", `{"inputs": [{"id": "gh-pat", "password": true}], "servers": {"g": {"type": "http", "url": "https://h/mcp", "headers": {"Authorization": "Bearer ${input:gh-pat}"}}}}`,
+			[]string{"g"}, []string{`Authorization = "Bearer ${credential:gh-pat}"`, "LoadCredential=gh-pat:"}},
+		{"header from an editor variable", `{"servers": {"g": {"type": "http", "url": "https://h/mcp", "headers": {"X-Dir": "${workspaceFolder}", "X-Env": "${env:TEAM_ID}"}}}}`,
+			[]string{"g"}, []string{`# X-Dir = "${workspaceFolder}"`, `X-Env = "${credential:team-id}"`}},
 		{"windows path", `{"mcpServers": {"w": {"command": "C:\\tools\\srv.exe"}}}`, []string{"w"}, []string{"macOS or Windows path"}},
 		{"control characters", `{"mcpServers": {"c": {"command": "a", "args": ["\u0001\u007f\\"]}}}`, []string{"c"}, []string{`args = ["\u0001\u007F\\"]`}},
 		{"NUL", `{"mcpServers": {"n": {"command": "a\u0000"}, "e": {"command": "e", "env": {"K": "a\u0000"}}}}`, []string{"e"}, []string{"NUL character"}},

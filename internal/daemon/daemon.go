@@ -81,6 +81,14 @@ func checkConfig(path string, stdout, stderr io.Writer) int {
 	for _, w := range cfg.CredentialsInArgs() {
 		fmt.Fprintln(stderr, "warning: "+w)
 	}
+	failed := false
+	for _, p := range checkCommands(cfg) {
+		fmt.Fprintln(stderr, p.err.Error())
+		failed = failed || !p.warning
+	}
+	if failed {
+		return exitFailed
+	}
 	fmt.Fprintf(stdout, "%s: OK (%d backends, %d files)\n", path, len(cfg.Backends), len(cfg.Files))
 	return exitOK
 }
@@ -123,6 +131,7 @@ type daemon struct {
 
 	// Hooks for the D-Bus interface, set before the backends start.
 	onChange        []func(*backend.Backend) // after any change of a backend
+	onCalls         []func(*backend.Backend) // after a change of a backend's call counts
 	onAdd, onRemove []func(name string)      // reload added or removed a backend
 	onStatus        []func(line string)      // the status line changed
 }
@@ -535,6 +544,7 @@ func (d *daemon) backendOptions(cfg *config.Backend) backend.Options {
 			d.updateStatus()
 			runHooks(d.onChange, b)
 		},
+		OnCalls: func(b *backend.Backend) { runHooks(d.onCalls, b) },
 	}
 	if len(cfg.RequiresUnits) > 0 {
 		opts.Units = d.units

@@ -7,6 +7,7 @@ import (
 	"math"
 	"sort"
 	"sync/atomic"
+	"time"
 
 	"github.com/godbus/dbus/v5"
 
@@ -71,6 +72,7 @@ func (d *daemon) startDBus(ctx context.Context) (stop func(), err error) {
 		return nothing, nil
 	}
 	d.onChange = append(d.onChange, func(*backend.Backend) { srv.Changed() })
+	d.onCalls = append(d.onCalls, func(*backend.Backend) { srv.Changed() })
 	d.onAdd = append(d.onAdd, srv.BackendAdded)
 	d.onRemove = append(d.onRemove, srv.BackendRemoved)
 	d.onStatus = append(d.onStatus, func(line string) {
@@ -134,6 +136,7 @@ func (g *dbusGateway) toolNames() map[string][]string {
 
 func backendStatus(b *backend.Backend, tools []string) dbusapi.BackendStatus {
 	st := b.Status()
+	h := b.Health()
 	cfg := b.Config()
 	var since uint64
 	if !st.Since.IsZero() {
@@ -149,16 +152,34 @@ func backendStatus(b *backend.Backend, tools []string) dbusapi.BackendStatus {
 		StateChangeTimestamp: since,
 		Tools:                tools,
 		Command:              command(cfg),
+		URL:                  st.URL,
+		ConsecutiveFailures:  uint32(h.ConsecutiveFailures),
+		LastCheckTimestamp:   micros(h.LastCheck),
+		LastCheckLatencyUSec: uint64(h.LastCheckLatency.Microseconds()),
+		CircuitOpenTimestamp: micros(h.CircuitOpen),
+		CallsInFlight:        uint32(h.CallsInFlight),
+		CallsQueued:          uint32(h.CallsQueued),
+		NCalls:               h.NCalls,
+		NFailedCalls:         h.NFailedCalls,
+		NFallbacks:           h.NFallbacks,
 	}
 }
 
 // command is the command line a backend runs; none for a cli backend,
-// whose tools each have their own.
+// whose tools each have their own, or a remote one.
 func command(cfg *config.Backend) []string {
-	if cfg.Transport == "cli" {
+	if cfg.Transport == "cli" || cfg.IsRemote() {
 		return nil
 	}
 	return append([]string{cfg.Command}, cfg.Args...)
+}
+
+// micros is t in microseconds since the epoch, 0 for the zero time.
+func micros(t time.Time) uint64 {
+	if t.IsZero() {
+		return 0
+	}
+	return uint64(t.UnixMicro())
 }
 
 func (g *dbusGateway) Tools() []dbusapi.Tool {

@@ -156,7 +156,11 @@ func (c *Client) Backend(ctx context.Context, name string) (BackendStatus, error
 		"Name": &b.Name, "State": &b.State, "MainPID": &b.MainPID, "NRestarts": &b.NRestarts,
 		"LastExitStatus": &b.LastExitStatus, "LastError": &b.LastError,
 		"StateChangeTimestamp": &b.StateChangeTimestamp, "Tools": &b.Tools,
-		"StderrTail": &b.StderrTail, "Command": &b.Command,
+		"StderrTail": &b.StderrTail, "Command": &b.Command, "URL": &b.URL,
+		"ConsecutiveFailures": &b.ConsecutiveFailures, "LastCheckTimestamp": &b.LastCheckTimestamp,
+		"LastCheckLatencyUSec": &b.LastCheckLatencyUSec, "CircuitOpenTimestamp": &b.CircuitOpenTimestamp,
+		"CallsInFlight": &b.CallsInFlight, "CallsQueued": &b.CallsQueued,
+		"NCalls": &b.NCalls, "NFailedCalls": &b.NFailedCalls, "NFallbacks": &b.NFallbacks,
 		"NBytesProcessed": &b.NBytesProcessed, "NBytesReturned": &b.NBytesReturned,
 		"ToolOutputBytes": &b.ToolOutputBytes,
 	})

@@ -99,12 +99,23 @@ type BackendStatus struct {
 	StateChangeTimestamp uint64   `json:"state_change_timestamp"` // µs since the epoch
 	Tools                []string `json:"tools"`                  // the exposed names of its tools
 	Command              []string `json:"command"`
+	URL                  string   `json:"url,omitempty"` // a remote backend's URL, without credentials
 	StderrTail           []string `json:"stderr_tail,omitempty"`
 	// The output pipeline's byte counts of tools/call results, in total
 	// and by tool (its name at the backend).
 	NBytesProcessed uint64            `json:"bytes_processed"`
 	NBytesReturned  uint64            `json:"bytes_returned"`
 	ToolOutputBytes []ToolOutputBytes `json:"tool_output_bytes,omitempty"`
+
+	ConsecutiveFailures  uint32 `json:"consecutive_failures"`    // failed health checks in a row
+	LastCheckTimestamp   uint64 `json:"last_check_timestamp"`    // µs since the epoch; 0 before the first check
+	LastCheckLatencyUSec uint64 `json:"last_check_latency_usec"` // how long the last check took
+	CircuitOpenTimestamp uint64 `json:"circuit_open_timestamp"`  // µs since the epoch; 0 while closed
+	CallsInFlight        uint32 `json:"calls_in_flight"`
+	CallsQueued          uint32 `json:"calls_queued"` // waiting for max_concurrent_calls
+	NCalls               uint64 `json:"calls"`
+	NFailedCalls         uint64 `json:"failed_calls"`
+	NFallbacks           uint64 `json:"fallbacks"` // calls a fallback served for it
 }
 
 // ToolOutputBytes is one element of the ToolOutputBytes property, a(stt):

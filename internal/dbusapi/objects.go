@@ -110,6 +110,7 @@ func (b backendObject) properties() (string, map[string]dbus.Variant, *dbus.Erro
 	props["NBytesProcessed"] = dbus.MakeVariant(st.NBytesProcessed)
 	props["NBytesReturned"] = dbus.MakeVariant(st.NBytesReturned)
 	props["ToolOutputBytes"] = dbus.MakeVariant(nonNil(st.ToolOutputBytes))
+	props["URL"] = dbus.MakeVariant(st.URL)
 	return BackendInterface, props, nil
 }
 

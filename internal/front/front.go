@@ -18,13 +18,14 @@ import (
 	"github.com/mcpgate/mcpgate/internal/access"
 	"github.com/mcpgate/mcpgate/internal/gateway"
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
+	"github.com/mcpgate/mcpgate/internal/mcphttp"
 )
 
-// HTTP header names of the transport.
+// HTTP header names of the transport, as clients send them.
 const (
-	headerSession  = "Mcp-Session-Id"
-	headerProtocol = "Mcp-Protocol-Version"
-	headerLastID   = "Last-Event-Id"
+	headerSession  = mcphttp.HeaderSession
+	headerProtocol = mcphttp.HeaderProtocol
+	headerLastID   = mcphttp.HeaderLastID
 )
 
 // Options configure a Handler.
@@ -108,7 +109,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 func (h *Handler) post(w http.ResponseWriter, r *http.Request) {
-	sse, plain := accepts(r, "text/event-stream"), accepts(r, "application/json")
+	sse, plain := accepts(r, mcphttp.MediaSSE), accepts(r, "application/json")
 	if !sse && !plain {
 		h.httpError(w, http.StatusNotAcceptable, "the Accept header must list application/json and text/event-stream")
 		return
@@ -305,7 +306,7 @@ func (h *Handler) stream(w http.ResponseWriter, r *http.Request, sess *gateway.S
 	ctx := r.Context()
 	flusher, _ := w.(http.Flusher)
 	hdr := w.Header()
-	hdr.Set("Content-Type", "text/event-stream")
+	hdr.Set("Content-Type", mcphttp.MediaSSE)
 	hdr.Set("Cache-Control", "no-cache")
 	hdr.Set("X-Accel-Buffering", "no")
 	w.WriteHeader(http.StatusOK)
@@ -369,7 +370,7 @@ const retryMillis = 1000
 // get opens the session's standalone event stream, or resumes a stream
 // after the event the Last-Event-ID header names.
 func (h *Handler) get(w http.ResponseWriter, r *http.Request) {
-	if !accepts(r, "text/event-stream") {
+	if !accepts(r, mcphttp.MediaSSE) {
 		h.httpError(w, http.StatusNotAcceptable, "GET opens an event stream: the Accept header must list text/event-stream")
 		return
 	}

@@ -41,6 +41,7 @@ const (
 	CodeShuttingDown       = -32003 // the gateway is draining
 	CodeResourceNotFound   = -32002 // as MCP specifies for resources/read
 	CodeMessageTooLarge    = -32004 // a message exceeded max_message_bytes
+	CodeBackendBusy        = -32005 // max_concurrent_calls or rate_limit refused the call
 )
 
 // Registry gives the gateway the current set of backends.
@@ -147,7 +148,7 @@ func (g *Gateway) Refresh() {
 	var sources []catalog.Source
 	for _, b := range g.registry.Backends() {
 		if !serving(b) {
-			continue
+			continue // cli backends when healthy; others also through a restart, for catalog_grace
 		}
 		sources = append(sources, catalog.Source{Backend: b.Name(), Prefix: b.Config().ToolPrefix, Lists: b.Lists()})
 	}

@@ -140,7 +140,7 @@ func serving(b *backend.Backend) bool {
 	if b.IsCLI() {
 		return b.Status().State == backend.Healthy
 	}
-	return b.Conn() != nil
+	return b.Listed()
 }
 
 // rawJSON encodes values that always encode.

@@ -60,7 +60,7 @@ func (s *Session) HandleRequest(msg *jsonrpc.Message, stream *Stream) {
 		if s.callLocal(msg, stream, tool, audit) {
 			return
 		}
-		s.forwardThen(msg, stream, tool.Backend, renamed(msg.Params, span, name, tool.Original), audit)
+		s.callTool(msg, stream, tool, renamed(msg.Params, span, name, tool.Original), audit)
 	case "prompts/get":
 		name, span, err := stringParam(msg.Params, "name")
 		if err != nil {
@@ -161,9 +161,39 @@ func (s *Session) forwardTo(msg *jsonrpc.Message, stream *Stream, name string, p
 // ended: true if the backend answered with a result. Then is also called
 // (with false) when the request could not be sent.
 func (s *Session) forwardThen(msg *jsonrpc.Message, stream *Stream, name string, params json.RawMessage, then func(ok bool, size int)) {
+	s.forwardVia(msg, stream, name, params, then, nil)
+}
+
+// forwardVia is forwardThen for a call that fb, if not nil, may send to a
+// fallback backend. The backend admits the call first: at once, or after
+// a wait (start_wait, max_concurrent_calls) on a goroutine of its own.
+func (s *Session) forwardVia(msg *jsonrpc.Message, stream *Stream, name string, params json.RawMessage, then func(ok bool, size int), fb *fallback) {
+	b := s.g.registry.Backend(name)
+	if b == nil {
+		if then != nil {
+			then(false, 0)
+		}
+		stream.push(jsonrpc.AppendError(nil, msg.ID, &jsonrpc.Error{Code: CodeBackendUnavailable, Message: fmt.Sprintf("backend %q was removed", name)}), true)
+		return
+	}
+	adm, err := b.Admit(context.Background(), false)
+	if errors.Is(err, backend.ErrWouldWait) {
+		go func() {
+			adm, err := b.Admit(context.Background(), true)
+			s.sendAdmitted(msg, stream, b, adm, err, params, then, fb)
+		}()
+		return
+	}
+	s.sendAdmitted(msg, stream, b, adm, err, params, then, fb)
+}
+
+// sendAdmitted forwards a request the backend admitted, or answers with why it did
+// not (or lets fb try a fallback).
+func (s *Session) sendAdmitted(msg *jsonrpc.Message, stream *Stream, b *backend.Backend, adm *backend.Admission, admitErr error, params json.RawMessage, then func(ok bool, size int), fb *fallback) {
 	g := s.g
+	name := b.Name()
 	answer := func(code int, err error) {
-		stream.push(jsonrpc.AppendError(nil, msg.ID, &jsonrpc.Error{Code: code, Message: err.Error()}), true)
+		stream.push(jsonrpc.AppendError(nil, msg.ID, jsonrpc.AsError(asRPCError(code, err))), true)
 	}
 	fail := func(code int, err error) { // before the call is tracked
 		if then != nil {
@@ -171,17 +201,30 @@ func (s *Session) forwardThen(msg *jsonrpc.Message, stream *Stream, name string,
 		}
 		answer(code, err)
 	}
-	b := g.registry.Backend(name)
-	if b == nil {
-		fail(CodeBackendUnavailable, fmt.Errorf("backend %q was removed", name))
+	if admitErr != nil {
+		if fb.try(s, b, admitErr) {
+			if then != nil {
+				then(false, 0)
+			}
+			return
+		}
+		if errors.Is(admitErr, backend.ErrNotRunning) {
+			admitErr = unavailable(b)
+		}
+		fail(CodeBackendUnavailable, admitErr)
 		return
 	}
-	conn := b.Conn()
-	if conn == nil {
-		fail(CodeBackendUnavailable, unavailable(b))
-		return
+	if inner := then; true {
+		done := adm.Then(nil) // the call's end also ends its admission
+		then = func(ok bool, size int) {
+			done(ok)
+			if inner != nil {
+				inner(ok, size)
+			}
+		}
 	}
-	c := &call{sess: s, clientID: msg.ID, stream: stream, b: b, conn: conn, then: then, started: time.Now()}
+	conn := adm.Conn
+	c := &call{sess: s, clientID: msg.ID, stream: stream, b: b, conn: conn, then: then, started: time.Now(), fb: fb}
 	if msg.Method == "tools/call" {
 		c.tool, _, _ = stringParam(params, "name") // for the output pipeline
 	}

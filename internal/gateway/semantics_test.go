@@ -5,7 +5,6 @@ package gateway_test
 // checked (exact capabilities, event order, batches, cursors).
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -23,6 +22,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/mcpgate/mcpgate/internal/mcphttp"
 	"github.com/mcpgate/mcpgate/internal/testutil"
 )
 
@@ -214,7 +214,7 @@ func rawInit(t *testing.T, url, protocol string, caps string) *rawSession {
 	if err := json.Unmarshal(body, &msg); err != nil || msg.Result == nil {
 		t.Fatalf("initialize: %v: %s", err, body)
 	}
-	s.id = resp.Header.Get("Mcp-Session-Id")
+	s.id = resp.Header.Get(mcphttp.HeaderSession)
 	s.result = msg.Result
 	s.notify(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
 	return s
@@ -230,13 +230,13 @@ func (s *rawSession) do(ctx context.Context, method, body string, header ...stri
 	if err != nil {
 		s.t.Fatal(err)
 	}
-	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("Accept", mcphttp.AcceptPost)
 	if body != "" {
 		req.Header.Set("Content-Type", "application/json")
 	}
 	if s.id != "" {
-		req.Header.Set("Mcp-Session-Id", s.id)
-		req.Header.Set("Mcp-Protocol-Version", s.protocol)
+		req.Header.Set(mcphttp.HeaderSession, s.id)
+		req.Header.Set(mcphttp.HeaderProtocol, s.protocol)
 	}
 	for i := 0; i+1 < len(header); i += 2 {
 		req.Header.Set(header[i], header[i+1])
@@ -265,58 +265,6 @@ func (s *rawSession) notify(body string) {
 		b, _ := io.ReadAll(resp.Body)
 		s.t.Fatalf("posting %s: HTTP %d, want 202: %s", body, resp.StatusCode, b)
 	}
-}
-
-// sseEvent is one server-sent event.
-type sseEvent struct {
-	ID, Event, Data, Retry string
-}
-
-// sseReader reads events from a text/event-stream body.
-type sseReader struct{ sc *bufio.Scanner }
-
-func newSSEReader(r io.Reader) *sseReader {
-	sc := bufio.NewScanner(r)
-	sc.Buffer(nil, 1<<20)
-	return &sseReader{sc: sc}
-}
-
-// next returns the next event, or an error at the end of the stream.
-func (r *sseReader) next() (sseEvent, error) {
-	var ev sseEvent
-	seen := false
-	for r.sc.Scan() {
-		line := r.sc.Text()
-		if line == "" {
-			if seen {
-				return ev, nil
-			}
-			continue
-		}
-		if strings.HasPrefix(line, ":") {
-			continue
-		}
-		field, value, _ := strings.Cut(line, ":")
-		value = strings.TrimPrefix(value, " ")
-		seen = true
-		switch field {
-		case "id":
-			ev.ID = value
-		case "event":
-			ev.Event = value
-		case "retry":
-			ev.Retry = value
-		case "data":
-			if ev.Data != "" {
-				ev.Data += "\n"
-			}
-			ev.Data += value
-		}
-	}
-	if err := r.sc.Err(); err != nil {
-		return ev, err
-	}
-	return ev, io.EOF
 }
 
 // message is a JSON-RPC message as a test inspects it.
@@ -643,13 +591,13 @@ func TestDisconnectCancels(t *testing.T) {
 	t.Run("event stream not resumed within the window", func(t *testing.T) {
 		s := rawInit(t, d.URL, "2025-11-25", `{"sampling":{}}`)
 		resp := s.post(context.Background(), `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"f__sample","arguments":{"id":"window"}}}`)
-		r := newSSEReader(resp.Body)
+		r := mcphttp.NewEventReader(resp.Body, 1<<20)
 		for {
-			ev, err := r.next()
+			ev, err := r.Next()
 			if err != nil {
 				t.Fatalf("stream ended before the sampling request: %v", err)
 			}
-			if strings.Contains(ev.Data, "sampling/createMessage") {
+			if strings.Contains(string(ev.Data), "sampling/createMessage") {
 				break
 			}
 		}
@@ -697,21 +645,21 @@ func TestEventStreamOrderAndResumption(t *testing.T) {
 		if ct := resp.Header.Get("Content-Type"); ct != "text/event-stream" {
 			t.Fatalf("Content-Type %q, want an event stream", ct)
 		}
-		r := newSSEReader(resp.Body)
-		priming, err := r.next()
-		if err != nil || priming.ID == "" || priming.Data != "" || priming.Retry == "" {
+		r := mcphttp.NewEventReader(resp.Body, 1<<20)
+		priming, err := r.Next()
+		if err != nil || priming.ID == "" || len(priming.Data) != 0 || priming.Retry == 0 {
 			t.Fatalf("first event %+v (%v), want a priming event with an id, retry and no data", priming, err)
 		}
 		var got []string
 		for {
-			ev, err := r.next()
+			ev, err := r.Next()
 			if err == io.EOF {
 				break
 			}
 			if err != nil {
 				t.Fatal(err)
 			}
-			m := decode(t, ev.Data)
+			m := decode(t, string(ev.Data))
 			switch {
 			case m.Method == "notifications/progress":
 				if m.Params["progressToken"] != "pé" {
@@ -744,14 +692,14 @@ func TestEventStreamOrderAndResumption(t *testing.T) {
 		// again within the resume window.
 		s := rawInit(t, d.URL, "2025-11-25", "{}")
 		resp := s.post(context.Background(), `{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"f__progress","arguments":{"steps":1},"_meta":{"progressToken":1}}}`)
-		r := newSSEReader(resp.Body)
-		var progress sseEvent
+		r := mcphttp.NewEventReader(resp.Body, 1<<20)
+		var progress mcphttp.Event
 		for {
-			ev, err := r.next()
+			ev, err := r.Next()
 			if err != nil {
 				break
 			}
-			if strings.Contains(ev.Data, "notifications/progress") {
+			if strings.Contains(string(ev.Data), "notifications/progress") {
 				progress = ev
 			}
 		}
@@ -759,7 +707,7 @@ func TestEventStreamOrderAndResumption(t *testing.T) {
 		if progress.ID == "" {
 			t.Fatal("no progress event with an id")
 		}
-		resp = s.do(context.Background(), http.MethodGet, "", "Last-Event-Id", progress.ID)
+		resp = s.do(context.Background(), http.MethodGet, "", mcphttp.HeaderLastID, progress.ID)
 		defer resp.Body.Close()
 		if got := readAll(t, resp); !slices.Equal(got, []string{"response 3"}) {
 			t.Errorf("resumed finished stream carried %q, want the response again", got)
@@ -778,14 +726,14 @@ func TestEventStreamOrderAndResumption(t *testing.T) {
 			t.Errorf("JSON answer %q, want the response alone", got)
 		}
 		resp.Body.Close()
-		r := newSSEReader(get.Body)
+		r := mcphttp.NewEventReader(get.Body, 1<<20)
 		for n := 0; n < 2; {
-			ev, err := r.next()
+			ev, err := r.Next()
 			if err != nil {
 				t.Fatalf("standalone stream ended after %d progress notifications: %v", n, err)
 			}
-			if ev.Data != "" {
-				if m := decode(t, ev.Data); m.Method != "notifications/progress" || m.Params["progressToken"] != "j" {
+			if len(ev.Data) != 0 {
+				if m := decode(t, string(ev.Data)); m.Method != "notifications/progress" || m.Params["progressToken"] != "j" {
 					t.Fatalf("standalone stream carried %s, want the progress of request 4", ev.Data)
 				}
 				n++
@@ -796,35 +744,35 @@ func TestEventStreamOrderAndResumption(t *testing.T) {
 	t.Run("resume", func(t *testing.T) {
 		s := rawInit(t, d.URL, "2025-11-25", `{"sampling":{}}`)
 		resp := s.post(context.Background(), `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"f__sample"}}`)
-		r := newSSEReader(resp.Body)
-		var request sseEvent
-		for request.Data == "" {
+		r := mcphttp.NewEventReader(resp.Body, 1<<20)
+		var request mcphttp.Event
+		for len(request.Data) == 0 {
 			var err error
-			if request, err = r.next(); err != nil {
+			if request, err = r.Next(); err != nil {
 				t.Fatalf("stream ended before the sampling request: %v", err)
 			}
 		}
 		resp.Body.Close()
-		m := decode(t, request.Data)
+		m := decode(t, string(request.Data))
 		if m.Method != "sampling/createMessage" {
 			t.Fatalf("first message %s, want the sampling request", request.Data)
 		}
 		s.notify(fmt.Sprintf(`{"jsonrpc":"2.0","id":%s,"result":{"role":"assistant","model":"m","content":{"type":"text","text":"resumed answer"}}}`, m.ID))
-		resp = s.do(context.Background(), http.MethodGet, "", "Last-Event-Id", request.ID)
+		resp = s.do(context.Background(), http.MethodGet, "", mcphttp.HeaderLastID, request.ID)
 		defer resp.Body.Close()
 		if resp.StatusCode != http.StatusOK {
 			t.Fatalf("resuming GET: HTTP %d", resp.StatusCode)
 		}
-		r = newSSEReader(resp.Body)
+		r = mcphttp.NewEventReader(resp.Body, 1<<20)
 		for {
-			ev, err := r.next()
+			ev, err := r.Next()
 			if err != nil {
 				t.Fatalf("resumed stream ended without the response: %v", err)
 			}
-			if ev.Data == "" {
+			if len(ev.Data) == 0 {
 				continue
 			}
-			m := decode(t, ev.Data)
+			m := decode(t, string(ev.Data))
 			if string(m.ID) != "7" || !strings.Contains(string(m.Result), "resumed answer") {
 				t.Fatalf("resumed stream carried %s, want the response to request 7", ev.Data)
 			}
@@ -886,27 +834,27 @@ func TestBatches(t *testing.T) {
 		resp := s.post(context.Background(), `[{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"f__wait_cancel"}},`+
 			`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"f__sample"}}]`)
 		defer resp.Body.Close()
-		r := newSSEReader(resp.Body)
+		r := mcphttp.NewEventReader(resp.Body, 1<<20)
 		var sampling message
 		for sampling.Method == "" {
-			ev, err := r.next()
+			ev, err := r.Next()
 			if err != nil {
 				t.Fatalf("stream ended before the sampling request: %v", err)
 			}
-			if ev.Data != "" {
-				sampling = decode(t, ev.Data)
+			if len(ev.Data) != 0 {
+				sampling = decode(t, string(ev.Data))
 			}
 		}
 		s.notify(`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":1,"reason":"changed my mind"}}`)
 		s.notify(fmt.Sprintf(`{"jsonrpc":"2.0","id":%s,"result":{"role":"assistant","model":"m","content":{"type":"text","text":"still here"}}}`, sampling.ID))
 		var got []string
 		for {
-			ev, err := r.next()
+			ev, err := r.Next()
 			if err != nil {
 				break
 			}
-			if ev.Data != "" {
-				m := decode(t, ev.Data)
+			if len(ev.Data) != 0 {
+				m := decode(t, string(ev.Data))
 				got = append(got, string(m.ID)+" "+string(m.Result))
 			}
 		}
@@ -922,17 +870,17 @@ func readAll(t *testing.T, resp *http.Response) []string {
 	t.Helper()
 	var datas []string
 	if strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
-		r := newSSEReader(resp.Body)
+		r := mcphttp.NewEventReader(resp.Body, 1<<20)
 		for {
-			ev, err := r.next()
+			ev, err := r.Next()
 			if err == io.EOF {
 				break
 			}
 			if err != nil {
 				t.Fatal(err)
 			}
-			if ev.Data != "" {
-				datas = append(datas, ev.Data)
+			if len(ev.Data) != 0 {
+				datas = append(datas, string(ev.Data))
 			}
 		}
 	} else {

@@ -216,9 +216,11 @@ func (s *Supervisor) Shutdown() {
 }
 
 // StatusLine summarises the backends in one line, as for systemd's STATUS=:
-// "5/6 backends healthy, 42 tools; github restarting (2/5)".
+// "5/6 backends healthy, 42 tools; github restarting (2/5)", with the
+// number of unhealthy ones when there are any: "4/6 backends healthy,
+// 1 unhealthy, 42 tools; …".
 func StatusLine(backends []*backend.Backend, tools int) string {
-	healthy, total := 0, 0
+	healthy, unhealthy, total := 0, 0, 0
 	var notes []string
 	for _, b := range backends {
 		st := b.Status()
@@ -232,6 +234,13 @@ func StatusLine(backends []*backend.Backend, tools int) string {
 			healthy++
 		case st.State == backend.Starting && st.Retrying:
 			notes = append(notes, fmt.Sprintf("%s restarting (%d/%d)", b.Name(), st.InWindow, cfg.MaxRestarts))
+		case st.State == backend.Unhealthy:
+			unhealthy++
+			note := b.Name() + " unhealthy"
+			if !b.Health().CircuitOpen.IsZero() {
+				note += " (circuit open)"
+			}
+			notes = append(notes, note)
 		default:
 			notes = append(notes, b.Name()+" "+st.State.String())
 		}
@@ -242,6 +251,10 @@ func StatusLine(backends []*backend.Backend, tools int) string {
 	}
 	if tools == 1 {
 		line = strings.TrimSuffix(line, "s")
+	}
+	if unhealthy > 0 {
+		head, tail, _ := strings.Cut(line, ", ")
+		line = fmt.Sprintf("%s, %d unhealthy, %s", head, unhealthy, tail)
 	}
 	if len(notes) > 0 {
 		line += "; " + strings.Join(notes, ", ")

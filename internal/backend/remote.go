@@ -1,0 +1,381 @@
+package backend
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/mcpgate/mcpgate/internal/config"
+	"github.com/mcpgate/mcpgate/internal/jsonrpc"
+	"github.com/mcpgate/mcpgate/internal/mcphttp"
+)
+
+// remote is the other kind of connection a Conn can have: an MCP session
+// with a server reached over HTTP instead of a child's stdio. Everything
+// above the wire (ids, the pending map, dispatch, lists) is the Conn's, as
+// for a child; the remote only moves messages. Requests are posted
+// concurrently, each reading its own answer; notifications and responses
+// go in order; the server's own messages come on its GET stream.
+type remote struct {
+	c       *Conn
+	url     string // the URL as shown: without its query
+	client  *mcphttp.Client
+	http    *http.Client
+	legacy  *legacySSE // the HTTP+SSE transport, when configured
+	maxSize int
+
+	ctx    context.Context // ends every exchange of the session
+	cancel context.CancelFunc
+	outq   chan []byte // notifications and responses not waited for, in order
+	tasks  sync.WaitGroup
+
+	state sessionState // repeated to a new session after a 404
+
+	mu        sync.Mutex
+	posts     map[int64]context.CancelFunc // requests being posted, by our id
+	listening bool
+	endOnce   sync.Once
+}
+
+// newRemote prepares the session with b's server; nothing is sent before
+// start.
+func newRemote(b *Backend) (*remote, error) {
+	hc, err := httpClient(&b.cfg.Remote)
+	if err != nil {
+		return nil, err
+	}
+	header := http.Header{}
+	var secrets []string
+	for k, v := range b.cfg.Headers {
+		val, err := expandCredentials(v, b.opts.CredentialsDirectory)
+		if err != nil {
+			return nil, fmt.Errorf("headers.%s: %w", k, err)
+		}
+		header.Set(k, val)
+		if val != v {
+			secrets = append(secrets, val)
+			for _, name := range config.CredentialRefs(v) {
+				if c, err := config.ReadCredential(b.opts.CredentialsDirectory, name); err == nil {
+					secrets = append(secrets, c)
+				}
+			}
+		}
+	}
+	if u, err := url.Parse(b.cfg.URL); err == nil && u.RawQuery != "" {
+		secrets = append(secrets, u.RawQuery) // may carry a key: shown as "?…"
+		for _, vs := range u.Query() {
+			secrets = append(secrets, vs...)
+		}
+	}
+	r := &remote{
+		url:     DisplayURL(b.cfg.URL),
+		http:    hc,
+		maxSize: int(b.opts.MaxMessageBytes),
+		outq:    make(chan []byte, 256),
+		posts:   map[int64]context.CancelFunc{},
+	}
+	r.ctx, r.cancel = context.WithCancel(context.Background())
+	peer := fmt.Sprintf("backend %q", b.name)
+	r.client = mcphttp.NewClient(mcphttp.Options{
+		Endpoint:        b.cfg.URL,
+		HTTP:            hc,
+		Header:          header,
+		Secrets:         secrets,
+		MaxMessageBytes: r.maxSize,
+		Peer:            peer,
+		Reached: func(err error) error {
+			if err == nil {
+				return nil
+			}
+			// url.Error repeats the whole URL, query and all; say it
+			// without the query.
+			var ue *url.Error
+			if errors.As(err, &ue) {
+				err = ue.Err
+			}
+			return fmt.Errorf("cannot reach %s at %s: %w", peer, r.url, err)
+		},
+		OnRenew: func(json.RawMessage) {
+			r.c.log.Warn("the server no longer knew the session (it expired or restarted); started a new one", "url", r.url)
+			r.replay()
+			// The new session may serve other lists.
+			for _, m := range []string{"notifications/tools/list_changed", "notifications/prompts/list_changed", "notifications/resources/list_changed"} {
+				r.c.lists.notify(m)
+			}
+		},
+	})
+	if b.cfg.Transport == "sse" {
+		r.legacy = &legacySSE{r: r}
+	}
+	return r, nil
+}
+
+// DisplayURL is how a remote backend's URL is shown in logs, D-Bus and
+// status: without its query, which may carry a key.
+func DisplayURL(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "(invalid URL)"
+	}
+	u.User = nil
+	if u.RawQuery != "" {
+		u.RawQuery = "…"
+	}
+	u.Fragment = ""
+	return u.String()
+}
+
+// start runs the goroutine that posts queued messages. The session itself
+// starts with the handshake's initialize request.
+func (r *remote) start(c *Conn) {
+	r.c = c
+	r.tasks.Add(1)
+	go func() {
+		defer r.tasks.Done()
+		r.writeLoop()
+	}()
+	if r.legacy != nil {
+		r.tasks.Add(1)
+		go func() {
+			defer r.tasks.Done()
+			r.legacy.run()
+		}()
+	}
+}
+
+func (r *remote) writeLoop() {
+	for {
+		select {
+		case msg := <-r.outq:
+			// Bounded, so that a server that never takes one message
+			// cannot hold up the ones queued behind it.
+			ctx, cancel := context.WithTimeout(r.ctx, r.c.b.cfg.Timeout)
+			r.post(ctx, msg)
+			cancel()
+		case <-r.ctx.Done():
+			return
+		}
+	}
+}
+
+// send delivers one message. A request is posted on its own goroutine and
+// answered through the Conn's pending map; other messages are posted
+// before send returns, so that the server sees them in order
+// (notifications/initialized before the first list request).
+func (r *remote) send(ctx context.Context, data []byte) error {
+	select {
+	case <-r.ctx.Done():
+		return ErrGone
+	default:
+	}
+	msg, err := jsonrpc.Parse(data)
+	if err != nil {
+		return err
+	}
+	if !msg.IsRequest() {
+		ctx, cancel := context.WithTimeout(ctx, r.c.b.cfg.Timeout) // whatever the caller's ctx
+		defer cancel()
+		if err := r.post(ctx, data); err != nil {
+			return err
+		}
+		if msg.Method == "notifications/initialized" {
+			r.listen()
+		}
+		return nil
+	}
+	id, err := strconv.ParseInt(string(msg.ID), 10, 64)
+	if err != nil {
+		return fmt.Errorf("remote request id %s is not ours", msg.ID)
+	}
+	r.state.remember(msg)
+	pctx, cancel := context.WithCancel(r.ctx)
+	r.mu.Lock()
+	r.posts[id] = cancel
+	r.mu.Unlock()
+	r.tasks.Add(1)
+	go func() {
+		defer r.tasks.Done()
+		defer r.forget(id)
+		err := r.request(pctx, data, msg)
+		if err == nil || pctx.Err() != nil {
+			return
+		}
+		if call := r.c.take(id); call != nil {
+			call.deliver(nil, err)
+		}
+	}()
+	return nil
+}
+
+// request posts a request and dispatches what answers it. The answer to
+// initialize is dispatched only once its session is current, so that
+// what the handshake sends next goes to that session.
+func (r *remote) request(ctx context.Context, data []byte, msg *jsonrpc.Message) error {
+	if r.legacy != nil {
+		return r.legacy.post(ctx, data)
+	}
+	if msg.Method == "initialize" {
+		var answer [][]byte
+		_, err := r.client.Initialize(ctx, data, msg.ID, func(b []byte) { answer = append(answer, b) })
+		for _, b := range answer {
+			r.deliver(b)
+		}
+		return r.lost(err)
+	}
+	_, err := r.client.Exchange(ctx, data, []json.RawMessage{msg.ID}, nil, r.deliver)
+	return r.lost(err)
+}
+
+// post sends a notification or response and waits for the server to take
+// it.
+func (r *remote) post(ctx context.Context, data []byte) error {
+	if r.legacy != nil {
+		return r.legacy.post(ctx, data)
+	}
+	_, err := r.client.Exchange(ctx, data, nil, nil, r.deliver)
+	if err != nil && r.ctx.Err() == nil {
+		r.c.log.Warn("could not send a message to the server", "url", r.url, "err", err)
+	}
+	return r.lost(err)
+}
+
+// lost ends the session when err says the server cannot be reached at
+// all: like a child that died, it is restarted with the backoff.
+func (r *remote) lost(err error) error {
+	var ue *mcphttp.UnreachableError
+	if errors.As(err, &ue) && ue.Dial {
+		r.end(err.Error())
+	}
+	return err
+}
+
+// deliver dispatches a message (or a batch) the server sent.
+func (r *remote) deliver(data []byte) {
+	r.c.reads.Add(1) // a sign of life, as a line from a child is
+	items := [][]byte{data}
+	if jsonrpc.IsBatch(data) {
+		batch, err := jsonrpc.ParseBatch(data)
+		if err != nil {
+			r.c.log.Warn("dropped an invalid batch from the server", "err", err)
+			return
+		}
+		items = items[:0]
+		for _, it := range batch {
+			items = append(items, it)
+		}
+	}
+	for _, it := range items {
+		msg, err := jsonrpc.Parse(jsonrpc.Compact(it))
+		if err != nil {
+			r.c.log.Warn("dropped invalid output of the server", "err", err, "message", truncate(it, 200))
+			continue
+		}
+		r.c.dispatch(msg)
+	}
+}
+
+// trySend queues a message without waiting.
+func (r *remote) trySend(msg []byte) {
+	select {
+	case r.outq <- msg:
+	default:
+		r.c.log.Warn("dropped a message to the server: too many are waiting to be sent", "message", truncate(msg, 200))
+	}
+}
+
+// abandon stops posting request id; its answer no longer matters.
+func (r *remote) abandon(id int64) {
+	r.mu.Lock()
+	cancel := r.posts[id]
+	r.mu.Unlock()
+	if cancel != nil {
+		cancel()
+	}
+}
+
+func (r *remote) forget(id int64) {
+	r.mu.Lock()
+	cancel := r.posts[id]
+	delete(r.posts, id)
+	r.mu.Unlock()
+	if cancel != nil {
+		cancel()
+	}
+}
+
+// listen opens the server's GET stream once, for the messages it sends on
+// its own (list_changed, sampling, logging).
+func (r *remote) listen() {
+	r.mu.Lock()
+	started := r.listening
+	r.listening = true
+	r.mu.Unlock()
+	if started || r.legacy != nil {
+		return
+	}
+	b := r.c.b
+	r.tasks.Add(1)
+	go func() {
+		defer r.tasks.Done()
+		err := r.client.Listen(r.ctx, mcphttp.ListenOptions{
+			Deliver:  r.deliver,
+			Logger:   r.c.log,
+			RetryMin: b.cfg.RestartBackoffInitial,
+			RetryMax: b.cfg.RestartBackoffMax,
+			GiveUp: func(err error, failures int) bool {
+				var ue *mcphttp.UnreachableError
+				return errors.As(err, &ue) && ue.Dial && failures >= 2
+			},
+		})
+		switch {
+		case errors.Is(err, mcphttp.ErrNoStream):
+			r.c.log.Debug("the server offers no GET stream; its messages come only with responses", "url", r.url)
+		case err != nil:
+			r.end("its event stream cannot be re-opened: " + err.Error())
+		}
+	}()
+}
+
+// end closes the session for good: every exchange stops, every call in
+// flight fails with why, and the Conn is done.
+func (r *remote) end(why string) {
+	r.endOnce.Do(func() {
+		r.c.reason.CompareAndSwap(nil, ptr(why))
+		r.cancel()
+		go func() {
+			r.tasks.Wait()
+			r.http.CloseIdleConnections()
+			r.c.exit = ExitInfo{Code: -1, Text: "session ended"}
+			close(r.c.exited)
+			why := r.c.exit.Text
+			if p := r.c.reason.Load(); p != nil {
+				why = *p
+			}
+			r.c.b.opts.Handler.Exited(r.c.b, r.c) // as for a child: its relayed requests end
+			r.c.fail(fmt.Errorf("backend %q: %w: %s", r.c.b.name, ErrGone, why))
+			close(r.c.done)
+		}()
+	})
+}
+
+// shutdown ends the session at the server (DELETE), within grace, and
+// then here.
+func (r *remote) shutdown(grace time.Duration) {
+	ctx, cancel := context.WithTimeout(context.Background(), grace)
+	r.client.Close(ctx)
+	cancel()
+	r.end("closed")
+	<-r.c.done
+}
+
+// kill drops the session without telling the server.
+func (r *remote) kill() {
+	r.end("dropped")
+	<-r.c.done
+}
