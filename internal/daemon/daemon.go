@@ -103,8 +103,9 @@ type daemon struct {
 	status *sdnotify.StatusLimiter
 	sup    *supervisor.Supervisor
 	gw     *gateway.Gateway
-	lns    *listeners.Set
-	srv    *http.Server
+	lns     *listeners.Set
+	srv     *http.Server
+	metrics *metrics
 
 	// stopStatus stops status's Run once it sent what is pending, and waits
 	// for it; nil once called. See finalStatus.
@@ -193,6 +194,8 @@ func (d *daemon) run(ctx context.Context) int {
 		cancelStatus()
 		<-statusDone
 	}
+	d.metrics = newMetrics(d)
+	d.onRemove = append(d.onRemove, d.metrics.forget)
 	d.sup = supervisor.New(ctx, supervisor.Options{
 		BackendOptions: d.backendOptions,
 		OnAdd:          func(name string) { runHooks(d.onAdd, name) },
@@ -223,6 +226,12 @@ func (d *daemon) run(ctx context.Context) int {
 	if code, stop := d.awaitBackends(ctx, sigs); stop {
 		return code
 	}
+	stopMetrics, err := d.serveMetrics()
+	if err != nil {
+		d.shutdownBackends()
+		return d.fail(err)
+	}
+	defer stopMetrics()
 	if err := d.serve(); err != nil {
 		return d.fail(err)
 	}
@@ -514,6 +523,7 @@ func (d *daemon) backendOptions(cfg *config.Backend) backend.Options {
 			runHooks(d.onChange, b)
 		},
 		OnCalls: func(b *backend.Backend) { runHooks(d.onCalls, b) },
+		OnCall:  d.metrics.observe,
 	}
 	if d.output.Writer != nil {
 		sink := journal.NewBackendLog(d.output.Writer, journal.BackendLogOptions{
