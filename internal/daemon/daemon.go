@@ -95,14 +95,14 @@ type options struct {
 
 // daemon is the running gateway. Only the main loop in run changes cfg.
 type daemon struct {
-	opts   options
-	cfg    *config.Config
-	log    *slog.Logger
-	output *journal.Output
-	notify *sdnotify.Notifier
-	status *sdnotify.StatusLimiter
-	sup    *supervisor.Supervisor
-	gw     *gateway.Gateway
+	opts    options
+	cfg     *config.Config
+	log     *slog.Logger
+	output  *journal.Output
+	notify  *sdnotify.Notifier
+	status  *sdnotify.StatusLimiter
+	sup     *supervisor.Supervisor
+	gw      *gateway.Gateway
 	lns     *listeners.Set
 	srv     *http.Server
 	metrics *metrics
