@@ -211,6 +211,8 @@ func (d *daemon) run(ctx context.Context) int {
 		Logger:       d.log,
 		OnLog:        d.mcpLog,
 		OnCatalog:    func(*catalog.Catalog) { d.updateStatus() },
+		// Status resources show every backend's health to every client.
+		StatusResources: g.StatusResources,
 	})
 	go d.gw.Run(ctx)
 	// The bus comes up before the backends start, so operators can watch

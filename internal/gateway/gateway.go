@@ -68,6 +68,8 @@ type Options struct {
 	OnLog func(backend string, params []byte)
 	// OnCatalog, if set, is called after the catalog changed.
 	OnCatalog func(*catalog.Catalog)
+	// StatusResources serves mcpgate://health and mcpgate://backend/NAME.
+	StatusResources bool
 }
 
 // Gateway is the MCP server clients talk to.
@@ -135,6 +137,9 @@ func (g *Gateway) Refresh() {
 	g.rebuildMu.Lock()
 	defer g.rebuildMu.Unlock()
 	var sources []catalog.Source
+	if g.opts.StatusResources {
+		sources = append(sources, g.statusSource())
+	}
 	for _, b := range g.registry.Backends() {
 		if !b.Listed() {
 			continue // kept through a restart for catalog_grace

@@ -70,6 +70,9 @@ func (s *Session) HandleRequest(msg *jsonrpc.Message, stream *Stream) {
 			fail(err)
 			return
 		}
+		if g.readStatus(msg, stream, uri) {
+			return
+		}
 		owner, ok := g.resourceOwner(cat, uri)
 		if !ok {
 			fail(&jsonrpc.Error{Code: CodeResourceNotFound, Message: fmt.Sprintf("resource not found: no backend serves %q", uri),
