@@ -290,15 +290,7 @@ restart_backoff_initial = "10ms"
 	if _, err := testutil.CallTool(t, cs, "h__hang", nil); err == nil || !strings.Contains(err.Error(), "within 300ms") {
 		t.Fatalf("hang: %v; want a timeout", err)
 	}
-	testutil.Eventually(t, 30*time.Second, "a new child after the hang", func() bool {
-		res, err := testutil.CallTool(t, cs, "h__pid", nil)
-		if err != nil || res.IsError {
-			return false
-		}
-		var p testutil.Process
-		structured(t, res, &p)
-		return p.PID != before.PID
-	})
+	awaitNewChild(t, cs, "h__pid", before.PID)
 	awaitLog(t, d, "did not answer ping after a call timed out")
 }
 
@@ -470,6 +462,21 @@ command = "FAKE"
 	if !strings.Contains(testutil.ToolText(res), "hello from mcpgate") {
 		t.Errorf("everything__echo = %q", testutil.ToolText(res))
 	}
+}
+
+// awaitNewChild waits until the fake server's pid tool answers from a
+// child other than old.
+func awaitNewChild(t *testing.T, cs *mcp.ClientSession, tool string, old int) {
+	t.Helper()
+	testutil.Eventually(t, 30*time.Second, "a new child", func() bool {
+		res, err := testutil.CallTool(t, cs, tool, nil)
+		if err != nil || res.IsError {
+			return false
+		}
+		var p testutil.Process
+		structured(t, res, &p)
+		return p.PID != old
+	})
 }
 
 // awaitLog waits until the daemon's output contains want; it reaches the

@@ -124,15 +124,7 @@ func TestUnansweredPingsOpenTheCircuitAndRestart(t *testing.T) {
 
 			awaitLog(t, d, "failed its half-open health check; killing it")
 			t.Logf("child killed %s after it stopped (bound 1s)", logTime(t, d, "failed its half-open health check").Sub(stopped).Round(time.Millisecond))
-			testutil.Eventually(t, 30*time.Second, "a new child after the restart", func() bool {
-				res, err := testutil.CallTool(t, cs, "h__pid", nil)
-				if err != nil || res.IsError {
-					return false
-				}
-				var p testutil.Process
-				structured(t, res, &p)
-				return p.PID != before.PID
-			})
+			awaitNewChild(t, cs, "h__pid", before.PID)
 			t.Logf("new child answered %s after the old one stopped (restart bound 1s, plus the backoff and handshake)", time.Since(stopped).Round(time.Millisecond))
 		})
 	}
