@@ -98,6 +98,10 @@ func TestUnansweredPingsOpenTheCircuitAndRestart(t *testing.T) {
 			awaitLog(t, d, "circuit open, calls fail at once")
 			t.Logf("circuit opened %s after the child stopped (bound 500ms)", logTime(t, d, "circuit open, calls fail at once").Sub(stopped).Round(time.Millisecond))
 
+			d.AwaitNotify(t, 0, 30*time.Second, "STATUS= counting the unhealthy backend", func(msg string) bool {
+				return strings.Contains(msg, "STATUS=0/1 backend healthy, 1 unhealthy, ") && strings.Contains(msg, "; h unhealthy (circuit open)")
+			})
+
 			c := newRawClient(t, d.URL)
 			var took []time.Duration
 			for i := range 100 {
