@@ -96,6 +96,12 @@ func (g *Gateway) initializeResult(s *Session) json.RawMessage {
 	for _, b := range g.registry.Backends() {
 		conn := b.Conn()
 		if conn == nil {
+			if b.Listed() { // restarting within catalog_grace: offer what it lists
+				l := b.Lists()
+				tools = tools || len(l.Tools) > 0
+				prompts = prompts || len(l.Prompts) > 0
+				resources = resources || len(l.Resources)+len(l.Templates) > 0
+			}
 			continue
 		}
 		info := conn.Server()

@@ -55,6 +55,12 @@ restart_backoff_max = "1h"
 	if err := json.Unmarshal(a.Error.Data, &data); err != nil || data.Backend != "w" || data.State != "starting" {
 		t.Errorf("error data %s", a.Error.Data)
 	}
+	// A session that starts during the restart sees the tools kept for
+	// catalog_grace, and the capability to list them.
+	cs := d.Connect(t, nil)
+	if cs.InitializeResult().Capabilities.Tools == nil || !testutil.ToolNames(t, cs)["w__echo"] {
+		t.Errorf("a new session during the restart: capabilities %+v; want tools, w__echo listed", cs.InitializeResult().Capabilities)
+	}
 }
 
 // catalog_refresh picks up tools a server changed without list_changed.
