@@ -71,6 +71,17 @@ func (fb *fallback) try(s *Session, from *backend.Backend, err error) bool {
 	return false
 }
 
+// answering marks the calls of sess on conn as partly answered: the
+// backend asked the client something for one of them (which one, the
+// request does not say), so none of them may be sent again.
+func answering(conn *backend.Conn, sess *Session) {
+	conn.Calls(func(bc *backend.Call) {
+		if c, ok := bc.Owner.(*call); ok && c.sess == sess {
+			c.answering.Store(true)
+		}
+	})
+}
+
 // canFallBack reports whether a call that ended with err may go to a
 // fallback: the backend refused it for its open circuit, is not running,
 // or died before any answer.
