@@ -8,6 +8,7 @@ import (
 
 	"github.com/mcpgate/mcpgate/internal/backend"
 	"github.com/mcpgate/mcpgate/internal/catalog"
+	"github.com/mcpgate/mcpgate/internal/journal"
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
 )
 
@@ -64,7 +65,8 @@ func (fb *fallback) try(s *Session, from *backend.Backend, err error) bool {
 		}
 		params := jsonrpc.Replace(fb.msg.Params, span, jsonrpc.AppendString(nil, entry.Original))
 		fb.primary.CountFallback()
-		s.g.log.Info("tools/call sent to a fallback backend", "backend", from.Name(), "fallback", name, "tool", fb.tool, "reason", err.Error())
+		s.g.log.Info("tools/call sent to a fallback backend", "backend", from.Name(), "fallback", name, "tool", fb.tool, "reason", err.Error(),
+			journal.MessageFallback.Attr())
 		s.forwardVia(fb.msg, fb.stream, name, params, nil, fb)
 		return true
 	}
