@@ -305,6 +305,9 @@ func (s *supervision) start(ctx context.Context) (*Conn, time.Time, error) {
 				if errors.Is(r.err, context.DeadlineExceeded) {
 					r.err = fmt.Errorf("no answer to the handshake within %s (timeout)", b.cfg.Timeout)
 				}
+				if errors.Is(r.err, ErrGone) {
+					<-conn.Done() // it exited: wait for its exit status, which says more
+				}
 				select {
 				case <-conn.Done():
 					return nil, started, errDied // its exit status says more
