@@ -325,6 +325,9 @@ func (s *supervision) start(ctx context.Context) (*Conn, time.Time, error) {
 				if errors.Is(r.err, context.DeadlineExceeded) {
 					r.err = fmt.Errorf("no answer to the handshake within %s (timeout)", b.cfg.Timeout)
 				}
+				if errors.Is(r.err, ErrGone) {
+					<-conn.Done() // it exited: wait for its exit status, which says more
+				}
 				select {
 				case <-conn.Done():
 					return nil, started, errDied // its exit status says more
@@ -449,13 +452,13 @@ func (s *supervision) answer(err error) {
 func (s *supervision) crashed(ctx context.Context, started time.Time, startErr error) {
 	b := s.b
 	cfg := b.cfg
+	b.keepListed() // through the restart, for catalog_grace; before the conn goes
 	b.mu.Lock()
 	conn := b.conn
 	if conn != nil {
 		b.conn = nil
 	}
 	b.mu.Unlock()
-	b.keepListed() // through the restart, for catalog_grace
 
 	reason := ""
 	var exit ExitInfo

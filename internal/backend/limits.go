@@ -178,8 +178,7 @@ func (b *Backend) Admit(ctx context.Context, wait bool) (*Admission, error) {
 
 func (b *Backend) admit(ctx context.Context, wait bool) (*Admission, error) {
 	start := time.Now()
-	deadline := time.NewTimer(b.cfg.StartWait)
-	defer deadline.Stop()
+	var deadline <-chan time.Time // armed at the first wait for a start
 	for {
 		changes := b.changes()
 		b.mu.Lock()
@@ -187,6 +186,13 @@ func (b *Backend) admit(ctx context.Context, wait bool) (*Admission, error) {
 		b.mu.Unlock()
 		if open, retryAt := b.circuitOpen(); open {
 			return nil, b.circuitError(retryAt)
+		}
+		if conn != nil && (state == Healthy || state == Unhealthy) {
+			select {
+			case <-conn.Done():
+				state = Starting // it died; the supervision is about to restart it
+			default:
+			}
 		}
 		switch state {
 		case Healthy, Unhealthy:
@@ -205,9 +211,14 @@ func (b *Backend) admit(ctx context.Context, wait bool) (*Admission, error) {
 		if !wait {
 			return nil, ErrWouldWait
 		}
+		if deadline == nil {
+			timer := time.NewTimer(b.cfg.StartWait)
+			defer timer.Stop()
+			deadline = timer.C
+		}
 		select {
 		case <-changes:
-		case <-deadline.C:
+		case <-deadline:
 			return nil, &RefusedError{Backend: b.name, State: Starting,
 				Msg: fmt.Sprintf("backend %q did not become healthy within start_wait (%s)%s", b.name, b.cfg.StartWait, lastError(b))}
 		case <-ctx.Done():

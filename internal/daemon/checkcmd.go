@@ -26,8 +26,8 @@ type commandProblem struct {
 func checkCommands(cfg *config.Config) []commandProblem {
 	var out []commandProblem
 	for _, b := range cfg.EnabledBackends() {
-		if b.IsRemote() {
-			continue // nothing to spawn
+		if b.IsRemote() || b.Transport == "cli" {
+			continue // nothing to spawn, or each tool names its own program
 		}
 		problem := func(warning bool, format string, args ...any) {
 			msg := fmt.Sprintf(format, args...)

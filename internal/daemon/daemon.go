@@ -100,16 +100,17 @@ type options struct {
 
 // daemon is the running gateway. Only the main loop in run changes cfg.
 type daemon struct {
-	opts   options
-	cfg    *config.Config
-	log    *slog.Logger
-	output *journal.Output
-	notify *sdnotify.Notifier
-	status *sdnotify.StatusLimiter
-	sup    *supervisor.Supervisor
-	gw     *gateway.Gateway
-	lns    *listeners.Set
-	srv    *http.Server
+	opts    options
+	cfg     *config.Config
+	log     *slog.Logger
+	output  *journal.Output
+	notify  *sdnotify.Notifier
+	status  *sdnotify.StatusLimiter
+	sup     *supervisor.Supervisor
+	gw      *gateway.Gateway
+	lns     *listeners.Set
+	srv     *http.Server
+	metrics *metrics
 
 	clients  atomic.Pointer[access.Set] // the clients in effect; replaced by reload
 	refusals *access.Refusals
@@ -206,6 +207,8 @@ func (d *daemon) run(ctx context.Context) int {
 		cancelStatus()
 		<-statusDone
 	}
+	d.metrics = newMetrics(d)
+	d.onRemove = append(d.onRemove, d.metrics.forget)
 	d.sup = supervisor.New(ctx, supervisor.Options{
 		BackendOptions: d.backendOptions,
 		OnAdd:          func(name string) { runHooks(d.onAdd, name) },
@@ -223,6 +226,8 @@ func (d *daemon) run(ctx context.Context) int {
 		OnLog:           d.mcpLog,
 		OnCatalog:       func(*catalog.Catalog) { d.updateStatus() },
 		Audit:           g.Audit == "calls",
+		// Status resources show every backend's health to every client.
+		StatusResources: g.StatusResources,
 	})
 	d.loadClients(d.cfg)
 	d.refusals = access.NewRefusals(d.log)
@@ -243,6 +248,12 @@ func (d *daemon) run(ctx context.Context) int {
 	if code, stop := d.awaitBackends(ctx, sigs); stop {
 		return code
 	}
+	stopMetrics, err := d.serveMetrics()
+	if err != nil {
+		d.shutdownBackends()
+		return d.fail(err)
+	}
+	defer stopMetrics()
 	if err := d.serve(); err != nil {
 		return d.fail(err)
 	}
@@ -545,6 +556,7 @@ func (d *daemon) backendOptions(cfg *config.Backend) backend.Options {
 			runHooks(d.onChange, b)
 		},
 		OnCalls: func(b *backend.Backend) { runHooks(d.onCalls, b) },
+		OnCall:  d.metrics.observe,
 	}
 	if len(cfg.RequiresUnits) > 0 {
 		opts.Units = d.units

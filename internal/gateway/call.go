@@ -62,11 +62,12 @@ func (c *call) deliver(resp *jsonrpc.Message, err error) {
 		c.stream.push(errorResponse(c.clientID, CodeBackendUnavailable, "%v", err), true)
 	case resp.Error != nil:
 		c.stream.push(jsonrpc.AppendRawError(nil, c.clientID, resp.Error), true)
-	case c.tool != "":
-		result := c.sess.g.processOutput(c.b.Name(), c.tool, resp.Result)
-		c.stream.push(jsonrpc.AppendResult(nil, c.clientID, result), true)
 	default:
-		c.stream.push(jsonrpc.AppendResult(nil, c.clientID, c.servedBy(resp.Result)), true)
+		result := resp.Result
+		if c.tool != "" {
+			result = c.sess.g.processOutput(c.b.Name(), c.tool, result)
+		}
+		c.stream.push(jsonrpc.AppendResult(nil, c.clientID, c.servedBy(result)), true)
 	}
 }
 

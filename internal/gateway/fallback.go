@@ -1,12 +1,14 @@
 package gateway
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"strconv"
 
 	"github.com/mcpgate/mcpgate/internal/backend"
 	"github.com/mcpgate/mcpgate/internal/catalog"
+	"github.com/mcpgate/mcpgate/internal/journal"
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
 )
 
@@ -63,11 +65,23 @@ func (fb *fallback) try(s *Session, from *backend.Backend, err error) bool {
 		}
 		params := jsonrpc.Replace(fb.msg.Params, span, jsonrpc.AppendString(nil, entry.Original))
 		fb.primary.CountFallback()
-		s.g.log.Info("tools/call sent to a fallback backend", "backend", from.Name(), "fallback", name, "tool", fb.tool, "reason", err.Error())
+		s.g.log.Info("tools/call sent to a fallback backend", "backend", from.Name(), "fallback", name, "tool", fb.tool, "reason", err.Error(),
+			journal.MessageFallback.Attr())
 		s.forwardVia(fb.msg, fb.stream, name, params, nil, fb)
 		return true
 	}
 	return false
+}
+
+// answering marks the calls of sess on conn as partly answered: the
+// backend asked the client something for one of them (which one, the
+// request does not say), so none of them may be sent again.
+func answering(conn *backend.Conn, sess *Session) {
+	conn.Calls(func(bc *backend.Call) {
+		if c, ok := bc.Owner.(*call); ok && c.sess == sess {
+			c.answering.Store(true)
+		}
+	})
 }
 
 // canFallBack reports whether a call that ended with err may go to a
@@ -102,21 +116,21 @@ func (c *call) servedBy(result json.RawMessage) json.RawMessage {
 	}
 	member := jsonrpc.AppendString(append(jsonrpc.AppendString(nil, ServedByKey), ':'), c.b.Name())
 	if meta, span, ok := jsonrpc.Lookup(result, "_meta"); ok && len(meta) > 1 && meta[0] == '{' {
-		inner := append(append([]byte{'{'}, member...), meta[1:]...)
-		if len(meta) > 2 && string(meta[1:2]) != "}" {
-			inner = append(append(append([]byte{'{'}, member...), ','), meta[1:]...)
-		}
-		return jsonrpc.Replace(result, span, inner)
+		return jsonrpc.Replace(result, span, prependMember(meta, member))
 	}
 	if len(result) < 2 || result[0] != '{' {
 		return result
 	}
-	out := append([]byte(`{"_meta":{`), member...)
-	out = append(out, '}')
-	if rest := result[1:]; len(rest) > 0 && rest[0] != '}' {
-		out = append(out, ',')
+	return prependMember(result, append(append([]byte(`"_meta":{`), member...), '}'))
+}
+
+// prependMember inserts member as the first member of the JSON object obj.
+func prependMember(obj, member []byte) []byte {
+	out := append(append([]byte{'{'}, member...), obj[1:]...)
+	if rest := bytes.TrimLeft(obj[1:], " \t\r\n"); len(rest) > 0 && rest[0] != '}' {
+		out = append(append(append([]byte{'{'}, member...), ','), obj[1:]...)
 	}
-	return append(out, result[1:]...)
+	return out
 }
 
 // asRPCError turns an error of the call path into the JSON-RPC error the

@@ -73,6 +73,8 @@ type Options struct {
 	OnCatalog func(*catalog.Catalog)
 	// Audit journals every tools/call, prompts/get and resources/read.
 	Audit bool
+	// StatusResources serves mcpgate://health and mcpgate://backend/NAME.
+	StatusResources bool
 }
 
 // Gateway is the MCP server clients talk to.
@@ -146,6 +148,9 @@ func (g *Gateway) Refresh() {
 	g.rebuildMu.Lock()
 	defer g.rebuildMu.Unlock()
 	var sources []catalog.Source
+	if g.opts.StatusResources {
+		sources = append(sources, g.statusSource())
+	}
 	for _, b := range g.registry.Backends() {
 		if !serving(b) {
 			continue // cli backends when healthy; others also through a restart, for catalog_grace

@@ -79,6 +79,9 @@ func (s *Session) HandleRequest(msg *jsonrpc.Message, stream *Stream) {
 			fail(err)
 			return
 		}
+		if g.readStatus(msg, stream, uri) {
+			return
+		}
 		owner, ok := g.resourceOwner(cat, uri)
 		if !ok || !s.policy().Allows(access.Resources, uri) {
 			fail(&jsonrpc.Error{Code: CodeResourceNotFound, Message: fmt.Sprintf("resource not found: no backend serves %q", uri),
@@ -178,8 +181,15 @@ func (s *Session) forwardVia(msg *jsonrpc.Message, stream *Stream, name string, 
 	}
 	adm, err := b.Admit(context.Background(), false)
 	if errors.Is(err, backend.ErrWouldWait) {
+		// The wait counts as a request in flight, for Drain, and ends
+		// when the client abandons the stream.
+		ctx, cancel := context.WithCancel(context.Background())
+		stream.onAbandon(cancel)
+		s.g.inflight.Add(1)
 		go func() {
-			adm, err := b.Admit(context.Background(), true)
+			defer s.g.callEnded()
+			defer cancel()
+			adm, err := b.Admit(ctx, true)
 			s.sendAdmitted(msg, stream, b, adm, err, params, then, fb)
 		}()
 		return
@@ -262,7 +272,7 @@ func (s *Session) sendAdmitted(msg *jsonrpc.Message, stream *Stream, b *backend.
 	// abandon the call, which can happen only after Go returned.
 	bcall, err := conn.Go(ctx, msg.Method, jsonrpc.Compact(params), c, c.deliver)
 	if err != nil {
-		if c.end() {
+		if c.end() && !fb.try(s, b, err) {
 			answer(CodeBackendUnavailable, fmt.Errorf("backend %q: %v", name, err))
 		}
 		return

@@ -97,6 +97,12 @@ func (g *Gateway) initializeResult(s *Session) json.RawMessage {
 	for _, b := range g.registry.Backends() {
 		conn := b.Conn()
 		if conn == nil {
+			if b.Listed() { // restarting within catalog_grace: offer what it lists
+				l := b.Lists()
+				tools = tools || len(l.Tools) > 0
+				prompts = prompts || len(l.Prompts) > 0
+				resources = resources || len(l.Resources)+len(l.Templates) > 0
+			}
 			continue
 		}
 		info := conn.Server()
@@ -113,6 +119,7 @@ func (g *Gateway) initializeResult(s *Session) json.RawMessage {
 			instructions = append(instructions, "## "+b.Name()+"\n"+text)
 		}
 	}
+	resources = resources || g.opts.StatusResources
 	s.offered = offeredCaps{tools: tools, prompts: prompts, resources: resources}
 	var caps []string
 	if tools {

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mcpgate/mcpgate/internal/journal"
 	"github.com/mcpgate/mcpgate/internal/testutil"
 )
 
@@ -96,7 +97,12 @@ func TestUnansweredPingsOpenTheCircuitAndRestart(t *testing.T) {
 				t.Cleanup(func() { syscall.Kill(before.PID, syscall.SIGCONT) })
 			}
 			awaitLog(t, d, "circuit open, calls fail at once")
+			awaitLog(t, d, "message_id="+journal.MessageCircuitOpen.String())
 			t.Logf("circuit opened %s after the child stopped (bound 500ms)", logTime(t, d, "circuit open, calls fail at once").Sub(stopped).Round(time.Millisecond))
+
+			d.AwaitNotify(t, 0, 30*time.Second, "STATUS= counting the unhealthy backend", func(msg string) bool {
+				return strings.Contains(msg, "STATUS=0/1 backend healthy, 1 unhealthy, ") && strings.Contains(msg, "; h unhealthy (circuit open)")
+			})
 
 			c := newRawClient(t, d.URL)
 			var took []time.Duration
@@ -124,15 +130,7 @@ func TestUnansweredPingsOpenTheCircuitAndRestart(t *testing.T) {
 
 			awaitLog(t, d, "failed its half-open health check; killing it")
 			t.Logf("child killed %s after it stopped (bound 1s)", logTime(t, d, "failed its half-open health check").Sub(stopped).Round(time.Millisecond))
-			testutil.Eventually(t, 30*time.Second, "a new child after the restart", func() bool {
-				res, err := testutil.CallTool(t, cs, "h__pid", nil)
-				if err != nil || res.IsError {
-					return false
-				}
-				var p testutil.Process
-				structured(t, res, &p)
-				return p.PID != before.PID
-			})
+			awaitNewChild(t, cs, "h__pid", before.PID)
 			t.Logf("new child answered %s after the old one stopped (restart bound 1s, plus the backoff and handshake)", time.Since(stopped).Round(time.Millisecond))
 		})
 	}
@@ -140,7 +138,8 @@ func TestUnansweredPingsOpenTheCircuitAndRestart(t *testing.T) {
 
 // A server without ping answers -32601: that is an answer, so it is alive.
 func TestPingMethodNotFoundIsHealthy(t *testing.T) {
-	d := gateway(t, "[backends.p]\ncommand = \"FAKE\"\nargs = [\"--ping\", \"unknown\"]\n"+healthKeys)
+	// A long health_timeout: a slow machine must not fail a check here.
+	d := gateway(t, "[backends.p]\ncommand = \"FAKE\"\nargs = [\"--ping\", \"unknown\"]\nhealth_interval = \"50ms\"\nhealth_timeout = \"30s\"\nfailure_threshold = 1\n")
 	testutil.Eventually(t, 30*time.Second, "five health checks", func() bool {
 		return strings.Count(d.Stderr.String(), "health check") >= 5
 	})
