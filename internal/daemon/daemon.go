@@ -297,7 +297,7 @@ func (d *daemon) serve() error {
 
 // loop is the main loop: signals, reloads and liveness probes.
 func (d *daemon) loop(ctx context.Context, sigs <-chan os.Signal) int {
-	wedge := testFaults()
+	wedge := d.testHooks(ctx)
 	for {
 		select {
 		case sig := <-sigs:
@@ -583,16 +583,4 @@ func logLevel(name string) slog.Level {
 		return slog.LevelInfo
 	}
 	return l
-}
-
-// testFaults returns a channel that SIGUSR2 makes ready when the
-// environment asks for test faults (MCPGATE_TEST_FAULTS=1): the main loop
-// then wedges itself, so tests can prove the watchdog notices. Without it
-// the channel never becomes ready.
-func testFaults() <-chan os.Signal {
-	ch := make(chan os.Signal, 1)
-	if os.Getenv("MCPGATE_TEST_FAULTS") == "1" {
-		signal.Notify(ch, syscall.SIGUSR2)
-	}
-	return ch
 }

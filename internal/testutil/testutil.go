@@ -19,6 +19,9 @@ import (
 	"time"
 )
 
+// TestHooksTag is the build tag that gives mcpgated its test hooks.
+const TestHooksTag = "mcpgate_testhooks"
+
 // Binaries are the programs under test, built once per test binary.
 type Binaries struct {
 	Daemon string // mcpgated
@@ -35,7 +38,9 @@ var (
 
 // Build compiles mcpgated, mcpgatectl and the fake server into a directory
 // shared by the tests of this binary, with the race detector when the tests
-// run with it. The directory is removed by Cleanup in TestMain, or left in
+// run with it, and with the test hooks of mcpgated (build tag
+// mcpgate_testhooks: SIGUSR2 wedges the main loop, SIGUSR1 reports the
+// footprint), which production builds do not carry. The directory is removed by Cleanup in TestMain, or left in
 // the system temp dir otherwise.
 func Build(t testing.TB) Binaries {
 	t.Helper()
@@ -46,7 +51,7 @@ func Build(t testing.TB) Binaries {
 			return
 		}
 		root := ModuleRoot()
-		args := []string{"build", "-o", dir + "/"}
+		args := []string{"build", "-tags", TestHooksTag, "-o", dir + "/"}
 		if raceEnabled {
 			args = append(args, "-race")
 		}
