@@ -42,6 +42,7 @@ type Gateway struct {
 	LogTarget           string        // "auto" (default) | "journal" | "stderr"
 	LogLevel            string        // "info" (default) | "debug" | "warn" | "error"
 	LogRateLimit        RateLimit     // default for backends: 1000 lines / 10s
+	Limits                            // sessions, requests in flight, idle times
 }
 
 // RateLimit limits how many log lines a backend may emit per interval.
@@ -89,6 +90,7 @@ func defaultGateway() Gateway {
 		LogTarget:           "auto",
 		LogLevel:            "info",
 		LogRateLimit:        RateLimit{Burst: 1000, Interval: 10 * time.Second},
+		Limits:              defaultLimits(),
 	}
 }
 

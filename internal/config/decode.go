@@ -35,7 +35,7 @@ type field[T any] struct {
 }
 
 func gatewayFields() []field[Gateway] {
-	return []field[Gateway]{
+	return append([]field[Gateway]{
 		{"listen", func(d *decoder, at keyPath, v any, g *Gateway) bool {
 			return d.strList(at, v, &g.Listen, checkListen)
 		}},
@@ -75,7 +75,7 @@ func gatewayFields() []field[Gateway] {
 		{"log_rate_limit", func(d *decoder, at keyPath, v any, g *Gateway) bool {
 			return d.rateLimit(at, v, &g.LogRateLimit)
 		}},
-	}
+	}, limitFields()...)
 }
 
 func backendFields() []field[Backend] {

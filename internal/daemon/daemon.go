@@ -193,12 +193,14 @@ func (d *daemon) run(ctx context.Context) int {
 	})
 	g := d.cfg.Gateway
 	d.gw = gateway.New(d.sup, gateway.Options{
-		Version:      Version,
-		PageSize:     g.PageSize,
-		ResumeWindow: resumeWindow,
-		Logger:       d.log,
-		OnLog:        d.mcpLog,
-		OnCatalog:    func(*catalog.Catalog) { d.updateStatus() },
+		Version:            Version,
+		PageSize:           g.PageSize,
+		ResumeWindow:       g.ResumeWindow,
+		SessionIdleTimeout: g.SessionIdleTimeout,
+		MaxSessions:        g.MaxSessions,
+		Logger:             d.log,
+		OnLog:              d.mcpLog,
+		OnCatalog:          func(*catalog.Catalog) { d.updateStatus() },
 	})
 	go d.gw.Run(ctx)
 	// The bus comes up before the backends start, so operators can watch
@@ -228,9 +230,6 @@ func (d *daemon) run(ctx context.Context) int {
 	}
 	return d.loop(ctx, sigs)
 }
-
-// resumeWindow is how long a request outlives the loss of its event stream.
-const resumeWindow = 5 * time.Second
 
 // awaitBackends waits until every backend settled, stretching systemd's
 // start timeout meanwhile. stop is true when the daemon must exit with code.
@@ -273,17 +272,23 @@ func (d *daemon) awaitBackends(ctx context.Context, sigs <-chan os.Signal) (code
 func (d *daemon) serve() error {
 	g := d.cfg.Gateway
 	handler := front.New(d.gw, front.Options{
-		Endpoint:        g.Endpoint,
-		MaxMessageBytes: g.MaxMessageBytes,
-		AllowedOrigins:  g.AllowedOrigins,
-		AllowedHosts:    g.AllowedHosts,
-		ResumeWindow:    resumeWindow,
-		Logger:          d.log,
+		Endpoint:              g.Endpoint,
+		MaxMessageBytes:       g.MaxMessageBytes,
+		AllowedOrigins:        g.AllowedOrigins,
+		AllowedHosts:          g.AllowedHosts,
+		ResumeWindow:          g.ResumeWindow,
+		KeepAlive:             g.SSEKeepAliveInterval,
+		MaxConcurrentRequests: g.MaxConcurrentRequests,
+		Logger:                d.log,
 	})
+	// ReadTimeout bounds headers and body; the front lifts it once a body
+	// is read, so that event streams last. No WriteTimeout: it would cut
+	// them.
 	d.srv = &http.Server{
-		Handler:           handler,
-		ReadHeaderTimeout: 30 * time.Second,
-		ErrorLog:          slog.NewLogLogger(d.log.Handler(), slog.LevelWarn),
+		Handler:     handler,
+		ReadTimeout: g.HTTPReadTimeout,
+		IdleTimeout: g.HTTPIdleTimeout,
+		ErrorLog:    slog.NewLogLogger(d.log.Handler(), slog.LevelWarn),
 	}
 	for _, l := range d.lns.Listeners {
 		go func() {

@@ -41,6 +41,7 @@ const (
 	CodeShuttingDown       = -32003 // the gateway is draining
 	CodeResourceNotFound   = -32002 // as MCP specifies for resources/read
 	CodeMessageTooLarge    = -32004 // a message exceeded max_message_bytes
+	CodeOverloaded         = -32005 // max_sessions or max_concurrent_requests reached
 )
 
 // Registry gives the gateway the current set of backends.
@@ -59,9 +60,12 @@ type Options struct {
 	// stays alive, waiting for the client to resume the stream, before it is
 	// cancelled.
 	ResumeWindow time.Duration
-	// SessionIdleTimeout ends sessions without requests or open streams.
+	// SessionIdleTimeout ends sessions that sent no request for so long
+	// and have none in flight, whether or not an event stream is open.
 	SessionIdleTimeout time.Duration
-	Logger             *slog.Logger
+	// MaxSessions bounds the sessions open at once; 0 means no bound.
+	MaxSessions int
+	Logger      *slog.Logger
 	// OnLog, if set, receives every notifications/message from a backend,
 	// e.g. to write it to the journal.
 	OnLog func(backend string, params []byte)
@@ -79,8 +83,9 @@ type Gateway struct {
 	rebuildMu sync.Mutex // serialises catalog rebuilds and their notifications
 	conflicts map[string]bool
 
-	sessions sync.Map // session id → *Session
-	progress sync.Map // gateway progress token (int64) → *call
+	sessions sync.Map     // session id → *Session
+	nsess    atomic.Int64 // sessions stored (or being made), bounded by MaxSessions
+	progress sync.Map     // gateway progress token (int64) → *call
 	tokens   atomic.Int64
 
 	subsMu sync.Mutex
@@ -182,11 +187,7 @@ func (g *Gateway) Session(id string) *Session {
 }
 
 // NumSessions returns the number of open sessions.
-func (g *Gateway) NumSessions() int {
-	n := 0
-	g.sessions.Range(func(_, _ any) bool { n++; return true })
-	return n
-}
+func (g *Gateway) NumSessions() int { return int(g.nsess.Load()) }
 
 // CloseSession ends a session: its requests in flight are cancelled, its
 // streams end and its subscriptions are dropped. It reports whether the
@@ -194,6 +195,7 @@ func (g *Gateway) NumSessions() int {
 func (g *Gateway) CloseSession(id string, why string) bool {
 	v, ok := g.sessions.LoadAndDelete(id)
 	if ok {
+		g.nsess.Add(-1)
 		v.(*Session).close(why)
 	}
 	return ok

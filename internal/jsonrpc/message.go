@@ -50,13 +50,26 @@ func (m *Message) IsResponse() bool {
 func Parse(data []byte) (*Message, error) {
 	var m Message
 	if err := parseEnvelope(data, &m); err != nil {
-		return nil, &Error{Code: CodeParseError, Message: "parse error: " + err.Error()}
+		if !json.Valid(data) {
+			return nil, &Error{Code: CodeParseError, Message: "parse error: " + err.Error()}
+		}
+		// Valid JSON that is not a message: a bare value, or a member of
+		// the wrong type. JSON-RPC calls that an invalid request.
+		if v := bytes.TrimLeft(data, " \t\r\n"); v[0] != '{' {
+			return nil, &Error{Code: CodeInvalidRequest, Message: "invalid request: a message is a JSON object, not " + valueKind(v)}
+		}
+		return nil, &Error{Code: CodeInvalidRequest, Message: "invalid request: " + err.Error()}
 	}
 	if m.JSONRPC != "2.0" {
 		return nil, &Error{Code: CodeInvalidRequest, Message: `invalid request: "jsonrpc" must be "2.0"`}
 	}
 	if m.ID != nil && !validID(m.ID) {
 		return nil, &Error{Code: CodeInvalidRequest, Message: "invalid request: id must be a string, a number or null"}
+	}
+	if m.Method != "" && string(m.ID) == "null" {
+		// JSON-RPC discourages it and MCP forbids it: a null id cannot be
+		// told from the id of an error about an unreadable message.
+		return nil, &Error{Code: CodeInvalidRequest, Message: "invalid request: the id of a request must be a string or an integer, not null"}
 	}
 	if !m.IsRequest() && !m.IsNotification() && !m.IsResponse() {
 		return nil, &Error{Code: CodeInvalidRequest, Message: "invalid request: neither a request, a notification nor a response"}
@@ -81,6 +94,21 @@ func ParseBatch(data []byte) ([]json.RawMessage, error) {
 func IsBatch(data []byte) bool {
 	data = bytes.TrimLeft(data, " \t\r\n")
 	return len(data) > 0 && data[0] == '['
+}
+
+// valueKind names the type of the JSON value v, for error messages.
+func valueKind(v []byte) string {
+	switch v[0] {
+	case '[':
+		return "an array"
+	case '"':
+		return "a string"
+	case 't', 'f':
+		return "a boolean"
+	case 'n':
+		return "null"
+	}
+	return "a number"
 }
 
 func validID(id json.RawMessage) bool {
