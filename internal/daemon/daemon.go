@@ -281,8 +281,9 @@ func (d *daemon) serve() error {
 		MaxConcurrentRequests: g.MaxConcurrentRequests,
 		Logger:                d.log,
 	})
-	// ReadTimeout bounds headers and body; the front lifts it once a body
-	// is read, so that event streams last. No WriteTimeout: it would cut
+	// ReadTimeout bounds reading headers and body; net/http lifts it once
+	// the body is read, so event streams outlast it
+	// (TestEventStreamOutlivesReadTimeout). No WriteTimeout: it would cut
 	// them.
 	d.srv = &http.Server{
 		Handler:     handler,

@@ -129,7 +129,6 @@ func (h *Handler) post(w http.ResponseWriter, r *http.Request) {
 		h.httpError(w, http.StatusBadRequest, "reading the request body: %v", err)
 		return
 	}
-	endReadDeadline(w)
 	if !utf8.Valid(body) {
 		// JSON is UTF-8 (RFC 8259); a backend must not get what its own
 		// parser may mangle or refuse.
@@ -393,7 +392,6 @@ func (h *Handler) get(w http.ResponseWriter, r *http.Request) {
 	if after < 0 {
 		after = st.Acked()
 	}
-	endReadDeadline(w)
 	ctx, stop := context.WithCancel(r.Context())
 	defer stop()
 	if st == sess.Standalone() {

@@ -3,7 +3,6 @@ package front
 import (
 	"net/http"
 	"strconv"
-	"time"
 
 	"github.com/mcpgate/mcpgate/internal/gateway"
 )
@@ -40,12 +39,4 @@ func (h *Handler) release() {
 func (h *Handler) overloaded(w http.ResponseWriter, id []byte, format string, args ...any) {
 	w.Header().Set("Retry-After", strconv.Itoa(retryAfterSeconds))
 	h.rpcError(w, http.StatusServiceUnavailable, id, gateway.CodeOverloaded, format, args...)
-}
-
-// endReadDeadline lifts http_read_timeout from a request whose body has
-// been read: it bounds how long a client may take to send a request, not
-// how long an event stream may last. (net/http's background read would
-// otherwise cancel the request's context when the deadline passes.)
-func endReadDeadline(w http.ResponseWriter) {
-	http.NewResponseController(w).SetReadDeadline(time.Time{})
 }
