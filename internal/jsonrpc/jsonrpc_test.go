@@ -63,6 +63,10 @@ func TestParseErrorCodes(t *testing.T) {
 		{`{"jsonrpc":"2.0","id":null,"method":"ping"}`, CodeInvalidRequest},
 		{`{"jsonrpc":"2.0","id":true,"method":"ping"}`, CodeInvalidRequest},
 		{`{"jsonrpc":"2.0","id":[1],"method":"ping"}`, CodeInvalidRequest},
+		// Params are structured, or absent.
+		{`{"jsonrpc":"2.0","id":1,"method":"ping","params":"x"}`, CodeInvalidRequest},
+		{`{"jsonrpc":"2.0","id":1,"method":"ping","params":5}`, CodeInvalidRequest},
+		{`{"jsonrpc":"2.0","method":"notifications/initialized","params":true}`, CodeInvalidRequest},
 	}
 	for _, tt := range tests {
 		_, err := Parse([]byte(tt.in))

@@ -66,6 +66,9 @@ func Parse(data []byte) (*Message, error) {
 	if m.ID != nil && !validID(m.ID) {
 		return nil, &Error{Code: CodeInvalidRequest, Message: "invalid request: id must be a string, a number or null"}
 	}
+	if m.Params != nil && m.Params[0] != '{' && m.Params[0] != '[' && m.Params[0] != 'n' {
+		return nil, &Error{Code: CodeInvalidRequest, Message: "invalid request: params must be an object or an array, not " + valueKind(m.Params)}
+	}
 	if m.Method != "" && string(m.ID) == "null" {
 		// JSON-RPC discourages it and MCP forbids it: a null id cannot be
 		// told from the id of an error about an unreadable message.
