@@ -63,7 +63,9 @@ func (lr *LineReader) readLine() ([]byte, error) {
 			}
 		}
 		switch {
-		case err == nil || (errors.Is(err, io.EOF) && len(line) > 0):
+		case err == nil || (errors.Is(err, io.EOF) && (len(line) > 0 || tooLong)):
+			// A final line without a newline counts too, also when it is
+			// too long (then line is nil and only head holds its start).
 			line = trimEOL(line)
 			if tooLong || int64(len(line)) > lr.limit {
 				if head == nil {
