@@ -198,6 +198,7 @@ func (d *daemon) run(ctx context.Context) int {
 		ResumeWindow:       g.ResumeWindow,
 		SessionIdleTimeout: g.SessionIdleTimeout,
 		MaxSessions:        g.MaxSessions,
+		MaxStreamEvents:    g.MaxStreamEvents,
 		Logger:             d.log,
 		OnLog:              d.mcpLog,
 		OnCatalog:          func(*catalog.Catalog) { d.updateStatus() },

@@ -65,7 +65,10 @@ type Options struct {
 	SessionIdleTimeout time.Duration
 	// MaxSessions bounds the sessions open at once; 0 means no bound.
 	MaxSessions int
-	Logger      *slog.Logger
+	// MaxStreamEvents bounds the events a stream keeps for resumption;
+	// responses are kept besides. Default DefaultMaxStreamEvents.
+	MaxStreamEvents int
+	Logger          *slog.Logger
 	// OnLog, if set, receives every notifications/message from a backend,
 	// e.g. to write it to the journal.
 	OnLog func(backend string, params []byte)
@@ -85,8 +88,7 @@ type Gateway struct {
 
 	sessions sync.Map     // session id → *Session
 	nsess    atomic.Int64 // sessions stored (or being made), bounded by MaxSessions
-	progress sync.Map     // gateway progress token (int64) → *call
-	tokens   atomic.Int64
+	progress sync.Map     // gateway progress token (as JSON) → *call
 
 	subsMu sync.Mutex
 	subs   map[subKey]int // subscribing sessions per backend and uri
@@ -269,6 +271,10 @@ func (g *Gateway) Run(ctx context.Context) {
 		}
 	}
 }
+
+// newToken returns a progress token for a call: random, so that a backend
+// cannot guess the tokens of other backends' calls.
+func newToken() string { return `"` + newID() + `"` }
 
 func newID() string {
 	var b [16]byte
