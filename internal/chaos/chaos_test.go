@@ -127,7 +127,9 @@ env = { MCPGATE_CHAOS = %q }
 	client.CloseIdleConnections()
 	awaitNoStrays(t, d.PID, marker)
 	var after footprint
-	ok := within(t, func() bool {
+	// Goroutines of closed connections and ended calls wind down after
+	// the fact; each check collects garbage, so not too often.
+	ok := testutil.Poll(30*time.Second, 200*time.Millisecond, func() bool {
 		after = measure(t, d)
 		return after.goroutines <= before.goroutines*11/10 && after.rss <= before.rss*11/10 && after.heap <= before.heap*11/10
 	})
@@ -503,19 +505,6 @@ func measure(t *testing.T, d *testutil.Daemon) footprint {
 	return f
 }
 
-// within checks cond until it holds, for at most 30s: for state with no
-// event to await, such as goroutines of closed connections winding down.
-func within(t *testing.T, cond func() bool) bool {
-	deadline := time.Now().Add(30 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			return false
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
-	return true
-}
-
 // awaitNoStrays waits until the only processes carrying marker in their
 // environment are the daemon's direct children, one per backend, none a
 // zombie: no orphan (re-parented, or left by a killed backend) and no
@@ -523,7 +512,7 @@ func within(t *testing.T, cond func() bool) bool {
 func awaitNoStrays(t *testing.T, daemon int, marker string) {
 	t.Helper()
 	var strays []string
-	ok := within(t, func() bool {
+	ok := testutil.Poll(30*time.Second, 10*time.Millisecond, func() bool {
 		strays = strays[:0]
 		children := 0
 		for _, pid := range withEnv(marker) {

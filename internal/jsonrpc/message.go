@@ -56,7 +56,7 @@ func Parse(data []byte) (*Message, error) {
 		// Valid JSON that is not a message: a bare value, or a member of
 		// the wrong type. JSON-RPC calls that an invalid request.
 		if v := bytes.TrimLeft(data, " \t\r\n"); v[0] != '{' {
-			return nil, &Error{Code: CodeInvalidRequest, Message: "invalid request: a message is a JSON object, not " + valueKind(v)}
+			return nil, &Error{Code: CodeInvalidRequest, Message: "invalid request: a message is a JSON object, not JSON " + kind(v)}
 		}
 		return nil, &Error{Code: CodeInvalidRequest, Message: "invalid request: " + err.Error()}
 	}
@@ -67,7 +67,7 @@ func Parse(data []byte) (*Message, error) {
 		return nil, &Error{Code: CodeInvalidRequest, Message: "invalid request: id must be a string, a number or null"}
 	}
 	if m.Params != nil && m.Params[0] != '{' && m.Params[0] != '[' && m.Params[0] != 'n' {
-		return nil, &Error{Code: CodeInvalidRequest, Message: "invalid request: params must be an object or an array, not " + valueKind(m.Params)}
+		return nil, &Error{Code: CodeInvalidRequest, Message: "invalid request: params must be an object or an array, not JSON " + kind(m.Params)}
 	}
 	if m.Method != "" && string(m.ID) == "null" {
 		// JSON-RPC discourages it and MCP forbids it: a null id cannot be
@@ -97,21 +97,6 @@ func ParseBatch(data []byte) ([]json.RawMessage, error) {
 func IsBatch(data []byte) bool {
 	data = bytes.TrimLeft(data, " \t\r\n")
 	return len(data) > 0 && data[0] == '['
-}
-
-// valueKind names the type of the JSON value v, for error messages.
-func valueKind(v []byte) string {
-	switch v[0] {
-	case '[':
-		return "an array"
-	case '"':
-		return "a string"
-	case 't', 'f':
-		return "a boolean"
-	case 'n':
-		return "null"
-	}
-	return "a number"
 }
 
 func validID(id json.RawMessage) bool {

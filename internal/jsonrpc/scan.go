@@ -133,6 +133,8 @@ func kind(v []byte) string {
 		return "bool"
 	case '"':
 		return "string"
+	case 'n':
+		return "null"
 	}
 	return "number"
 }

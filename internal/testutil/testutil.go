@@ -329,13 +329,23 @@ func GroupAlive(pgid int) bool {
 // for state that has no event to wait for, such as the process table.
 func Eventually(t testing.TB, timeout time.Duration, what string, cond func() bool) {
 	t.Helper()
+	if !Poll(timeout, 10*time.Millisecond, cond) {
+		t.Fatalf("timed out after %s waiting for %s", timeout, what)
+	}
+}
+
+// Poll checks cond every interval until it holds or timeout passes, and
+// reports whether it held: Eventually for a caller that explains a failure
+// itself, or whose check is costly.
+func Poll(timeout, interval time.Duration, cond func() bool) bool {
 	deadline := time.Now().Add(timeout)
 	for !cond() {
 		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", timeout, what)
+			return false
 		}
-		time.Sleep(10 * time.Millisecond)
+		time.Sleep(interval)
 	}
+	return true
 }
 
 // Context returns a context that ends with the test, or after timeout.
