@@ -112,6 +112,9 @@ env = { MCPGATE_CHAOS = %q }
 	t.Logf("%d calls in %v over %d sessions; chaos: %s; slowest answer %v",
 		calls, res.elapsed.Round(time.Millisecond), sessions, faults, res.slowest.Round(time.Millisecond))
 	t.Logf("answers by kind: %v", res.kinds)
+	for kind, msg := range res.examples {
+		t.Logf("%s, e.g.: %s", kind, msg)
+	}
 	if len(res.failures) > 0 {
 		t.Errorf("%d calls failed; the first ones:\n%s", len(res.failures), strings.Join(res.failures[:min(len(res.failures), 20)], "\n"))
 	}
@@ -144,7 +147,8 @@ env = { MCPGATE_CHAOS = %q }
 
 // loadResult sums up a load.
 type loadResult struct {
-	kinds    map[string]int // answers by kind
+	kinds    map[string]int    // answers by kind
+	examples map[string]string // an error message of each kind
 	failures []string
 	slowest  time.Duration
 	elapsed  time.Duration
@@ -182,9 +186,12 @@ func load(t *testing.T, client *http.Client, url string, letters []byte, n, bigE
 	close(work)
 	workers.Wait()
 	close(results)
-	r := loadResult{kinds: map[string]int{}, elapsed: time.Since(start)}
+	r := loadResult{kinds: map[string]int{}, examples: map[string]string{}, elapsed: time.Since(start)}
 	for o := range results {
 		r.kinds[o.kind]++
+		if _, seen := r.examples[o.kind]; !seen && o.message != "" {
+			r.examples[o.kind] = o.message
+		}
 		r.slowest = max(r.slowest, o.took)
 		if o.failure != "" {
 			r.failures = append(r.failures, o.failure)
@@ -199,6 +206,7 @@ func load(t *testing.T, client *http.Client, url string, letters []byte, n, bigE
 // outcome is what one call got.
 type outcome struct {
 	kind    string // "result", "error -32001", …
+	message string // the error's message
 	failure string // why the answer is wrong, or ""
 	took    time.Duration
 }
@@ -264,6 +272,7 @@ func call(client *http.Client, url, id string, b backend, i, size int, letters [
 			return fail("error response that is not JSON: %.200q", answers[0])
 		}
 		o.kind = fmt.Sprintf("error %d", e.Error.Code)
+		o.message = e.Error.Message
 		if !strings.Contains(e.Error.Message, b.name) {
 			return fail("error %d %q does not name the backend", e.Error.Code, e.Error.Message)
 		}
