@@ -384,14 +384,19 @@ func awaitAllServing(t *testing.T, client *http.Client, url string) {
 	}
 }
 
-// withChaos runs work while the chaos loop hits the daemon's backends.
-func withChaos(daemon int, work func() loadResult) (loadResult, chaosStats) {
+// withChaos runs work while the chaos loop hits the daemon's backends. The
+// loop ends (and continues every backend it stopped) also when work fails
+// the test.
+func withChaos(daemon int, work func() loadResult) (r loadResult, st chaosStats) {
 	stop := make(chan struct{})
 	done := make(chan chaosStats)
 	go func() { done <- chaos(daemon, stop) }()
-	r := work()
-	close(stop)
-	return r, <-done
+	defer func() {
+		close(stop)
+		st = <-done
+	}()
+	r = work()
+	return r, st
 }
 
 // chaosStats counts the faults the chaos loop caused.
