@@ -57,15 +57,7 @@ func TestMalformedClients(t *testing.T) {
 		}
 		return m
 	}
-	tests := []struct {
-		name       string
-		client     *rawClient
-		method     string
-		body       string
-		header     map[string]string
-		wantStatus int
-		wantBody   string // a substring; "" for an empty body
-	}{
+	tests := []httpCase{
 		// HTTP-level refusals.
 		{"wrong content type", c, "POST", ping, hdr("Content-Type", "text/plain"), 415, `"code":-32600`},
 		{"form content type", c, "POST", ping, hdr("Content-Type", "application/x-www-form-urlencoded"), 415, `"code":-32600`},
@@ -128,14 +120,7 @@ func TestMalformedClients(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			resp, body := tt.client.do(t, tt.method, tt.body, tt.header)
-			ok := resp.StatusCode == tt.wantStatus && strings.Contains(body, tt.wantBody)
-			if tt.wantBody == "" {
-				ok = resp.StatusCode == tt.wantStatus && body == ""
-			}
-			if !ok {
-				t.Errorf("%s %.120q → %d %.300s; want %d with %s", tt.method, tt.body, resp.StatusCode, body, tt.wantStatus, tt.wantBody)
-			}
+			tt.check(t)
 			if got := testutil.ToolText(testutil.MustCallTool(t, good, "s__echo", map[string]any{"text": "after"})); got != "after" {
 				t.Errorf("the other session after this case: echo = %q", got)
 			}
