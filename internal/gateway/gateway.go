@@ -255,7 +255,9 @@ func (g *Gateway) Close() {
 
 // Run expires idle sessions until ctx ends.
 func (g *Gateway) Run(ctx context.Context) {
-	tick := time.NewTicker(min(g.opts.SessionIdleTimeout/4, time.Minute))
+	// A quarter of the timeout, so sessions end at most 25% late; at least
+	// a millisecond, which a timeout of a few nanoseconds would not give.
+	tick := time.NewTicker(max(min(g.opts.SessionIdleTimeout/4, time.Minute), time.Millisecond))
 	defer tick.Stop()
 	for {
 		select {
