@@ -3,7 +3,11 @@ package itest
 import (
 	"bufio"
 	"context"
+	"errors"
+	"io"
+	"net"
 	"net/http"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -139,5 +143,42 @@ func TestEventStreamOutlivesReadTimeout(t *testing.T) {
 	}
 	if keepAlives < 15 {
 		t.Fatalf("the event stream ended after %d keep-alives (%v; http_read_timeout is 500ms): %v", keepAlives, time.Since(start), sc.Err())
+	}
+}
+
+// TestHTTPTimeouts: a client that sends half a request is cut off after
+// http_read_timeout, and a kept-alive connection that sends nothing more is
+// closed after http_idle_timeout; before both keys, neither ever was.
+func TestHTTPTimeouts(t *testing.T) {
+	d := gatewayWith(t, "http_read_timeout = \"300ms\"\nhttp_idle_timeout = \"300ms\"", "[backends.s]\ncommand = \"FAKE\"\n")
+	addr := strings.TrimSuffix(strings.TrimPrefix(d.URL, "http://"), "/mcp")
+	tests := []struct {
+		name, send, want string
+	}{
+		{"a body that never comes", "POST /mcp HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nAccept: application/json\r\nContent-Length: 100\r\n\r\n{\"jsonrpc\"", "HTTP/1.1 400"},
+		{"headers that never end", "POST /mcp HTTP/1.1\r\nHost: localhost\r\n", ""},
+		{"an idle kept-alive connection", "OPTIONS /mcp HTTP/1.1\r\nHost: localhost\r\n\r\n", "HTTP/1.1 204"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			conn, err := net.Dial("tcp", addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Close()
+			if _, err := io.WriteString(conn, tt.send); err != nil {
+				t.Fatal(err)
+			}
+			// The daemon closes the connection: reading ends (a deadline
+			// only keeps a failing test from hanging).
+			conn.SetReadDeadline(time.Now().Add(30 * time.Second))
+			got, err := io.ReadAll(conn)
+			if errors.Is(err, os.ErrDeadlineExceeded) {
+				t.Fatalf("the connection was still open after 30s; got %q", got)
+			}
+			if !strings.HasPrefix(string(got), tt.want) {
+				t.Errorf("got %q, want it to start with %q", got, tt.want)
+			}
+		})
 	}
 }
