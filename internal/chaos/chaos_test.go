@@ -111,6 +111,9 @@ env = { MCPGATE_CHAOS = %q }
 	res, faults := withChaos(d.PID, func() loadResult { return load(t, client, url, letters, calls, bigEvery) })
 	t.Logf("%d calls in %v over %d sessions; chaos: %s; slowest answer %v",
 		calls, res.elapsed.Round(time.Millisecond), sessions, faults, res.slowest.Round(time.Millisecond))
+	if faults.kills == 0 || faults.stops == 0 || faults.garbage == 0 {
+		t.Errorf("the chaos loop did not cause every kind of fault (%s): the load proves less than it claims", faults)
+	}
 	t.Logf("answers by kind: %v", res.kinds)
 	for kind, msg := range res.examples {
 		t.Logf("%s, e.g.: %s", kind, msg)
