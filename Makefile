@@ -2,6 +2,7 @@
 #
 #   make run     build and start the gateway on examples/demo.toml
 #   make check   install what the tests need, then run every test
+#   make fuzz    run every fuzz target for FUZZTIME (default 10m) each
 #   make install install into $(DESTDIR)$(PREFIX) (default /usr), /etc/mcpgate
 #                and systemd's directories
 #   make deb     build dist/mcpgate_<version>_<arch>.deb
@@ -46,7 +47,7 @@ RELEASE   ?= $(BIN)/release
 MAN_PAGES := $(patsubst man/%.scd,man/build/%,$(wildcard man/*.scd))
 
 .PHONY: all build run check test test-deps vet units conformance e2e bench bench-quick \
-        bench-micro bench-build bench-peers clean \
+        bench-micro bench-build bench-peers clean fuzz \
         build-release man install install-bin install-systemd install-dbus \
         install-man install-config deb deb-version
 
@@ -69,6 +70,7 @@ run: build
 export MCPGATE_TEST_STRICT
 check:
 	$(MAKE) MCPGATE_TEST_STRICT=1 test-deps vet test bench-quick units conformance e2e
+	$(MAKE) fuzz FUZZTIME=$(CHECK_FUZZTIME)
 
 test-deps:
 	packaging/ci/deps.sh
@@ -117,6 +119,22 @@ bench-peers:
 
 bench-micro:
 	$(GO) test -run '^$$' -bench . -benchmem ./internal/jsonrpc ./internal/journal ./internal/itest
+
+# fuzz runs each fuzz target for FUZZTIME, starting from the corpus
+# committed in the package's testdata/fuzz (go test ./... runs that corpus
+# too). An input that fails is written there: commit it with the fix.
+# make check runs each for CHECK_FUZZTIME.
+FUZZTIME       ?= 10m
+CHECK_FUZZTIME ?= 5s
+FUZZ_TARGETS   := internal/jsonrpc:FuzzParse internal/jsonrpc:FuzzParseAgreesWithEncodingJSON \
+                  internal/jsonrpc:FuzzLineReader internal/jsonrpc:FuzzLookup \
+                  internal/front:FuzzHandler internal/config:FuzzLoad
+fuzz:
+	@for t in $(FUZZ_TARGETS); do \
+		echo "fuzz: $${t#*:} in ./$${t%%:*} for $(FUZZTIME)"; \
+		$(GO) test -run '^$$' -fuzz "^$${t#*:}\$$" -fuzztime $(FUZZTIME) ./$${t%%:*} || exit 1; \
+	done
+
 
 build-release:
 	$(RELEASE_CGO) $(GO) build -trimpath -buildmode=pie -ldflags "$(RELEASE_LDFLAGS)" -o $(RELEASE)/ ./cmd/mcpgated ./cmd/mcpgatectl

@@ -50,6 +50,7 @@ type Gateway struct {
 	MetricsListen       string        // "" (default, off) | address | "unix:PATH" | "fd:metrics"
 	StatusResources     bool          // serve mcpgate://health and mcpgate://backend/NAME; default false
 	Health                            // defaults of every backend's health keys
+	Limits                            // sessions, requests in flight, idle times
 }
 
 // RateLimit limits how many log lines a backend may emit per interval.
@@ -123,6 +124,7 @@ func defaultGateway() Gateway {
 		CompositePrefix:     "composite__",
 		Access:              defaultAccess(),
 		Health:              defaultHealth(),
+		Limits:              defaultLimits(),
 	}
 }
 

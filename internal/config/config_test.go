@@ -29,6 +29,15 @@ func wantGateway() Gateway {
 		CompositePrefix:     "composite__",
 		Access:              Access{Auth: "required", Audit: "calls"},
 		Health:              wantHealth(),
+		Limits: Limits{
+			MaxSessions:           1000,
+			SessionIdleTimeout:    time.Hour,
+			ResumeWindow:          5 * time.Second,
+			MaxConcurrentRequests: 64,
+			HTTPReadTimeout:       time.Minute,
+			HTTPIdleTimeout:       2 * time.Minute,
+			SSEKeepAliveInterval:  25 * time.Second,
+		},
 	}
 }
 
@@ -133,6 +142,13 @@ func TestGatewayKeys(t *testing.T) {
 		{`log_level = "error"`, func(g *Gateway) { g.LogLevel = "error" }},
 		{`log_rate_limit = "off"`, func(g *Gateway) { g.LogRateLimit = RateLimit{} }},
 		{`log_rate_limit = "20/1m"`, func(g *Gateway) { g.LogRateLimit = RateLimit{Burst: 20, Interval: time.Minute} }},
+		{`max_sessions = 1`, func(g *Gateway) { g.MaxSessions = 1 }},
+		{`session_idle_timeout = "10m"`, func(g *Gateway) { g.SessionIdleTimeout = 10 * time.Minute }},
+		{`resume_window = "30s"`, func(g *Gateway) { g.ResumeWindow = 30 * time.Second }},
+		{`max_concurrent_requests = 16`, func(g *Gateway) { g.MaxConcurrentRequests = 16 }},
+		{`http_read_timeout = "5m"`, func(g *Gateway) { g.HTTPReadTimeout = 5 * time.Minute }},
+		{`http_idle_timeout = "30s"`, func(g *Gateway) { g.HTTPIdleTimeout = 30 * time.Second }},
+		{`sse_keepalive_interval = "5s"`, func(g *Gateway) { g.SSEKeepAliveInterval = 5 * time.Second }},
 	}
 	for _, tt := range tests {
 		t.Run(tt.toml, func(t *testing.T) {

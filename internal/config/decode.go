@@ -89,6 +89,7 @@ func gatewayFields() []field[Gateway] {
 			return d.boolean(at, v, &g.StatusResources)
 		}},
 	}
+	fields = append(fields, limitFields()...)
 	fields = append(fields, accessFields()...)
 	return append(fields, healthFields(func(g *Gateway) *Health { return &g.Health })...)
 }

@@ -218,14 +218,16 @@ func (d *daemon) run(ctx context.Context) int {
 	})
 	g := d.cfg.Gateway
 	d.gw = gateway.New(d.sup, gateway.Options{
-		Version:         Version,
-		PageSize:        g.PageSize,
-		ResumeWindow:    resumeWindow,
-		MaxStreamEvents: g.MaxStreamEvents,
-		Logger:          d.log,
-		OnLog:           d.mcpLog,
-		OnCatalog:       func(*catalog.Catalog) { d.updateStatus() },
-		Audit:           g.Audit == "calls",
+		Version:            Version,
+		PageSize:           g.PageSize,
+		ResumeWindow:       g.ResumeWindow,
+		SessionIdleTimeout: g.SessionIdleTimeout,
+		MaxSessions:        g.MaxSessions,
+		MaxStreamEvents:    g.MaxStreamEvents,
+		Logger:             d.log,
+		OnLog:              d.mcpLog,
+		OnCatalog:          func(*catalog.Catalog) { d.updateStatus() },
+		Audit:              g.Audit == "calls",
 		// Status resources show every backend's health to every client.
 		StatusResources: g.StatusResources,
 	})
@@ -269,9 +271,6 @@ func (d *daemon) run(ctx context.Context) int {
 	return d.loop(ctx, sigs)
 }
 
-// resumeWindow is how long a request outlives the loss of its event stream.
-const resumeWindow = 5 * time.Second
-
 // awaitBackends waits until every backend settled, stretching systemd's
 // start timeout meanwhile. stop is true when the daemon must exit with code.
 func (d *daemon) awaitBackends(ctx context.Context, sigs <-chan os.Signal) (code int, stop bool) {
@@ -313,21 +312,28 @@ func (d *daemon) awaitBackends(ctx context.Context, sigs <-chan os.Signal) (code
 func (d *daemon) serve() error {
 	g := d.cfg.Gateway
 	handler := front.New(d.gw, front.Options{
-		Endpoint:        g.Endpoint,
-		MaxMessageBytes: g.MaxMessageBytes,
-		AllowedOrigins:  g.AllowedOrigins,
-		AllowedHosts:    g.AllowedHosts,
-		ResumeWindow:    resumeWindow,
-		Logger:          d.log,
-		Clients:         d.clients.Load,
-		Refusals:        d.refusals,
+		Endpoint:              g.Endpoint,
+		MaxMessageBytes:       g.MaxMessageBytes,
+		AllowedOrigins:        g.AllowedOrigins,
+		AllowedHosts:          g.AllowedHosts,
+		ResumeWindow:          g.ResumeWindow,
+		KeepAlive:             g.SSEKeepAliveInterval,
+		MaxConcurrentRequests: g.MaxConcurrentRequests,
+		Logger:                d.log,
+		Clients:               d.clients.Load,
+		Refusals:              d.refusals,
 	})
 	d.warnAccess()
+	// ReadTimeout bounds reading headers and body; net/http lifts it once
+	// the body is read, so event streams outlast it
+	// (TestEventStreamOutlivesReadTimeout). No WriteTimeout: it would cut
+	// them.
 	d.srv = &http.Server{
-		Handler:           handler,
-		ConnContext:       access.ConnContext, // peer credentials of unix socket clients
-		ReadHeaderTimeout: 30 * time.Second,
-		ErrorLog:          slog.NewLogLogger(d.log.Handler(), slog.LevelWarn),
+		Handler:     handler,
+		ConnContext: access.ConnContext, // peer credentials of unix socket clients
+		ReadTimeout: g.HTTPReadTimeout,
+		IdleTimeout: g.HTTPIdleTimeout,
+		ErrorLog:    slog.NewLogLogger(d.log.Handler(), slog.LevelWarn),
 	}
 	for _, l := range d.lns.Listeners {
 		go func() {
@@ -341,7 +347,7 @@ func (d *daemon) serve() error {
 
 // loop is the main loop: signals, reloads and liveness probes.
 func (d *daemon) loop(ctx context.Context, sigs <-chan os.Signal) int {
-	wedge := testFaults()
+	wedge := d.testHooks(ctx)
 	for {
 		select {
 		case sig := <-sigs:
@@ -649,16 +655,4 @@ func logLevel(name string) slog.Level {
 		return slog.LevelInfo
 	}
 	return l
-}
-
-// testFaults returns a channel that SIGUSR2 makes ready when the
-// environment asks for test faults (MCPGATE_TEST_FAULTS=1): the main loop
-// then wedges itself, so tests can prove the watchdog notices. Without it
-// the channel never becomes ready.
-func testFaults() <-chan os.Signal {
-	ch := make(chan os.Signal, 1)
-	if os.Getenv("MCPGATE_TEST_FAULTS") == "1" {
-		signal.Notify(ch, syscall.SIGUSR2)
-	}
-	return ch
 }

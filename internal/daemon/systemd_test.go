@@ -781,10 +781,8 @@ command = "FAKE"
 args = ["--exit-at-start", "1"]
 max_restarts = 0
 `)
-	d := testutil.StartDaemon(t, toml, url, testutil.DaemonOptions{
-		Watchdog: interval,
-		Env:      []string{"MCPGATE_TEST_FAULTS=1"},
-	})
+	// SIGUSR2 wedges the main loop of a test build (testutil.Build).
+	d := testutil.StartDaemon(t, toml, url, testutil.DaemonOptions{Watchdog: interval})
 	i := d.AwaitNotify(t, 0, wait, "READY=1", testutil.Has("READY=1"))
 	const pets = 6
 	var first, last time.Time

@@ -14,6 +14,7 @@ import (
 	"net/url"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/mcpgate/mcpgate/internal/access"
 	"github.com/mcpgate/mcpgate/internal/gateway"
@@ -38,7 +39,10 @@ type Options struct {
 	// stream, waiting for the client to resume it with Last-Event-ID.
 	ResumeWindow time.Duration
 	KeepAlive    time.Duration // idle time after which an event stream gets a comment
-	Logger       *slog.Logger
+	// MaxConcurrentRequests bounds the POSTs processed at once, and so,
+	// with MaxMessageBytes, the memory request bodies take; 0: no bound.
+	MaxConcurrentRequests int
+	Logger                *slog.Logger
 	// Clients, if set, returns the clients in effect; every request must
 	// come from one of them. Nil lets everyone in as client "anonymous".
 	Clients func() *access.Set
@@ -48,9 +52,10 @@ type Options struct {
 
 // Handler is the http.Handler of the MCP endpoint.
 type Handler struct {
-	g    *gateway.Gateway
-	opts Options
-	log  *slog.Logger
+	g     *gateway.Gateway
+	opts  Options
+	log   *slog.Logger
+	slots chan struct{} // one token per POST in process; nil: no bound
 }
 
 // New returns the handler serving g.
@@ -61,7 +66,11 @@ func New(g *gateway.Gateway, opts Options) *Handler {
 	if opts.KeepAlive <= 0 {
 		opts.KeepAlive = 25 * time.Second
 	}
-	return &Handler{g: g, opts: opts, log: opts.Logger}
+	h := &Handler{g: g, opts: opts, log: opts.Logger}
+	if opts.MaxConcurrentRequests > 0 {
+		h.slots = make(chan struct{}, opts.MaxConcurrentRequests)
+	}
+	return h
 }
 
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -120,6 +129,10 @@ func (h *Handler) post(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+	if !h.acquire(w) {
+		return
+	}
+	defer h.release()
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, h.opts.MaxMessageBytes))
 	if err != nil {
 		var tooLarge *http.MaxBytesError
@@ -129,6 +142,12 @@ func (h *Handler) post(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		h.httpError(w, http.StatusBadRequest, "reading the request body: %v", err)
+		return
+	}
+	if !utf8.Valid(body) {
+		// JSON is UTF-8 (RFC 8259); a backend must not get what its own
+		// parser may mangle or refuse.
+		h.rpcError(w, http.StatusBadRequest, nil, jsonrpc.CodeParseError, "parse error: the body is not valid UTF-8, as JSON text must be")
 		return
 	}
 	if jsonrpc.IsBatch(body) {
@@ -169,6 +188,10 @@ func (h *Handler) initialize(w http.ResponseWriter, msg *jsonrpc.Message, client
 	}
 	if err != nil {
 		e := jsonrpc.AsError(err)
+		if e.Code == gateway.CodeOverloaded {
+			h.overloaded(w, msg.ID, "%s", e.Message)
+			return
+		}
 		h.rpcError(w, http.StatusOK, msg.ID, e.Code, "%s", e.Message)
 		return
 	}
@@ -418,12 +441,9 @@ func (h *Handler) httpError(w http.ResponseWriter, status int, format string, ar
 }
 
 // accepts reports whether the Accept header admits mediaType. A missing
-// header admits everything.
+// header admits nothing: MCP clients must send one.
 func accepts(r *http.Request, mediaType string) bool {
 	values := r.Header.Values("Accept")
-	if len(values) == 0 {
-		return true
-	}
 	major, _, _ := strings.Cut(mediaType, "/")
 	for _, v := range values {
 		for _, part := range strings.Split(v, ",") {

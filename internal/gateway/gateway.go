@@ -42,6 +42,7 @@ const (
 	CodeResourceNotFound   = -32002 // as MCP specifies for resources/read
 	CodeMessageTooLarge    = -32004 // a message exceeded max_message_bytes
 	CodeBackendBusy        = -32005 // max_concurrent_calls or rate_limit refused the call
+	CodeOverloaded         = -32005 // max_sessions or max_concurrent_requests reached
 )
 
 // Registry gives the gateway the current set of backends.
@@ -60,8 +61,11 @@ type Options struct {
 	// stays alive, waiting for the client to resume the stream, before it is
 	// cancelled.
 	ResumeWindow time.Duration
-	// SessionIdleTimeout ends sessions without requests or open streams.
+	// SessionIdleTimeout ends sessions that sent no request for so long
+	// and have none in flight, whether or not an event stream is open.
 	SessionIdleTimeout time.Duration
+	// MaxSessions bounds the sessions open at once; 0 means no bound.
+	MaxSessions int
 	// MaxStreamEvents bounds the events a stream keeps for resumption;
 	// responses are kept besides. Default DefaultMaxStreamEvents.
 	MaxStreamEvents int
@@ -87,7 +91,8 @@ type Gateway struct {
 	rebuildMu sync.Mutex // serialises catalog rebuilds and their notifications
 	conflicts map[string]bool
 
-	sessions  sync.Map // session id → *Session
+	sessions  sync.Map     // session id → *Session
+	nsess     atomic.Int64 // sessions stored (or being made), bounded by MaxSessions
 	perClient clientSessions
 	progress  sync.Map     // gateway progress token (as JSON) → *call
 	tokens    atomic.Int64 // numbers composite runs
@@ -206,11 +211,7 @@ func (g *Gateway) Session(id string) *Session {
 }
 
 // NumSessions returns the number of open sessions.
-func (g *Gateway) NumSessions() int {
-	n := 0
-	g.sessions.Range(func(_, _ any) bool { n++; return true })
-	return n
-}
+func (g *Gateway) NumSessions() int { return int(g.nsess.Load()) }
 
 // CloseSession ends a session: its requests in flight are cancelled, its
 // streams end and its subscriptions are dropped. It reports whether the
@@ -218,6 +219,7 @@ func (g *Gateway) NumSessions() int {
 func (g *Gateway) CloseSession(id string, why string) bool {
 	v, ok := g.sessions.LoadAndDelete(id)
 	if ok {
+		g.nsess.Add(-1)
 		s := v.(*Session)
 		g.release(s.Client().Name)
 		s.close(why)
@@ -279,7 +281,9 @@ func (g *Gateway) Close() {
 
 // Run expires idle sessions until ctx ends.
 func (g *Gateway) Run(ctx context.Context) {
-	tick := time.NewTicker(min(g.opts.SessionIdleTimeout/4, time.Minute))
+	// A quarter of the timeout, so sessions end at most 25% late; at least
+	// a millisecond, which a timeout of a few nanoseconds would not give.
+	tick := time.NewTicker(max(min(g.opts.SessionIdleTimeout/4, time.Minute), time.Millisecond))
 	defer tick.Stop()
 	for {
 		select {

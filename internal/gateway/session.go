@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"encoding/json"
+	"fmt"
 	"strconv"
 	"strings"
 	"sync"
@@ -59,6 +60,14 @@ func (g *Gateway) NewSession(params json.RawMessage, client *access.Client) (*Se
 	if err := json.Unmarshal(params, &p); params != nil && err != nil {
 		return nil, nil, jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "initialize: malformed params: %v", err)
 	}
+	// The slot is taken before the session exists, so that concurrent
+	// initializes cannot overshoot the bound.
+	if n := g.nsess.Add(1); g.opts.MaxSessions > 0 && n > int64(g.opts.MaxSessions) {
+		g.nsess.Add(-1)
+		g.log.Warn("refused a new session: max_sessions reached", "max_sessions", g.opts.MaxSessions)
+		return nil, nil, &jsonrpc.Error{Code: CodeOverloaded, Message: fmt.Sprintf(
+			"the gateway already serves %d sessions (max_sessions); retry once one ends, or end unused sessions with DELETE", g.opts.MaxSessions)}
+	}
 	version := p.ProtocolVersion
 	if !SupportsProtocolVersion(version) {
 		version = LatestProtocolVersion
@@ -82,6 +91,7 @@ func (g *Gateway) NewSession(params json.RawMessage, client *access.Client) (*Se
 	}
 	s.client.Store(client)
 	if err := g.admit(client); err != nil {
+		g.nsess.Add(-1) // the global slot taken above
 		return nil, nil, err
 	}
 	result := g.initializeResult(s)
@@ -153,10 +163,10 @@ func (s *Session) touch() {
 	s.mu.Unlock()
 }
 
+// idleSince is how long the session has sent nothing and had no request in
+// flight. An open standalone event stream does not count: a client that
+// went away without DELETE may leave its GET connection open for good.
 func (s *Session) idleSince(now time.Time) time.Duration {
-	if s.standalone.isAttached() {
-		return 0
-	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if len(s.calls) > 0 {

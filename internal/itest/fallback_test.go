@@ -70,7 +70,8 @@ args = ["--record", "`+dir+`/b"]
 // calls made during it succeed after it, and no list_changed goes out when
 // the catalog did not change.
 func TestCrashKeepsTheCatalogAndCallsWait(t *testing.T) {
-	d := gateway(t, `
+	// 100 calls at once, beyond the default max_concurrent_requests.
+	d := gatewayWith(t, `max_concurrent_requests = 200`, `
 [backends.c]
 command = "FAKE"
 restart_backoff_initial = "300ms"

@@ -77,15 +77,7 @@ func TestHTTPTransport(t *testing.T) {
 	d := gateway(t, "[backends.s]\ncommand = \"FAKE\"\n")
 	c := newRawClient(t, d.URL)
 	other := &rawClient{url: d.URL}
-	tests := []struct {
-		name       string
-		client     *rawClient
-		method     string
-		body       string
-		header     map[string]string
-		wantStatus int
-		wantBody   string
-	}{
+	tests := []httpCase{
 		{"ping is answered", c, "POST", `{"jsonrpc":"2.0","id":1,"method":"ping"}`, nil, 200, `{"jsonrpc":"2.0","id":1,"result":{}}`},
 		{"notification accepted", c, "POST", `{"jsonrpc":"2.0","method":"notifications/roots/list_changed"}`, nil, 202, ``},
 		{"invalid JSON", c, "POST", `{"jsonrpc":`, nil, 400, `"code":-32700`},
@@ -104,12 +96,26 @@ func TestHTTPTransport(t *testing.T) {
 		{"bad cursor", c, "POST", `{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{"cursor":"garbage"}}`, nil, 200, `"code":-32602`},
 	}
 	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			resp, body := tt.client.do(t, tt.method, tt.body, tt.header)
-			if resp.StatusCode != tt.wantStatus || !strings.Contains(body, tt.wantBody) {
-				t.Errorf("%s %s → %d %s; want %d containing %s", tt.method, tt.body, resp.StatusCode, body, tt.wantStatus, tt.wantBody)
-			}
-		})
+		t.Run(tt.name, tt.check)
+	}
+}
+
+// httpCase is one request of a raw client and the answer it must get.
+type httpCase struct {
+	name       string
+	client     *rawClient
+	method     string
+	body       string
+	header     map[string]string // set (or, with "", removed) over the client's own
+	wantStatus int
+	wantBody   string // a substring of the answer; "" for an empty body
+}
+
+// check sends the request and checks the answer.
+func (tt httpCase) check(t *testing.T) {
+	resp, body := tt.client.do(t, tt.method, tt.body, tt.header)
+	if resp.StatusCode != tt.wantStatus || !strings.Contains(body, tt.wantBody) || (tt.wantBody == "" && body != "") {
+		t.Errorf("%s %.120q → %d %.300s; want %d with %q", tt.method, tt.body, resp.StatusCode, body, tt.wantStatus, tt.wantBody)
 	}
 }
 

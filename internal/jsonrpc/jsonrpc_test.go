@@ -43,19 +43,47 @@ func TestParseKinds(t *testing.T) {
 }
 
 func TestParseErrorCodes(t *testing.T) {
-	_, err := Parse([]byte(`{`))
-	if AsError(err).Code != CodeParseError {
-		t.Errorf("truncated JSON: code %d, want %d", AsError(err).Code, CodeParseError)
+	tests := []struct {
+		in   string
+		code int
+	}{
+		{`{`, CodeParseError},
+		{``, CodeParseError},
+		{`{"jsonrpc":"2.0","id":1,"method":"ping"} x`, CodeParseError},
+		{`{"jsonrpc":"2.0"}`, CodeInvalidRequest},
+		// Valid JSON that is no message is an invalid request, not a
+		// parse error.
+		{`42`, CodeInvalidRequest},
+		{` "ping" `, CodeInvalidRequest},
+		{`null`, CodeInvalidRequest},
+		{`true`, CodeInvalidRequest},
+		{`{"jsonrpc":"2.0","id":1,"method":5}`, CodeInvalidRequest},
+		{`{"jsonrpc":2,"id":1,"method":"ping"}`, CodeInvalidRequest},
+		// MCP forbids null request ids.
+		{`{"jsonrpc":"2.0","id":null,"method":"ping"}`, CodeInvalidRequest},
+		{`{"jsonrpc":"2.0","id":true,"method":"ping"}`, CodeInvalidRequest},
+		{`{"jsonrpc":"2.0","id":[1],"method":"ping"}`, CodeInvalidRequest},
+		// Params are structured, or absent.
+		{`{"jsonrpc":"2.0","id":1,"method":"ping","params":"x"}`, CodeInvalidRequest},
+		{`{"jsonrpc":"2.0","id":1,"method":"ping","params":5}`, CodeInvalidRequest},
+		{`{"jsonrpc":"2.0","method":"notifications/initialized","params":true}`, CodeInvalidRequest},
 	}
-	_, err = Parse([]byte(`{"jsonrpc":"2.0"}`))
-	if AsError(err).Code != CodeInvalidRequest {
-		t.Errorf("empty envelope: code %d, want %d", AsError(err).Code, CodeInvalidRequest)
+	for _, tt := range tests {
+		_, err := Parse([]byte(tt.in))
+		if err == nil || AsError(err).Code != tt.code {
+			t.Errorf("Parse(%s) = %v, want code %d", tt.in, err, tt.code)
+		}
+	}
+	// A null id stays valid where JSON-RPC needs it: in the error about a
+	// message whose id could not be read.
+	if m, err := Parse([]byte(`{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"x"}}`)); err != nil || !m.IsResponse() {
+		t.Errorf("error response with id null: %v", err)
 	}
 }
 
 // Ids must come back byte for byte: no decoding, no re-encoding.
 func TestIDsRoundTripByteExact(t *testing.T) {
-	for _, id := range []string{`"caf\u00e9"`, `"a\"b\\c"`, `9007199254740993`, `-17`, `1.50`, `1e3`, `null`, `"😀"`} {
+	for _, id := range []string{`"caf\u00e9"`, `"a\"b\\c"`, `9007199254740993`, `-17`, `1.50`, `1e3`, `"😀"`} {
 		m, err := Parse([]byte(`{"jsonrpc":"2.0","id":` + id + `,"method":"x","params":{"a":1}}`))
 		if err != nil {
 			t.Fatalf("Parse id %s: %v", id, err)

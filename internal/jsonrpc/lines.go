@@ -69,7 +69,9 @@ func (lr *LineReader) readLine() ([]byte, error) {
 		switch {
 		case errors.Is(err, bufio.ErrBufferFull):
 			continue
-		case err == nil || (errors.Is(err, io.EOF) && head == nil && size > 0):
+		case err == nil || (errors.Is(err, io.EOF) && size > 0):
+			// A final line without a newline counts too, also when it is
+			// too long (then only head holds its start).
 			if head != nil {
 				return nil, &ErrLineTooLong{Limit: lr.limit, Head: head}
 			}

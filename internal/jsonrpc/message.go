@@ -50,13 +50,29 @@ func (m *Message) IsResponse() bool {
 func Parse(data []byte) (*Message, error) {
 	var m Message
 	if err := parseEnvelope(data, &m); err != nil {
-		return nil, &Error{Code: CodeParseError, Message: "parse error: " + err.Error()}
+		if !json.Valid(data) {
+			return nil, &Error{Code: CodeParseError, Message: "parse error: " + err.Error()}
+		}
+		// Valid JSON that is not a message: a bare value, or a member of
+		// the wrong type. JSON-RPC calls that an invalid request.
+		if v := bytes.TrimLeft(data, " \t\r\n"); v[0] != '{' {
+			return nil, &Error{Code: CodeInvalidRequest, Message: "invalid request: a message is a JSON object, not JSON " + kind(v)}
+		}
+		return nil, &Error{Code: CodeInvalidRequest, Message: "invalid request: " + err.Error()}
 	}
 	if m.JSONRPC != "2.0" {
 		return nil, &Error{Code: CodeInvalidRequest, Message: `invalid request: "jsonrpc" must be "2.0"`}
 	}
 	if m.ID != nil && !validID(m.ID) {
 		return nil, &Error{Code: CodeInvalidRequest, Message: "invalid request: id must be a string, a number or null"}
+	}
+	if m.Params != nil && m.Params[0] != '{' && m.Params[0] != '[' && m.Params[0] != 'n' {
+		return nil, &Error{Code: CodeInvalidRequest, Message: "invalid request: params must be an object or an array, not JSON " + kind(m.Params)}
+	}
+	if m.Method != "" && string(m.ID) == "null" {
+		// JSON-RPC discourages it and MCP forbids it: a null id cannot be
+		// told from the id of an error about an unreadable message.
+		return nil, &Error{Code: CodeInvalidRequest, Message: "invalid request: the id of a request must be a string or an integer, not null"}
 	}
 	if !m.IsRequest() && !m.IsNotification() && !m.IsResponse() {
 		return nil, &Error{Code: CodeInvalidRequest, Message: "invalid request: neither a request, a notification nor a response"}

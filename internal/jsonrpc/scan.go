@@ -134,6 +134,8 @@ func kind(v []byte) string {
 		return "bool"
 	case '"':
 		return "string"
+	case 'n':
+		return "null"
 	}
 	return "number"
 }

@@ -202,6 +202,9 @@ type DaemonOptions struct {
 	// Watchdog, if positive, sets WATCHDOG_USEC to it and WATCHDOG_PID to
 	// the daemon's PID, as systemd does for WatchdogSec=.
 	Watchdog time.Duration
+	// WithoutRace runs the daemon built without the race detector
+	// (BuildWithoutRace), for load tests.
+	WithoutRace bool
 	// Stderr, if set, is the daemon's standard error instead of
 	// Daemon.Stderr (which then gets only its standard output), e.g. a
 	// journal stream from journaldtest's Stream, passed with JOURNAL_STREAM
@@ -247,6 +250,9 @@ func SocketConfig(t testing.TB, backends string) (toml, url, socket string) {
 func StartDaemon(t testing.TB, toml, url string, opts DaemonOptions) *Daemon {
 	t.Helper()
 	bins := Build(t)
+	if opts.WithoutRace {
+		bins = BuildWithoutRace(t)
+	}
 	dir := t.TempDir()
 	cfgPath := filepath.Join(dir, "mcpgate.toml")
 	if err := os.WriteFile(cfgPath, []byte(toml), 0o644); err != nil {

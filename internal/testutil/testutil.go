@@ -19,6 +19,9 @@ import (
 	"time"
 )
 
+// TestHooksTag is the build tag that gives mcpgated its test hooks.
+const TestHooksTag = "mcpgate_testhooks"
+
 // Binaries are the programs under test, built once per test binary.
 type Binaries struct {
 	Daemon string // mcpgated
@@ -27,42 +30,64 @@ type Binaries struct {
 	Dir    string // the directory holding them
 }
 
-var (
-	buildOnce sync.Once
-	built     Binaries
-	buildErr  error
-)
+// build is one set of binaries, made at most once per test binary.
+type build struct {
+	once sync.Once
+	bins Binaries
+	err  error
+}
+
+// builds holds the binaries with the race detector ([1]) and without ([0]).
+var builds [2]build
 
 // Build compiles mcpgated, mcpgatectl and the fake server into a directory
 // shared by the tests of this binary, with the race detector when the tests
-// run with it. The directory is removed by Cleanup in TestMain, or left in
-// the system temp dir otherwise.
+// run with it, and with the test hooks of mcpgated (build tag
+// mcpgate_testhooks: SIGUSR2 wedges the main loop, SIGUSR1 reports the
+// footprint), which production builds do not carry. The directory is
+// removed by Cleanup in TestMain, or left in the system temp dir otherwise.
 func Build(t testing.TB) Binaries {
 	t.Helper()
-	buildOnce.Do(func() {
+	return buildOnce(t, raceEnabled)
+}
+
+// BuildWithoutRace is Build without the race detector, for load tests
+// whose daemon would spend its time in the detector rather than in the
+// code under load.
+func BuildWithoutRace(t testing.TB) Binaries {
+	t.Helper()
+	return buildOnce(t, false)
+}
+
+func buildOnce(t testing.TB, race bool) Binaries {
+	t.Helper()
+	b := &builds[0]
+	if race {
+		b = &builds[1]
+	}
+	b.once.Do(func() {
 		dir, err := os.MkdirTemp("", "mcpgate-bin-")
 		if err != nil {
-			buildErr = err
+			b.err = err
 			return
 		}
-		root := ModuleRoot()
-		args := []string{"build", "-o", dir + "/"}
-		if raceEnabled {
+		args := []string{"build", "-tags", TestHooksTag, "-o", dir + "/"}
+		if race {
 			args = append(args, "-race")
 		}
 		args = append(args, "./cmd/mcpgated", "./cmd/mcpgatectl", "./internal/testing/fakeserver")
 		cmd := exec.Command("go", args...)
-		cmd.Dir = root
+		cmd.Dir = ModuleRoot()
 		if out, err := cmd.CombinedOutput(); err != nil {
-			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
+			b.err = fmt.Errorf("go build: %v\n%s", err, out)
 			return
 		}
-		built = Binaries{Daemon: dir + "/mcpgated", Ctl: dir + "/mcpgatectl", Fake: dir + "/fakeserver", Dir: dir}
+		b.bins = Binaries{Daemon: dir + "/mcpgated", Ctl: dir + "/mcpgatectl", Fake: dir + "/fakeserver", Dir: dir}
 	})
-	if buildErr != nil {
-		t.Fatal(buildErr)
+	if b.err != nil {
+		t.Fatal(b.err)
 	}
-	return built
+	return b.bins
 }
 
 // Main runs a package's tests and then removes the binaries Build made:
@@ -75,8 +100,10 @@ func Main(m *testing.M) {
 
 // RemoveBinaries deletes what Build made; Main calls it.
 func RemoveBinaries() {
-	if built.Dir != "" {
-		os.RemoveAll(built.Dir)
+	for i := range builds {
+		if dir := builds[i].bins.Dir; dir != "" {
+			os.RemoveAll(dir)
+		}
 	}
 }
 
@@ -302,13 +329,23 @@ func GroupAlive(pgid int) bool {
 // for state that has no event to wait for, such as the process table.
 func Eventually(t testing.TB, timeout time.Duration, what string, cond func() bool) {
 	t.Helper()
+	if !Poll(timeout, 10*time.Millisecond, cond) {
+		t.Fatalf("timed out after %s waiting for %s", timeout, what)
+	}
+}
+
+// Poll checks cond every interval until it holds or timeout passes, and
+// reports whether it held: Eventually for a caller that explains a failure
+// itself, or whose check is costly.
+func Poll(timeout, interval time.Duration, cond func() bool) bool {
 	deadline := time.Now().Add(timeout)
 	for !cond() {
 		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", timeout, what)
+			return false
 		}
-		time.Sleep(10 * time.Millisecond)
+		time.Sleep(interval)
 	}
+	return true
 }
 
 // Context returns a context that ends with the test, or after timeout.

@@ -1,0 +1,58 @@
+package config
+
+import (
+	"math"
+	"time"
+)
+
+// Limits are the [gateway] keys that bound what clients may hold in the
+// daemon: sessions, requests in flight, and how long idle things live.
+// Every one has a default that serves a desktop and a small team.
+type Limits struct {
+	MaxSessions           int           // default 1000
+	SessionIdleTimeout    time.Duration // default 1h
+	ResumeWindow          time.Duration // default 5s
+	MaxConcurrentRequests int           // default 64
+	HTTPReadTimeout       time.Duration // default 60s
+	HTTPIdleTimeout       time.Duration // default 2m
+	SSEKeepAliveInterval  time.Duration // default 25s
+}
+
+// defaultLimits is the one place that knows the defaults of Limits.
+func defaultLimits() Limits {
+	return Limits{
+		MaxSessions:           1000,
+		SessionIdleTimeout:    time.Hour,
+		ResumeWindow:          5 * time.Second,
+		MaxConcurrentRequests: 64,
+		HTTPReadTimeout:       60 * time.Second,
+		HTTPIdleTimeout:       2 * time.Minute,
+		SSEKeepAliveInterval:  25 * time.Second,
+	}
+}
+
+func limitFields() []field[Gateway] {
+	return []field[Gateway]{
+		{"max_sessions", func(d *decoder, at keyPath, v any, g *Gateway) bool {
+			return integer(d, at, v, &g.MaxSessions, 1, math.MaxInt32)
+		}},
+		{"session_idle_timeout", func(d *decoder, at keyPath, v any, g *Gateway) bool {
+			return d.duration(at, v, &g.SessionIdleTimeout)
+		}},
+		{"resume_window", func(d *decoder, at keyPath, v any, g *Gateway) bool {
+			return d.duration(at, v, &g.ResumeWindow)
+		}},
+		{"max_concurrent_requests", func(d *decoder, at keyPath, v any, g *Gateway) bool {
+			return integer(d, at, v, &g.MaxConcurrentRequests, 1, math.MaxInt32)
+		}},
+		{"http_read_timeout", func(d *decoder, at keyPath, v any, g *Gateway) bool {
+			return d.duration(at, v, &g.HTTPReadTimeout)
+		}},
+		{"http_idle_timeout", func(d *decoder, at keyPath, v any, g *Gateway) bool {
+			return d.duration(at, v, &g.HTTPIdleTimeout)
+		}},
+		{"sse_keepalive_interval", func(d *decoder, at keyPath, v any, g *Gateway) bool {
+			return d.duration(at, v, &g.SSEKeepAliveInterval)
+		}},
+	}
+}
