@@ -73,6 +73,7 @@ type Backend struct {
 	LogRateLimit          RateLimit     // default Gateway.LogRateLimit
 	RelayClientRequests   bool          // default true
 	Roots                 []string      // file:// URIs answered to roots/list from config
+	Lifecycle                           // when children run and whom they serve
 }
 
 // defaultGateway is the one place that knows the gateway defaults.
@@ -106,6 +107,7 @@ func defaultBackend(name string, g *Gateway) *Backend {
 		RestartBackoffMax:     60 * time.Second,
 		LogRateLimit:          g.LogRateLimit,
 		RelayClientRequests:   true,
+		Lifecycle:             defaultLifecycle(),
 	}
 }
 
@@ -152,7 +154,8 @@ func (b *Backend) Equal(o *Backend) bool {
 		b.RestartBackoffMax == o.RestartBackoffMax &&
 		b.LogRateLimit == o.LogRateLimit &&
 		b.RelayClientRequests == o.RelayClientRequests &&
-		slices.Equal(b.Roots, o.Roots)
+		slices.Equal(b.Roots, o.Roots) &&
+		b.Lifecycle == o.Lifecycle
 }
 
 // String returns the TOML spelling of r: "off" when unlimited, otherwise

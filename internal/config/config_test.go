@@ -45,6 +45,7 @@ func wantBackend(file string) *Backend {
 		RestartBackoffMax:     60 * time.Second,
 		LogRateLimit:          RateLimit{Burst: 1000, Interval: 10 * time.Second},
 		RelayClientRequests:   true,
+		Lifecycle:             defaultLifecycle(),
 	}
 }
 
@@ -168,6 +169,14 @@ func TestBackendKeys(t *testing.T) {
 		}},
 		{"log_rate_limit", "", `log_rate_limit = "off"`, func(b *Backend) { b.LogRateLimit = RateLimit{} }},
 		{"relay_client_requests", "", `relay_client_requests = false`, func(b *Backend) { b.RelayClientRequests = false }},
+		{"start", "", `start = "on-demand"`, func(b *Backend) { b.Start = StartOnDemand }},
+		{"idle_stop", "", `idle_stop = "10m"`, func(b *Backend) { b.IdleStop = 10 * time.Minute }},
+		{"idle_stop off", "", `idle_stop = "off"`, func(b *Backend) {}},
+		{"start_wait", "", `start_wait = "3s"`, func(b *Backend) { b.StartWait = 3 * time.Second }},
+		{"instance pool", "", "instance = \"session\"\npool_min_idle = 0\npool_max = 3\npool_acquire_timeout = \"5s\"\npool_replenish_delay = \"100ms\"", func(b *Backend) {
+			b.Instance, b.PoolMinIdle, b.PoolMax = InstanceSession, 0, 3
+			b.PoolAcquireTimeout, b.PoolReplenishDelay = 5*time.Second, 100*time.Millisecond
+		}},
 		{"roots", "", `roots = ["file:///srv/a", "file:///home/u/My%20Docs"]`, func(b *Backend) {
 			b.Roots = []string{"file:///srv/a", "file:///home/u/My%20Docs"}
 		}},

@@ -79,7 +79,7 @@ func gatewayFields() []field[Gateway] {
 }
 
 func backendFields() []field[Backend] {
-	return []field[Backend]{
+	return append([]field[Backend]{
 		{"command", func(d *decoder, at keyPath, v any, b *Backend) bool {
 			return d.str(at, v, &b.Command, checkCommand)
 		}},
@@ -125,7 +125,7 @@ func backendFields() []field[Backend] {
 		{"roots", func(d *decoder, at keyPath, v any, b *Backend) bool {
 			return d.strList(at, v, &b.Roots, checkRoot)
 		}},
-	}
+	}, lifecycleFields()...)
 }
 
 // decodeTable decodes every key of t into dst, reporting unknown keys, and
@@ -399,6 +399,7 @@ func (d *decoder) backend(at keyPath, v any, g *Gateway) *Backend {
 		d.fail(blame, "restart_backoff_initial (%v) is greater than restart_backoff_max (%v); lower the first or raise the second",
 			b.RestartBackoffInitial, b.RestartBackoffMax)
 	}
+	d.checkLifecycle(at, t, refused, b)
 	return b
 }
 

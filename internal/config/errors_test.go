@@ -148,6 +148,18 @@ restart_backoff_max = true
 		{"backoff max below default initial", map[string]string{"mcpgate.toml": gh + "restart_backoff_max = \"500ms\"\n"}, []string{
 			`mcpgate.toml:3:1: backends.gh.restart_backoff_max: restart_backoff_initial (1s) is greater than restart_backoff_max (500ms); lower the first or raise the second`,
 		}},
+		{"pool min idle above max", map[string]string{"mcpgate.toml": gh + "instance = \"session\"\npool_min_idle = 5\npool_max = 2\n"}, []string{
+			`mcpgate.toml:4:1: backends.gh.pool_min_idle: pool_min_idle (5) is greater than pool_max (2); lower the first or raise the second`,
+		}},
+		{"on-demand pool", map[string]string{"mcpgate.toml": gh + "instance = \"session\"\nstart = \"on-demand\"\n"}, []string{
+			`mcpgate.toml:4:1: backends.gh.start: start = "on-demand" does not combine with instance = "session"; use pool_min_idle = 0 to start no instance before a session needs one`,
+		}},
+		{"idle_stop on a pool", map[string]string{"mcpgate.toml": gh + "instance = \"session\"\nidle_stop = \"1m\"\n"}, []string{
+			`mcpgate.toml:4:1: backends.gh.idle_stop: idle_stop does not apply to instance = "session": a session's instance stops when the session ends; remove idle_stop`,
+		}},
+		{"bad start", map[string]string{"mcpgate.toml": gh + "start = \"lazy\"\n"}, []string{
+			`mcpgate.toml:3:1: backends.gh.start: "lazy" is not a valid value; use one of "eager", "on-demand"`,
+		}},
 
 		// Rate limits.
 		{"rate limits", map[string]string{"mcpgate.toml": "[gateway]\nlog_rate_limit = \"1000\"\n" + gh + "log_rate_limit = \"0/1s\"\n"}, []string{

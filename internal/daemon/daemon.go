@@ -105,7 +105,7 @@ type daemon struct {
 	stopWatchdog context.CancelFunc
 
 	sinksMu sync.Mutex
-	sinks   map[*config.Backend]*journal.BackendLog // journal sinks, per backend instance
+	sinks   map[sinkKey]*journal.BackendLog // journal sinks, per backend and instance
 
 	reloads chan chan error    // reload requests, answered when applied
 	ping    chan chan struct{} // liveness probes of the main loop
@@ -142,7 +142,7 @@ func run(ctx context.Context, opts options) int {
 		log:     log,
 		output:  output,
 		notify:  sdnotify.FromEnv(log),
-		sinks:   map[*config.Backend]*journal.BackendLog{},
+		sinks:   map[sinkKey]*journal.BackendLog{},
 		reloads: make(chan chan error),
 		ping:    make(chan chan struct{}),
 	}
@@ -245,7 +245,7 @@ func (d *daemon) awaitBackends(ctx context.Context, sigs <-chan os.Signal) (code
 		select {
 		case <-settled:
 			for _, b := range d.sup.Backends() {
-				if st := b.Status(); b.Config().Required && st.State != backend.Healthy {
+				if st := b.Status(); b.Config().Required && st.State != backend.Healthy && !b.Config().OnDemand() {
 					err := fmt.Errorf("required backend %q could not start: %s", b.Name(), st.LastError)
 					d.finalStatus("failed: " + err.Error())
 					d.notify.Errno(int(unix.EHOSTDOWN))
@@ -492,7 +492,16 @@ func runHooks[T any](hooks []func(T), v T) {
 
 // backendOptions gives each backend its stderr sink and the shared settings.
 func (d *daemon) backendOptions(cfg *config.Backend) backend.Options {
+	opts := d.instanceOptions(cfg, 0)
+	d.lifecycleOptions(cfg, &opts)
+	return opts
+}
+
+// instanceOptions gives a backend, or instance n of a pool, its stderr sink
+// and the shared settings.
+func (d *daemon) instanceOptions(cfg *config.Backend, n int) backend.Options {
 	opts := backend.Options{
+		Instance:        n,
 		Version:         Version,
 		GracePeriod:     d.cfg.Gateway.ShutdownGracePeriod,
 		MaxMessageBytes: d.cfg.Gateway.MaxMessageBytes,
@@ -508,6 +517,7 @@ func (d *daemon) backendOptions(cfg *config.Backend) backend.Options {
 	if d.output.Writer != nil {
 		sink := journal.NewBackendLog(d.output.Writer, journal.BackendLogOptions{
 			Backend:   cfg.Name,
+			Instance:  instanceLabel(n),
 			RateLimit: journal.RateLimit{Burst: cfg.LogRateLimit.Burst, Interval: cfg.LogRateLimit.Interval},
 			ErrorLog:  d.log,
 		})
@@ -515,7 +525,7 @@ func (d *daemon) backendOptions(cfg *config.Backend) backend.Options {
 		// MCP log messages share the sink and its rate limit; the sink is
 		// closed when the backend is gone.
 		d.sinksMu.Lock()
-		d.sinks[cfg] = sink
+		d.sinks[sinkKey{cfg, n}] = sink
 		d.sinksMu.Unlock()
 	}
 	return opts
@@ -531,9 +541,14 @@ func (p pidSink) Line(pid int, line []byte, partial bool) {
 
 // releaseSink closes the journal sink of a backend that stopped for good.
 func (d *daemon) releaseSink(b *backend.Backend) {
+	d.releaseInstanceSink(b.Config(), b.Instance())
+}
+
+// releaseInstanceSink closes the journal sink of a backend or instance.
+func (d *daemon) releaseInstanceSink(cfg *config.Backend, n int) {
 	d.sinksMu.Lock()
-	sink := d.sinks[b.Config()]
-	delete(d.sinks, b.Config())
+	sink := d.sinks[sinkKey{cfg, n}]
+	delete(d.sinks, sinkKey{cfg, n})
 	d.sinksMu.Unlock()
 	if sink != nil {
 		sink.Close()
@@ -542,20 +557,19 @@ func (d *daemon) releaseSink(b *backend.Backend) {
 
 // mcpLog writes a backend's notifications/message to the journal, or to
 // the daemon's log when not running under the journal.
-func (d *daemon) mcpLog(name string, params []byte) {
-	if b := d.sup.Backend(name); b != nil {
-		d.sinksMu.Lock()
-		sink := d.sinks[b.Config()]
-		d.sinksMu.Unlock()
-		if sink != nil {
-			// The sink learns the pid from stderr lines; a child that
-			// never wrote one still gets its MCPGATE_BACKEND_PID.
-			if pid := b.Status().PID; pid > 0 {
-				sink.SetPID(pid)
-			}
-			sink.MCPMessage(params)
-			return
+func (d *daemon) mcpLog(b *backend.Backend, params []byte) {
+	name := b.Name()
+	d.sinksMu.Lock()
+	sink := d.sinks[sinkKey{b.Config(), b.Instance()}]
+	d.sinksMu.Unlock()
+	if sink != nil {
+		// The sink learns the pid from stderr lines; a child that never
+		// wrote one still gets its MCPGATE_BACKEND_PID.
+		if pid := b.Status().PID; pid > 0 {
+			sink.SetPID(pid)
 		}
+		sink.MCPMessage(params)
+		return
 	}
 	m, err := journal.ParseMCPLog(params)
 	if err != nil {
@@ -565,6 +579,9 @@ func (d *daemon) mcpLog(name string, params []byte) {
 	attrs := []slog.Attr{slog.String("backend", name), slog.String("mcp_level", m.Level)}
 	if m.Logger != "" {
 		attrs = append(attrs, slog.String("logger", m.Logger))
+	}
+	if n := b.Instance(); n > 0 {
+		attrs = append(attrs, slog.Int("instance", n))
 	}
 	d.log.LogAttrs(context.Background(), m.SlogLevel, m.Message, attrs...)
 }

@@ -62,9 +62,9 @@ type Options struct {
 	// SessionIdleTimeout ends sessions without requests or open streams.
 	SessionIdleTimeout time.Duration
 	Logger             *slog.Logger
-	// OnLog, if set, receives every notifications/message from a backend,
-	// e.g. to write it to the journal.
-	OnLog func(backend string, params []byte)
+	// OnLog, if set, receives every notifications/message from a backend
+	// (or an instance of one), e.g. to write it to the journal.
+	OnLog func(b *backend.Backend, params []byte)
 	// OnCatalog, if set, is called after the catalog changed.
 	OnCatalog func(*catalog.Catalog)
 }
@@ -135,10 +135,11 @@ func (g *Gateway) Refresh() {
 	defer g.rebuildMu.Unlock()
 	var sources []catalog.Source
 	for _, b := range g.registry.Backends() {
-		if b.Conn() == nil {
+		lists, server := b.Catalog()
+		if server == nil {
 			continue
 		}
-		sources = append(sources, catalog.Source{Backend: b.Name(), Prefix: b.Config().ToolPrefix, Lists: b.Lists()})
+		sources = append(sources, catalog.Source{Backend: b.Name(), Prefix: b.Config().ToolPrefix, Lists: lists})
 	}
 	next := catalog.Build(sources)
 	prev := g.catalog.Swap(next)

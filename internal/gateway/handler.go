@@ -30,7 +30,7 @@ func (g *Gateway) Notification(b *backend.Backend, conn *backend.Conn, msg *json
 		c.sess.send(jsonrpc.AppendNotification(nil, msg.Method, params), c.stream)
 	case "notifications/message":
 		if g.opts.OnLog != nil {
-			g.opts.OnLog(b.Name(), msg.Params)
+			g.opts.OnLog(b, msg.Params)
 		}
 		g.logMessage(conn, msg)
 	case "notifications/resources/updated":
@@ -104,8 +104,17 @@ func (g *Gateway) logMessage(conn *backend.Conn, msg *jsonrpc.Message) {
 // attribute finds the one session with calls in flight on conn, and the
 // stream of its most recent call there. It returns nil when no session or
 // several sessions have calls in flight: a backend's own message does not
-// say which request it belongs to.
+// say which request it belongs to. A dedicated instance's messages belong
+// to its session, with or without a call in flight.
 func attribute(conn *backend.Conn) (*Session, *Stream) {
+	s, via := attributeByCalls(conn)
+	if owner := ownerSession(conn); owner != nil && s != owner {
+		return owner, nil
+	}
+	return s, via
+}
+
+func attributeByCalls(conn *backend.Conn) (*Session, *Stream) {
 	var sess *Session
 	var latest *call
 	var latestID int64

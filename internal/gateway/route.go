@@ -97,7 +97,7 @@ func (s *Session) HandleRequest(msg *jsonrpc.Message, stream *Stream) {
 func (g *Gateway) soleBackend() *backend.Backend {
 	var only *backend.Backend
 	for _, b := range g.registry.Backends() {
-		if b.Conn() != nil {
+		if _, server := b.Catalog(); server != nil {
 			if only != nil {
 				return nil
 			}
@@ -165,10 +165,39 @@ func (s *Session) forwardThen(msg *jsonrpc.Message, stream *Stream, name string,
 		fail(CodeBackendUnavailable, fmt.Errorf("backend %q was removed", name))
 		return
 	}
-	conn := b.Conn()
-	if conn == nil {
+	conn, wait := s.connFor(b)
+	switch {
+	case conn == nil && wait == nil:
 		fail(CodeBackendUnavailable, unavailable(b))
 		return
+	case conn == nil:
+		// Starting a backend or binding an instance takes a while: the
+		// request goes on once it is done, without holding up the client.
+		go func() {
+			conn, err := wait()
+			if err != nil {
+				fail(CodeBackendUnavailable, err)
+				return
+			}
+			s.forwardOn(msg, stream, b, conn, params, then)
+		}()
+		return
+	}
+	s.forwardOn(msg, stream, b, conn, params, then)
+}
+
+// forwardOn is forwardThen once the connection is known.
+func (s *Session) forwardOn(msg *jsonrpc.Message, stream *Stream, b *backend.Backend, conn *backend.Conn, params json.RawMessage, then func(ok bool)) {
+	g := s.g
+	name := b.Name()
+	answer := func(code int, err error) {
+		stream.push(jsonrpc.AppendError(nil, msg.ID, &jsonrpc.Error{Code: code, Message: err.Error()}), true)
+	}
+	fail := func(code int, err error) { // before the call is tracked
+		if then != nil {
+			then(false)
+		}
+		answer(code, err)
 	}
 	c := &call{sess: s, clientID: msg.ID, stream: stream, b: b, conn: conn, then: then}
 	if tok, span, ok := jsonrpc.LookupPath(params, "_meta", "progressToken"); ok {

@@ -31,6 +31,9 @@ type Session struct {
 	streams    map[int64]*Stream // open streams, by key
 	nextStream int64
 	standalone *Stream
+	instances  map[string]*backend.Backend // this session's own instances, by backend name
+
+	bindMu sync.Mutex // serialises binding instances, see instanceConn
 }
 
 type clientCaps struct {
@@ -80,6 +83,7 @@ func (g *Gateway) NewSession(params json.RawMessage) (*Session, json.RawMessage,
 		calls:      map[string]*call{},
 		relays:     map[int64]*relayed{},
 		streams:    map[int64]*Stream{},
+		instances:  map[string]*backend.Backend{},
 	}
 	s.standalone = newStream(0, true)
 	s.streams[0] = s.standalone
@@ -94,11 +98,10 @@ func (g *Gateway) initializeResult(s *Session) json.RawMessage {
 	var tools, prompts, resources, subscribe, logging, completions bool
 	var instructions []string
 	for _, b := range g.registry.Backends() {
-		conn := b.Conn()
-		if conn == nil {
+		_, info := b.Catalog()
+		if info == nil {
 			continue
 		}
-		info := conn.Server()
 		c := info.Capabilities
 		tools = tools || c.Tools != nil
 		prompts = prompts || c.Prompts != nil
@@ -338,7 +341,10 @@ func (s *Session) close(why string) {
 	// while the loop below runs.
 	streams := s.streams
 	s.streams = map[int64]*Stream{}
+	instances := s.instances
+	s.instances = map[string]*backend.Backend{}
 	s.mu.Unlock()
+	defer s.releaseInstances(instances)
 	for _, c := range calls {
 		c.cancel(why)
 	}

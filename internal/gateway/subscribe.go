@@ -94,7 +94,7 @@ func (g *Gateway) resourceOwner(cat *catalog.Catalog, uri string) (string, bool)
 	}
 	only := ""
 	for _, b := range g.registry.Backends() {
-		if conn := b.Conn(); conn != nil && conn.Server().Capabilities.Resources != nil {
+		if _, server := b.Catalog(); server != nil && server.Capabilities.Resources != nil {
 			if only != "" {
 				return "", false
 			}

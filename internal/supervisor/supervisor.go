@@ -216,15 +216,21 @@ func (s *Supervisor) Shutdown() {
 }
 
 // StatusLine summarises the backends in one line, as for systemd's STATUS=:
-// "5/6 backends healthy, 42 tools; github restarting (2/5)".
+// "5/6 backends healthy, 42 tools; github restarting (2/5)". Backends idle
+// until their first call (start = "on-demand", idle_stop) are counted on
+// their own: "2/2 backends healthy, 3 idle on demand, 42 tools".
 func StatusLine(backends []*backend.Backend, tools int) string {
-	healthy, total := 0, 0
+	healthy, total, idle := 0, 0, 0
 	var notes []string
 	for _, b := range backends {
 		st := b.Status()
 		cfg := b.Config()
 		if !cfg.Enabled && st.State == backend.Stopped {
 			continue // disabled in the configuration: not expected to run
+		}
+		if st.State == backend.Idle {
+			idle++
+			continue
 		}
 		total++
 		switch {
@@ -242,6 +248,10 @@ func StatusLine(backends []*backend.Backend, tools int) string {
 	}
 	if tools == 1 {
 		line = strings.TrimSuffix(line, "s")
+	}
+	if idle > 0 {
+		before, after, _ := strings.Cut(line, ", ")
+		line = fmt.Sprintf("%s, %d idle on demand, %s", before, idle, after)
 	}
 	if len(notes) > 0 {
 		line += "; " + strings.Join(notes, ", ")

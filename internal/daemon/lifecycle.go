@@ -1,0 +1,62 @@
+package daemon
+
+import (
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"github.com/mcpgate/mcpgate/internal/backend"
+	"github.com/mcpgate/mcpgate/internal/config"
+)
+
+// defaultStateDir is where the daemon keeps state when systemd's
+// StateDirectory= does not name a place ($STATE_DIRECTORY).
+const defaultStateDir = "/var/lib/mcpgate"
+
+// sinkKey names a journal sink: a backend, and its instance number (0 for
+// the backend itself).
+type sinkKey struct {
+	cfg      *config.Backend
+	instance int
+}
+
+// instanceLabel is the MCPGATE_INSTANCE value of instance n.
+func instanceLabel(n int) string {
+	if n == 0 {
+		return ""
+	}
+	return strconv.Itoa(n)
+}
+
+// stateDir returns the daemon's state directory: the first of
+// $STATE_DIRECTORY (set by StateDirectory= in the unit), else
+// /var/lib/mcpgate.
+func stateDir() string {
+	if dirs := os.Getenv("STATE_DIRECTORY"); dirs != "" {
+		first, _, _ := strings.Cut(dirs, ":")
+		return first
+	}
+	return defaultStateDir
+}
+
+// CatalogCachePath is where an on-demand backend's catalog is kept.
+func catalogCachePath(name string) string {
+	return filepath.Join(stateDir(), "catalog", name+".json")
+}
+
+// lifecycleOptions adds what start = "on-demand", idle_stop and instance =
+// "session" need to a backend's options.
+func (d *daemon) lifecycleOptions(cfg *config.Backend, opts *backend.Options) {
+	if cfg.OnDemand() || cfg.IdleStop > 0 {
+		opts.CatalogCache = catalogCachePath(cfg.Name)
+		opts.InUse = func(b *backend.Backend) bool { return d.gw.Subscribed(b.Name()) }
+	}
+	if cfg.Pooled() {
+		opts.InstanceOptions = func(n int) backend.Options {
+			o := d.instanceOptions(cfg, n)
+			o.Release = func() { d.releaseInstanceSink(cfg, n) }
+			return o
+		}
+	}
+}

@@ -1,0 +1,109 @@
+package itest
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mcpgate/mcpgate/internal/testutil"
+)
+
+// onDemandBackend is started with a slow handshake, so that a gateway that
+// waited for it would be visibly slower to be ready.
+const (
+	onDemandDelay   = 1500 * time.Millisecond
+	onDemandBackend = `
+[backends.lazy]
+command = "FAKE"
+args = ["--handshake-delay", "1500ms"]
+start = "on-demand"
+idle_stop = "1s"
+`
+)
+
+// lifecycleGateway starts mcpgated with backends (FAKE replaced by the fake
+// server) and STATE_DIRECTORY=state, as systemd's StateDirectory= sets it.
+func lifecycleGateway(t *testing.T, state, backends string) *testutil.Daemon {
+	t.Helper()
+	bins := testutil.Build(t)
+	toml, url := testutil.Config(t, strings.ReplaceAll(backends, "FAKE", bins.Fake))
+	return testutil.StartDaemon(t, toml, url, testutil.DaemonOptions{Env: []string{"STATE_DIRECTORY=" + state}})
+}
+
+// children returns the daemon's living descendants.
+func children(d *testutil.Daemon) []int { return testutil.Descendants(d.PID) }
+
+// counter calls a fake server's counter tool and returns its pid and count.
+func counter(t *testing.T, res any) (pid, count int) {
+	t.Helper()
+	raw, _ := json.Marshal(res)
+	var v struct{ PID, Count int }
+	if err := json.Unmarshal(raw, &v); err != nil || v.PID == 0 {
+		t.Fatalf("counter answered %s", raw)
+	}
+	return v.PID, v.Count
+}
+
+func TestOnDemandBackend(t *testing.T) {
+	state := t.TempDir()
+	cache := filepath.Join(state, "catalog", "lazy.json")
+
+	// No cache yet: the backend starts once to fill it, and stops again.
+	// Readiness does not wait for that.
+	d := lifecycleGateway(t, state, onDemandBackend)
+	testutil.Eventually(t, 30*time.Second, "the catalog cache to be written and the backend stopped", func() bool {
+		_, err := os.Stat(cache)
+		return err == nil && len(children(d)) == 0
+	})
+	d.Terminate(t)
+
+	// A warm cache: ready without starting the backend, its tools listed.
+	begin := time.Now()
+	d = lifecycleGateway(t, state, onDemandBackend)
+	ready := time.Since(begin)
+	t.Logf("ready with a warm cache in %s; the backend's handshake alone takes %s", ready.Round(time.Millisecond), onDemandDelay)
+	if kids := children(d); len(kids) > 0 {
+		t.Errorf("an on-demand backend runs before any call: %v", kids)
+	}
+	status := strings.Join(d.Notify.Messages(), "\n")
+	if !strings.Contains(status, "1 idle on demand") {
+		t.Errorf("STATUS= does not count the idle on-demand backend:\n%s", status)
+	}
+	cs := d.Connect(t, nil)
+	if names := testutil.ToolNames(t, cs); !names["lazy__counter"] {
+		t.Fatalf("the cached catalog lacks lazy__counter: %v", names)
+	}
+
+	// The first call starts it and succeeds.
+	pid1, n := counter(t, testutil.MustCallTool(t, cs, "lazy__counter", nil).StructuredContent)
+	if n != 1 {
+		t.Errorf("first call: count %d, want 1 from a fresh process", n)
+	}
+	// idle_stop stops it; the next call starts a new one.
+	testutil.Eventually(t, 30*time.Second, "idle_stop to stop the backend", func() bool { return len(children(d)) == 0 })
+	pid2, n := counter(t, testutil.MustCallTool(t, cs, "lazy__counter", nil).StructuredContent)
+	if pid2 == pid1 || n != 1 {
+		t.Errorf("after idle_stop: pid %d count %d, want a new process (not %d) with count 1", pid2, n, pid1)
+	}
+	d.Terminate(t)
+
+	// A corrupt cache is reported, ignored, and written anew.
+	if err := os.WriteFile(cache, []byte("{not json"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	d = lifecycleGateway(t, state, onDemandBackend)
+	d.Stderr.Await(t, 10*time.Second, "the corrupt cache reported", func(out string) bool {
+		return strings.Contains(out, "ignoring the catalog cache "+cache)
+	})
+	testutil.Eventually(t, 30*time.Second, "a valid cache to be written again", func() bool {
+		data, err := os.ReadFile(cache)
+		return err == nil && json.Valid(data) && len(children(d)) == 0
+	})
+	cs = d.Connect(t, nil)
+	if _, n := counter(t, testutil.MustCallTool(t, cs, "lazy__counter", nil).StructuredContent); n != 1 {
+		t.Errorf("after a corrupt cache: count %d, want 1", n)
+	}
+}
