@@ -242,13 +242,13 @@ func (b *Backend) Run(ctx context.Context) {
 
 // supervision is the state of Run's loop; only Run's goroutine touches it.
 type supervision struct {
-	b       *Backend
-	want    bool        // the backend should be running
-	crashes []time.Time // crashes within the restart window
-	backoff time.Duration
-	waiters []chan error // commands waiting for the next start attempt
-	fill     bool // started only to fill the catalog cache (start = "on-demand")
-	demanded bool // a call asked for the child while it was starting
+	b        *Backend
+	want     bool        // the backend should be running
+	crashes  []time.Time // crashes within the restart window
+	backoff  time.Duration
+	waiters  []chan error // commands waiting for the next start attempt
+	fill     bool         // started only to fill the catalog cache (start = "on-demand")
+	demanded bool         // a call asked for the child while it was starting
 }
 
 func (s *supervision) loop(ctx context.Context) {

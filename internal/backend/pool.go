@@ -24,8 +24,8 @@ type pool struct {
 	failed   string          // why the pool gave up: an instance failed before it ever served
 	next     int             // the number of the next instance
 	insts    map[*Backend]*instance
-	waiters  []*waiter // sessions waiting for an instance, oldest first
-	first    *Backend  // the instance whose handshake the catalog shows
+	waiters  []*waiter   // sessions waiting for an instance, oldest first
+	first    *Backend    // the instance whose handshake the catalog shows
 	server   *ServerInfo // what first said about itself
 	refill   *time.Timer
 	allGone  chan struct{} // closed when insts becomes empty while stopping; see stopAll
