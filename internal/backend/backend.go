@@ -377,7 +377,7 @@ func (s *supervision) serve(ctx context.Context, conn *Conn) (died bool) {
 				return false
 			}
 		case <-ctx.Done():
-			s.stopConn(conn, "the gateway is shutting down")
+			s.stopConn(conn, stopReason(ctx))
 			return false
 		case <-conn.Done():
 			return true

@@ -2,6 +2,7 @@ package backend
 
 import (
 	"context"
+	"errors"
 	"encoding/json"
 	"fmt"
 	"slices"
@@ -34,11 +35,14 @@ type pool struct {
 
 // instance is the pool's record of one instance.
 type instance struct {
-	cancel   context.CancelFunc
+	cancel   context.CancelCauseFunc
 	bound    bool // handed to a session
 	stopping bool
 	served   bool // was healthy at least once
 }
+
+// errSessionEnded is why an instance is stopped when its session ends.
+var errSessionEnded = errors.New("its session ended")
 
 // waiter is a session waiting for an instance.
 type waiter struct {
@@ -169,7 +173,7 @@ func (b *Backend) Release() {
 	p.mu.Lock()
 	if in := p.insts[b]; in != nil && !in.stopping {
 		in.stopping = true
-		in.cancel()
+		in.cancel(errSessionEnded)
 	}
 	p.mu.Unlock()
 	p.scheduleRefill()
@@ -258,7 +262,7 @@ func (p *pool) spawn() {
 	opts.OnChange = p.changed
 	ib := New(p.b.cfg, opts)
 	ib.lc.parent = p
-	ctx, cancel := context.WithCancel(p.ctx)
+	ctx, cancel := context.WithCancelCause(p.ctx)
 	p.insts[ib] = &instance{cancel: cancel}
 	go func() {
 		ib.Run(ctx)
@@ -296,6 +300,9 @@ func (p *pool) changed(ib *Backend) {
 	switch st.State {
 	case Healthy:
 		in.served = true
+		if ib.Conn() == nil {
+			break // being stopped: its lists are gone already
+		}
 		if p.first == nil || p.first == ib {
 			p.first, p.server = ib, st.Server
 			p.b.lists.Store(ib.Lists())
@@ -307,7 +314,7 @@ func (p *pool) changed(ib *Backend) {
 	case Failed:
 		if !in.stopping {
 			in.stopping = true
-			in.cancel()
+			in.cancel(nil)
 			if !in.served && p.first == nil {
 				p.failed = st.LastError
 				for _, w := range p.waiters {
@@ -445,11 +452,20 @@ func (p *pool) stopAll() {
 	}
 	for _, in := range p.insts {
 		in.stopping = true
-		in.cancel()
+		in.cancel(nil)
 	}
 	p.mu.Unlock()
 	if gone != nil {
 		<-gone
 	}
 	p.publish()
+}
+
+// stopReason says why ctx ended a child: its session ended (an instance),
+// else the gateway is shutting down.
+func stopReason(ctx context.Context) string {
+	if cause := context.Cause(ctx); errors.Is(cause, errSessionEnded) {
+		return cause.Error()
+	}
+	return "the gateway is shutting down"
 }
