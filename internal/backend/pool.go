@@ -2,8 +2,8 @@ package backend
 
 import (
 	"context"
-	"errors"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
