@@ -50,10 +50,10 @@ type Conn struct {
 	done   chan struct{} // closed when all pipes are drained and all calls answered
 	exit   ExitInfo      // valid once exited is closed
 
-	reason  atomic.Pointer[string]     // why we ended the child, for the calls it fails
-	server  atomic.Pointer[ServerInfo] // set by the handshake
-	lists   *refresher
-	probing atomic.Bool
+	reason atomic.Pointer[string]     // why we ended the child, for the calls it fails
+	server atomic.Pointer[ServerInfo] // set by the handshake
+	lists  *refresher
+	reads  atomic.Uint64 // lines read from the child, a sign of life
 
 	lastActive atomic.Int64 // unix nanoseconds of the last call sent or answered, for idle_stop
 }
@@ -187,17 +187,14 @@ func (c *Conn) readLoop() {
 	lr := jsonrpc.NewLineReader(c.proc.stdout, c.b.opts.MaxMessageBytes)
 	for {
 		line, err := lr.Next()
+		if err == nil || errors.As(err, new(*jsonrpc.ErrLineTooLong)) {
+			c.reads.Add(1)
+		}
 		if err != nil {
 			var tooLong *jsonrpc.ErrLineTooLong
 			if errors.As(err, &tooLong) {
 				c.log.Warn("dropped a message from the child", "err", err, "start", truncate(tooLong.Head, 100))
-				// A response too large to relay still answers its call:
-				// fail it now rather than let it time out.
-				if id, ok := jsonrpc.LeadingID(tooLong.Head); ok {
-					if call := c.take(id); call != nil {
-						call.deliver(nil, fmt.Errorf("backend %q answered %s with a %w: the limit is %d bytes (max_message_bytes)", c.b.name, call.Method, ErrTooLarge, tooLong.Limit))
-					}
-				}
+				c.tooLarge(tooLong)
 				continue
 			}
 			return
@@ -208,6 +205,27 @@ func (c *Conn) readLoop() {
 			continue
 		}
 		c.dispatch(msg)
+	}
+}
+
+// tooLarge answers what can be answered about a message too large to read:
+// a response still settles its call, now rather than at its timeout, and a
+// request gets an error response. Ids of requests live in the child's id
+// space, so only a response may settle one of ours.
+func (c *Conn) tooLarge(e *jsonrpc.ErrLineTooLong) {
+	h := jsonrpc.ParseHead(e.Head)
+	switch {
+	case h.ID == nil:
+	case h.Response:
+		id, err := strconv.ParseInt(string(h.ID), 10, 64)
+		if err != nil {
+			return
+		}
+		if call := c.take(id); call != nil {
+			call.deliver(nil, fmt.Errorf("backend %q answered %s with a %w: the limit is %d bytes (max_message_bytes)", c.b.name, call.Method, ErrTooLarge, e.Limit))
+		}
+	case h.Request:
+		c.ReplyError(h.ID, jsonrpc.Errorf(jsonrpc.CodeInvalidRequest, "request too large: mcpgate reads messages of at most %d bytes (max_message_bytes)", e.Limit))
 	}
 }
 
@@ -278,6 +296,34 @@ func (c *Conn) Go(ctx context.Context, method string, params json.RawMessage, ow
 		return nil, err
 	}
 	return call, nil
+}
+
+// ErrTimeout is returned for a call the child did not answer in time.
+var ErrTimeout = errors.New("no answer in time")
+
+// Async sends a request the gateway makes on its own and calls done exactly
+// once: with the response, with the reason it could not be sent, or with an
+// error wrapping ErrTimeout when the child did not answer within timeout;
+// the child is then told the request is cancelled. Nothing of the call
+// outlives the timeout. done must not block.
+func (c *Conn) Async(method string, params json.RawMessage, timeout time.Duration, done func(*jsonrpc.Message, error)) {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	call, err := c.Go(ctx, method, params, nil, func(m *jsonrpc.Message, err error) {
+		cancel()
+		done(m, err)
+	})
+	if err != nil {
+		cancel()
+		done(nil, err)
+		return
+	}
+	// Abandon and deliver both take the call from the pending map, so only
+	// one of them ends it.
+	context.AfterFunc(ctx, func() {
+		if c.Abandon(call, "timed out in mcpgate") {
+			done(nil, fmt.Errorf("backend %q did not answer %s within %s: %w", c.b.name, method, timeout, ErrTimeout))
+		}
+	})
 }
 
 // Call sends a request and waits for its result. An error response comes

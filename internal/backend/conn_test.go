@@ -2,8 +2,11 @@ package backend
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"io"
 	"log/slog"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -42,7 +45,13 @@ func startConn(t *testing.T, b *Backend) *Conn {
 	}
 	c := newConn(b, proc)
 	c.start()
-	t.Cleanup(c.kill)
+	t.Cleanup(func() {
+		select {
+		case <-c.Done():
+		default:
+			c.kill()
+		}
+	})
 	return c
 }
 
@@ -84,5 +93,60 @@ func TestConnCallEndsExactlyOnceWhenChildExits(t *testing.T) {
 	}
 	if twice.Load() > 0 || never.Load() > 0 {
 		t.Errorf("of %d calls on exiting children, %d ended twice and %d never", iterations*callers*4, twice.Load(), never.Load())
+	}
+}
+
+// An oversized request from the child carries an id of the child's own id
+// space: it must not settle the gateway's call with the same number, and
+// the child gets an error response instead of silence.
+func TestConnOversizedRequestFromChildGetsAnErrorResponse(t *testing.T) {
+	// The child answers call 1 with the reply it got to its own request 1.
+	b := testBackend(t, "sh", "-c", `read -r req
+big=$(head -c 5000 /dev/zero | tr '\0' x)
+printf '{"jsonrpc":"2.0","id":1,"method":"sampling/createMessage","params":{"x":"%s"}}\n' "$big"
+read -r reply
+printf '{"jsonrpc":"2.0","id":1,"result":{"reply":%s}}\n' "$reply"
+cat >/dev/null`)
+	b.opts.MaxMessageBytes = 4096
+	c := startConn(t, b)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	res, err := c.Call(ctx, "tools/call", nil)
+	if err != nil {
+		t.Fatalf("call 1 ended with %v; the child's oversized request 1 must not settle it", err)
+	}
+	var got struct {
+		Reply struct {
+			ID    json.RawMessage `json:"id"`
+			Error *jsonrpc.Error  `json:"error"`
+		} `json:"reply"`
+	}
+	if err := json.Unmarshal(res, &got); err != nil || string(got.Reply.ID) != "1" || got.Reply.Error == nil || got.Reply.Error.Code != jsonrpc.CodeInvalidRequest {
+		t.Fatalf("the child's request got %s (%v); want an error response -32600 to id 1", res, err)
+	}
+	if !strings.Contains(got.Reply.Error.Message, "4096") {
+		t.Errorf("error %q does not name the limit", got.Reply.Error.Message)
+	}
+}
+
+// A call the gateway makes on its own ends at its deadline when the child
+// never answers, and leaves nothing pending.
+func TestConnAsyncEndsAtItsDeadline(t *testing.T) {
+	c := startConn(t, testBackend(t, "sh", "-c", "cat >/dev/null"))
+	done := make(chan error, 2)
+	c.Async("logging/setLevel", []byte(`{"level":"debug"}`), 50*time.Millisecond, func(_ *jsonrpc.Message, err error) { done <- err })
+	if err := <-done; !errors.Is(err, ErrTimeout) {
+		t.Fatalf("Async ended with %v; want ErrTimeout", err)
+	}
+	n := 0
+	c.Calls(func(*Call) { n++ })
+	if n != 0 {
+		t.Errorf("%d calls still pending after the deadline", n)
+	}
+	c.kill()
+	select {
+	case err := <-done:
+		t.Errorf("the call ended a second time, with %v, when the child died", err)
+	default:
 	}
 }

@@ -93,6 +93,14 @@ func (p *process) signalGroup(sig unix.Signal) error {
 	return err
 }
 
+// kill sends SIGKILL to the group leader through its pidfd (os.Process uses
+// one on Linux), so it never reaches another process that reuses the pid of
+// a reaped child: it returns os.ErrProcessDone then. Reaping the leader
+// kills the rest of its group (see wait).
+func (p *process) kill() error {
+	return p.cmd.Process.Signal(syscall.SIGKILL)
+}
+
 // wait reaps the group leader, kills whatever else is left in its group (the
 // server is gone; its helpers are orphans now) and reaps those members that
 // were reparented to us. The daemon is a child subreaper, so a double-forked

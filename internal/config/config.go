@@ -36,6 +36,7 @@ type Gateway struct {
 	DrainTimeout        time.Duration // default 10s
 	MaxMessageBytes     int64         // default 16 MiB
 	PageSize            int           // default 100
+	MaxStreamEvents     int           // default 512
 	AllowedOrigins      []string      // extra Origins allowed besides localhost ones
 	AllowedHosts        []string      // extra Host header values allowed besides localhost ones
 	Bus                 string        // "system" (default) | "session" | "none"
@@ -65,6 +66,8 @@ type Backend struct {
 	Enabled               bool          // default true
 	Required              bool          // default false
 	Timeout               time.Duration // default Gateway.RequestTimeout
+	MaxCallDuration       time.Duration // default 0 ("off"): none
+	ClientRequestTimeout  time.Duration // default 5m
 	ToolPrefix            string        // default NAME+"__"; "" allowed
 	MaxRestarts           int           // default 5
 	RestartWindow         time.Duration // default 60s
@@ -86,6 +89,7 @@ func defaultGateway() Gateway {
 		DrainTimeout:        10 * time.Second,
 		MaxMessageBytes:     16 << 20,
 		PageSize:            100,
+		MaxStreamEvents:     512,
 		Bus:                 "system",
 		LogTarget:           "auto",
 		LogLevel:            "info",
@@ -100,6 +104,7 @@ func defaultBackend(name string, g *Gateway) *Backend {
 		Name:                  name,
 		Enabled:               true,
 		Timeout:               g.RequestTimeout,
+		ClientRequestTimeout:  5 * time.Minute,
 		ToolPrefix:            name + "__",
 		MaxRestarts:           5,
 		RestartWindow:         60 * time.Second,
@@ -147,6 +152,8 @@ func (b *Backend) Equal(o *Backend) bool {
 		b.Enabled == o.Enabled &&
 		b.Required == o.Required &&
 		b.Timeout == o.Timeout &&
+		b.MaxCallDuration == o.MaxCallDuration &&
+		b.ClientRequestTimeout == o.ClientRequestTimeout &&
 		b.ToolPrefix == o.ToolPrefix &&
 		b.MaxRestarts == o.MaxRestarts &&
 		b.RestartWindow == o.RestartWindow &&

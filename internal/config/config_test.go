@@ -21,6 +21,7 @@ func wantGateway() Gateway {
 		DrainTimeout:        10 * time.Second,
 		MaxMessageBytes:     16 * 1024 * 1024,
 		PageSize:            100,
+		MaxStreamEvents:     512,
 		Bus:                 "system",
 		LogTarget:           "auto",
 		LogLevel:            "info",
@@ -45,6 +46,7 @@ func wantBackend(file string) *Backend {
 		RestartBackoffMax:     60 * time.Second,
 		LogRateLimit:          RateLimit{Burst: 1000, Interval: 10 * time.Second},
 		RelayClientRequests:   true,
+		ClientRequestTimeout:  5 * time.Minute,
 		Lifecycle:             defaultLifecycle(),
 	}
 }
@@ -96,6 +98,7 @@ func TestGatewayKeys(t *testing.T) {
 		{`max_message_bytes = 1_073_741_824`, func(g *Gateway) { g.MaxMessageBytes = 1 << 30 }},
 		{`page_size = 1`, func(g *Gateway) { g.PageSize = 1 }},
 		{`page_size = 10000`, func(g *Gateway) { g.PageSize = 10000 }},
+		{`max_stream_events = 16`, func(g *Gateway) { g.MaxStreamEvents = 16 }},
 		{`allowed_origins = ["https://app.example", "http://10.0.0.2:3000"]`, func(g *Gateway) {
 			g.AllowedOrigins = []string{"https://app.example", "http://10.0.0.2:3000"}
 		}},
@@ -153,6 +156,9 @@ func TestBackendKeys(t *testing.T) {
 		{"enabled", "", `enabled = false`, func(b *Backend) { b.Enabled = false }},
 		{"required", "", `required = true`, func(b *Backend) { b.Required = true }},
 		{"timeout", "", `timeout = "5s"`, func(b *Backend) { b.Timeout = 5 * time.Second }},
+		{"max_call_duration", "", `max_call_duration = "1h"`, func(b *Backend) { b.MaxCallDuration = time.Hour }},
+		{"max_call_duration off", "", `max_call_duration = "off"`, func(b *Backend) {}},
+		{"client_request_timeout", "", `client_request_timeout = "30s"`, func(b *Backend) { b.ClientRequestTimeout = 30 * time.Second }},
 		{"tool_prefix", "", `tool_prefix = "gh.v2-"`, func(b *Backend) { b.ToolPrefix = "gh.v2-" }},
 		{"tool_prefix empty means unprefixed", "", `tool_prefix = ""`, func(b *Backend) { b.ToolPrefix = "" }},
 		{"tool_prefix 64 chars", "", `tool_prefix = "` + strings.Repeat("p", 64) + `"`, func(b *Backend) {

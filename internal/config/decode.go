@@ -57,6 +57,9 @@ func gatewayFields() []field[Gateway] {
 		{"page_size", func(d *decoder, at keyPath, v any, g *Gateway) bool {
 			return integer(d, at, v, &g.PageSize, 1, 10000)
 		}},
+		{"max_stream_events", func(d *decoder, at keyPath, v any, g *Gateway) bool {
+			return integer(d, at, v, &g.MaxStreamEvents, 16, 1<<20)
+		}},
 		{"allowed_origins", func(d *decoder, at keyPath, v any, g *Gateway) bool {
 			return d.strList(at, v, &g.AllowedOrigins, checkNotEmpty)
 		}},
@@ -100,6 +103,16 @@ func backendFields() []field[Backend] {
 		}},
 		{"timeout", func(d *decoder, at keyPath, v any, b *Backend) bool {
 			return d.duration(at, v, &b.Timeout)
+		}},
+		{"max_call_duration", func(d *decoder, at keyPath, v any, b *Backend) bool {
+			if v == "off" {
+				b.MaxCallDuration = 0
+				return true
+			}
+			return d.duration(at, v, &b.MaxCallDuration)
+		}},
+		{"client_request_timeout", func(d *decoder, at keyPath, v any, b *Backend) bool {
+			return d.duration(at, v, &b.ClientRequestTimeout)
 		}},
 		{"tool_prefix", func(d *decoder, at keyPath, v any, b *Backend) bool {
 			return d.str(at, v, &b.ToolPrefix, checkToolPrefix)

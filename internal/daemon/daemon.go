@@ -193,12 +193,13 @@ func (d *daemon) run(ctx context.Context) int {
 	})
 	g := d.cfg.Gateway
 	d.gw = gateway.New(d.sup, gateway.Options{
-		Version:      Version,
-		PageSize:     g.PageSize,
-		ResumeWindow: resumeWindow,
-		Logger:       d.log,
-		OnLog:        d.mcpLog,
-		OnCatalog:    func(*catalog.Catalog) { d.updateStatus() },
+		Version:         Version,
+		PageSize:        g.PageSize,
+		ResumeWindow:    resumeWindow,
+		MaxStreamEvents: g.MaxStreamEvents,
+		Logger:          d.log,
+		OnLog:           d.mcpLog,
+		OnCatalog:       func(*catalog.Catalog) { d.updateStatus() },
 	})
 	go d.gw.Run(ctx)
 	// The bus comes up before the backends start, so operators can watch

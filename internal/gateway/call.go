@@ -3,6 +3,7 @@ package gateway
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -19,9 +20,12 @@ type call struct {
 	b        *backend.Backend
 	conn     *backend.Conn
 	bcall    *backend.Call
-	timer    *time.Timer
+	timer    *time.Timer // checks the deadlines; guarded by sess.mu
 
-	token       int64           // our progress token toward the backend, 0 if none
+	started  time.Time
+	progress atomic.Int64 // when the backend last reported progress, unix ns
+
+	token       string          // our progress token toward the backend, as JSON; "" if none
 	clientToken json.RawMessage // the client's progress token
 	unsent      string          // why the call was given up before bcall was set; guarded by sess.mu
 
@@ -52,15 +56,72 @@ func (c *call) deliver(resp *jsonrpc.Message, err error) {
 	}
 }
 
-func (c *call) timedOut(timeout time.Duration) {
+// progressed records a progress notification: it restarts the idle timeout.
+func (c *call) progressed() { c.progress.Store(time.Now().UnixNano()) }
+
+// deadlines are the call's two timeouts: timeout, without an answer or
+// progress, and the hard cap maxDuration (0: none).
+func (c *call) deadlines() (idle, hard time.Time) {
+	cfg := c.b.Config()
+	idle = c.started
+	if p := c.progress.Load(); p != 0 {
+		idle = time.Unix(0, p)
+	}
+	idle = idle.Add(cfg.Timeout)
+	if cfg.MaxCallDuration > 0 {
+		hard = c.started.Add(cfg.MaxCallDuration)
+	}
+	return idle, hard
+}
+
+// armTimer starts the timer for the nearest deadline. It runs under sess.mu.
+func (c *call) armTimer() {
+	idle, hard := c.deadlines()
+	next := idle
+	if !hard.IsZero() && hard.Before(next) {
+		next = hard
+	}
+	d := time.Until(next)
+	if c.timer == nil {
+		c.timer = time.AfterFunc(d, c.checkDeadlines)
+	} else {
+		c.timer.Reset(d)
+	}
+}
+
+// checkDeadlines runs when the timer fires: the call times out if a
+// deadline passed, else the timer waits for the next one (progress moved
+// the idle deadline).
+func (c *call) checkDeadlines() {
+	cfg := c.b.Config()
+	idle, hard := c.deadlines()
+	now := time.Now()
+	switch {
+	case !hard.IsZero() && !now.Before(hard):
+		c.timedOut(fmt.Sprintf("within %s (max_call_duration)", cfg.MaxCallDuration), false)
+	case !now.Before(idle):
+		c.timedOut(fmt.Sprintf("within %s (timeout, counted from its last progress notification; see the backend's timeout setting)", cfg.Timeout), true)
+	default:
+		c.sess.mu.Lock()
+		if !c.ended.Load() {
+			c.armTimer()
+		}
+		c.sess.mu.Unlock()
+	}
+}
+
+// timedOut gives up on the call. A call that went silent makes the backend
+// suspect, and it is probed; one that outlived max_call_duration does not.
+func (c *call) timedOut(within string, probe bool) {
 	if c.bcall == nil || !c.conn.Abandon(c.bcall, "timed out in mcpgate") {
 		return
 	}
 	if c.end() {
-		c.stream.push(errorResponse(c.clientID, CodeTimeout, "backend %q did not answer %s within %s (timeout; see the backend's timeout setting)",
-			c.b.Name(), c.bcall.Method, timeout), true)
+		c.stream.push(errorResponse(c.clientID, CodeTimeout, "backend %q did not answer %s %s", c.b.Name(), c.bcall.Method, within), true)
 	}
-	c.b.Probe(c.conn)
+	if probe {
+		c.b.Probe(c.conn)
+	}
 }
 
 // cancel gives up on the call for the client: the backend is told, a late
@@ -122,7 +183,7 @@ func (c *call) end() bool {
 
 // forget drops the call's progress token.
 func (c *call) forget() {
-	if c.token != 0 {
+	if c.token != "" {
 		c.sess.g.progress.Delete(c.token)
 	}
 }

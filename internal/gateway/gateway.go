@@ -61,7 +61,10 @@ type Options struct {
 	ResumeWindow time.Duration
 	// SessionIdleTimeout ends sessions without requests or open streams.
 	SessionIdleTimeout time.Duration
-	Logger             *slog.Logger
+	// MaxStreamEvents bounds the events a stream keeps for resumption;
+	// responses are kept besides. Default DefaultMaxStreamEvents.
+	MaxStreamEvents int
+	Logger          *slog.Logger
 	// OnLog, if set, receives every notifications/message from a backend
 	// (or an instance of one), e.g. to write it to the journal.
 	OnLog func(b *backend.Backend, params []byte)
@@ -80,8 +83,7 @@ type Gateway struct {
 	conflicts map[string]bool
 
 	sessions sync.Map // session id → *Session
-	progress sync.Map // gateway progress token (int64) → *call
-	tokens   atomic.Int64
+	progress sync.Map // gateway progress token (as JSON) → *call
 
 	subsMu sync.Mutex
 	subs   map[subKey]int // subscribing sessions per backend and uri
@@ -268,6 +270,10 @@ func (g *Gateway) Run(ctx context.Context) {
 		}
 	}
 }
+
+// newToken returns a progress token for a call: random, so that a backend
+// cannot guess the tokens of other backends' calls.
+func newToken() string { return `"` + newID() + `"` }
 
 func newID() string {
 	var b [16]byte

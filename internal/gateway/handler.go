@@ -3,7 +3,6 @@ package gateway
 import (
 	"encoding/json"
 	"fmt"
-	"strconv"
 
 	"github.com/mcpgate/mcpgate/internal/backend"
 	"github.com/mcpgate/mcpgate/internal/journal"
@@ -17,15 +16,19 @@ func (g *Gateway) Notification(b *backend.Backend, conn *backend.Conn, msg *json
 	switch msg.Method {
 	case "notifications/progress":
 		tokRaw, span, ok := jsonrpc.Lookup(msg.Params, "progressToken")
-		token, err := strconv.ParseInt(string(tokRaw), 10, 64)
-		if !ok || err != nil {
+		if !ok {
 			return
 		}
-		v, ok := g.progress.Load(token)
+		v, ok := g.progress.Load(string(tokRaw))
 		if !ok {
 			return // the call ended; late progress is dropped
 		}
 		c := v.(*call)
+		if c.conn != conn {
+			g.log.Warn("dropped progress for a call on another backend", "backend", b.Name())
+			return
+		}
+		c.progressed()
 		params := jsonrpc.Replace(msg.Params, span, c.clientToken)
 		c.sess.send(jsonrpc.AppendNotification(nil, msg.Method, params), c.stream)
 	case "notifications/message":

@@ -4,7 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"strings"
-	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/mcpgate/mcpgate/internal/backend"
@@ -24,23 +24,29 @@ func (s *Session) setLevel(msg *jsonrpc.Message, stream *Stream) {
 	s.mu.Lock()
 	s.logLevel = prio
 	s.mu.Unlock()
-	var wg sync.WaitGroup
+	// The client is answered once every backend answered or timed out;
+	// the last one to end answers, so no goroutine waits for them.
+	var conns []*backend.Conn
 	for _, b := range s.g.registry.Backends() {
-		conn := b.Conn()
-		if conn == nil || conn.Server().Capabilities.Logging == nil {
-			continue
-		}
-		wg.Add(1)
-		ctx, cancel := context.WithTimeout(context.Background(), b.Config().Timeout)
-		if _, err := conn.Go(ctx, msg.Method, jsonrpc.Compact(msg.Params), nil, func(*jsonrpc.Message, error) { cancel(); wg.Done() }); err != nil {
-			cancel()
-			wg.Done()
+		if conn := b.Conn(); conn != nil && conn.Server().Capabilities.Logging != nil {
+			conns = append(conns, conn)
 		}
 	}
-	go func() {
-		wg.Wait()
-		stream.push(jsonrpc.AppendResult(nil, msg.ID, json.RawMessage(`{}`)), true)
-	}()
+	answer := func() { stream.push(jsonrpc.AppendResult(nil, msg.ID, json.RawMessage(`{}`)), true) }
+	if len(conns) == 0 {
+		answer()
+		return
+	}
+	var left atomic.Int64
+	left.Store(int64(len(conns)))
+	params := jsonrpc.Compact(msg.Params)
+	for _, conn := range conns {
+		conn.Async(msg.Method, params, conn.Backend().Config().Timeout, func(*jsonrpc.Message, error) {
+			if left.Add(-1) == 0 {
+				answer()
+			}
+		})
+	}
 }
 
 // notifyAll sends a notification to each given backend that is running,

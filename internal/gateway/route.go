@@ -199,11 +199,11 @@ func (s *Session) forwardOn(msg *jsonrpc.Message, stream *Stream, b *backend.Bac
 		}
 		answer(code, err)
 	}
-	c := &call{sess: s, clientID: msg.ID, stream: stream, b: b, conn: conn, then: then}
+	c := &call{sess: s, clientID: msg.ID, stream: stream, b: b, conn: conn, then: then, started: time.Now()}
 	if tok, span, ok := jsonrpc.LookupPath(params, "_meta", "progressToken"); ok {
-		c.token = g.tokens.Add(1)
+		c.token = newToken()
 		c.clientToken = tok
-		params = jsonrpc.Replace(params, span, strconv.AppendInt(nil, c.token, 10))
+		params = jsonrpc.Replace(params, span, []byte(c.token))
 		g.progress.Store(c.token, c)
 	}
 	key := string(msg.ID)
@@ -228,8 +228,7 @@ func (s *Session) forwardOn(msg *jsonrpc.Message, stream *Stream, b *backend.Bac
 		s.StreamDone(stream)
 	})
 
-	timeout := b.Config().Timeout
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	ctx, cancel := context.WithTimeout(context.Background(), b.Config().Timeout)
 	defer cancel()
 	// The callback may run before Go returns; c.bcall is only needed to
 	// abandon the call, which can happen only after Go returned.
@@ -242,7 +241,7 @@ func (s *Session) forwardOn(msg *jsonrpc.Message, stream *Stream, b *backend.Bac
 	}
 	s.mu.Lock()
 	c.bcall = bcall
-	c.timer = time.AfterFunc(timeout, func() { c.timedOut(timeout) })
+	c.armTimer()
 	unsent := c.unsent
 	s.mu.Unlock()
 	if unsent != "" {

@@ -85,7 +85,7 @@ func (g *Gateway) NewSession(params json.RawMessage) (*Session, json.RawMessage,
 		streams:    map[int64]*Stream{},
 		instances:  map[string]*backend.Backend{},
 	}
-	s.standalone = newStream(0, true)
+	s.standalone = newStream(0, true, g.opts.MaxStreamEvents)
 	s.streams[0] = s.standalone
 	result := g.initializeResult(s)
 	g.sessions.Store(s.ID, s)
@@ -167,7 +167,7 @@ func (s *Session) NewStream(requests int, eventStream bool) *Stream {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.nextStream++
-	st := newStream(s.nextStream, false)
+	st := newStream(s.nextStream, false, s.g.opts.MaxStreamEvents)
 	st.finalsLeft = requests
 	st.jsonOnly = !eventStream
 	st.forget = func() { s.StreamDone(st) }
@@ -192,8 +192,11 @@ func (s *Session) ResumeStream(lastEventID string) (*Stream, int64, bool) {
 		return nil, 0, false
 	}
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	st, found := s.streams[key]
+	s.mu.Unlock()
+	if found {
+		st.release(seq) // the client has these
+	}
 	return st, seq, found
 }
 

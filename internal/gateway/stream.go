@@ -2,8 +2,11 @@ package gateway
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"time"
+
+	"github.com/mcpgate/mcpgate/internal/jsonrpc"
 )
 
 // Event is one message on a stream. Seq numbers start at 1 per stream.
@@ -16,8 +19,10 @@ type Event struct {
 // Stream is the ordered queue of messages for one client-facing stream: the
 // answer to one POSTed request (its progress, log messages and requests
 // from the backend, then the response) or a session's standalone stream.
-// Messages are kept until the stream ends, so a client that lost its
-// connection can resume after the last event it saw.
+// Messages are kept so that a client that lost its connection can resume
+// after the last event it saw: at most the newest maxEvents of them, plus
+// the responses, which are never dropped. Events up to the one a client
+// resumed after are released, as it has them.
 type Stream struct {
 	// Key identifies the stream within its session; event ids are built from it.
 	Key        int64
@@ -29,30 +34,39 @@ type Stream struct {
 	finalsLeft int    // responses still to come before the stream ends
 	takeover   func() // stops the connection currently writing a standalone stream
 
-	mu       sync.Mutex
-	events   []Event
-	next     int64 // seq of the next event
-	acked    int64 // events up to this seq were written to some connection
-	finished bool  // no more events will come
-	wake     chan struct{}
-	attached int         // connections currently writing this stream
-	orphan   *time.Timer // runs abandon and forget when no connection comes back
-	abandon  []func()    // cancel the requests of an abandoned stream
+	mu        sync.Mutex
+	events    []Event // the retained window, consecutive seqs, oldest first
+	finals    []Event // responses older than the window, kept for resumption
+	maxEvents int     // bound of the window
+	next      int64   // seq of the next event
+	acked     int64   // events up to this seq were written to some connection
+	finished  bool    // no more events will come
+	wake      chan struct{}
+	attached  int         // connections currently writing this stream
+	orphan    *time.Timer // runs abandon and forget when no connection comes back
+	abandon   []func()    // cancel the requests of an abandoned stream
 	// forget removes a request's stream from its session once no client
 	// can resume it any more.
 	forget func()
 }
 
-// standaloneHistory bounds the events a standalone stream keeps for resumption.
-const standaloneHistory = 256
+// DefaultMaxStreamEvents is how many events a stream keeps for resumption
+// when Options.MaxStreamEvents is not set.
+const DefaultMaxStreamEvents = 512
 
-func newStream(key int64, standalone bool) *Stream {
-	return &Stream{Key: key, standalone: standalone, next: 1, finalsLeft: 1, wake: make(chan struct{})}
+func newStream(key int64, standalone bool, maxEvents int) *Stream {
+	if maxEvents <= 0 {
+		maxEvents = DefaultMaxStreamEvents
+	}
+	return &Stream{Key: key, standalone: standalone, next: 1, finalsLeft: 1, maxEvents: maxEvents, wake: make(chan struct{})}
 }
 
 // push appends a message. It reports false when the stream has ended or
-// cannot carry a message that is not a response.
+// cannot carry a message that is not a response. Line breaks (JSON
+// whitespace, as a backend may write it) are blanked: each message is one
+// line of an event stream.
 func (s *Stream) push(data []byte, final bool) bool {
+	data = jsonrpc.OneLine(data)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.finished || (s.jsonOnly && !final) {
@@ -60,8 +74,12 @@ func (s *Stream) push(data []byte, final bool) bool {
 	}
 	s.events = append(s.events, Event{Seq: s.next, Data: data, Final: final})
 	s.next++
-	if s.standalone && len(s.events) > standaloneHistory {
-		s.events = append(s.events[:0], s.events[len(s.events)-standaloneHistory:]...)
+	if len(s.events) > s.maxEvents {
+		if e := s.events[0]; e.Final {
+			s.finals = append(s.finals, e)
+		}
+		s.events[0] = Event{} // release its data now
+		s.events = s.events[1:]
 	}
 	if final {
 		s.finalsLeft--
@@ -109,11 +127,14 @@ func (s *Stream) signal() {
 func (s *Stream) Wait(ctx context.Context, after int64) (events []Event, done bool, err error) {
 	for {
 		s.mu.Lock()
-		for i, e := range s.events {
+		for _, e := range s.finals {
 			if e.Seq > after {
-				events = append(events, s.events[i:]...)
-				break
+				events = append(events, e)
 			}
+		}
+		// The window holds consecutive seqs: no search, whatever its length.
+		if i := after + 1 - s.first(); i < int64(len(s.events)) {
+			events = append(events, s.events[max(i, 0):]...)
 		}
 		done, wake := s.finished, s.wake
 		s.mu.Unlock()
@@ -126,6 +147,30 @@ func (s *Stream) Wait(ctx context.Context, after int64) (events []Event, done bo
 			return nil, false, ctx.Err()
 		}
 	}
+}
+
+// first returns the seq of the oldest event in the window.
+func (s *Stream) first() int64 { return s.next - int64(len(s.events)) }
+
+// release drops the events up to seq, which a client confirmed it has by
+// resuming after them.
+func (s *Stream) release(seq int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.finals = slices.DeleteFunc(s.finals, func(e Event) bool { return e.Seq <= seq })
+	n := min(seq+1-s.first(), int64(len(s.events)))
+	if n <= 0 {
+		return
+	}
+	clear(s.events[:n])
+	s.events = s.events[n:]
+}
+
+// retained returns how many events the stream holds.
+func (s *Stream) retained() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.events) + len(s.finals)
 }
 
 // Takeover registers stop as the way to end the connection now writing a

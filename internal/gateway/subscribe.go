@@ -1,9 +1,7 @@
 package gateway
 
 import (
-	"context"
 	"encoding/json"
-	"time"
 
 	"github.com/mcpgate/mcpgate/internal/catalog"
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
@@ -112,9 +110,7 @@ func (g *Gateway) unsubscribe(owner, uri string) {
 	if b := g.registry.Backend(owner); b != nil {
 		if conn := b.Conn(); conn != nil {
 			params := append(jsonrpc.AppendString([]byte(`{"uri":`), uri), '}')
-			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-			defer cancel()
-			conn.Go(ctx, "resources/unsubscribe", params, nil, func(*jsonrpc.Message, error) {})
+			conn.Async("resources/unsubscribe", params, b.Config().Timeout, func(*jsonrpc.Message, error) {})
 		}
 	}
 }

@@ -284,3 +284,30 @@ func BenchmarkParseResponse(b *testing.B) {
 		}
 	}
 }
+
+func TestParseHead(t *testing.T) {
+	tests := []struct {
+		head     string
+		id       string
+		response bool
+		request  bool
+	}{
+		{`{"jsonrpc":"2.0","id":42,"result":{"content":[{"text":"xxxx`, "42", true, false},
+		{`{"id" : -7 ,"error":`, "-7", true, false},
+		{`{"jsonrpc":"2.0","id":"a,b","result":`, `"a,b"`, true, false},
+		{`{"jsonrpc":"2.0","id":1,"method":"sampling/createMessage","params":{"x":"`, "1", false, true},
+		{`{"jsonrpc":"2.0","method":"x","id":1,"result":`, "1", false, true}, // not a valid response
+		{`{"jsonrpc":"2.0","id":1,"params":{"x":"`, "1", false, true},
+		{`{"jsonrpc":"2.0","method":"notifications/progress","params":`, "", false, true},
+		{`{"jsonrpc":"2.0","result":{"id":3,"x":"`, "", true, false},
+		{`{"jsonrpc":"2.0","id":12`, "", false, false}, // the number may go on
+		{`{"a":"\"id\":5","id":6,"result":1`, "6", true, false},
+		{`[{"id":1,"result":`, "", false, false},
+	}
+	for _, tt := range tests {
+		h := ParseHead([]byte(tt.head))
+		if string(h.ID) != tt.id || h.Response != tt.response || h.Request != tt.request {
+			t.Errorf("ParseHead(%s) = id %s, response %v, request %v; want %s, %v, %v", tt.head, h.ID, h.Response, h.Request, tt.id, tt.response, tt.request)
+		}
+	}
+}

@@ -2,6 +2,7 @@ package jsonrpc
 
 import (
 	"bufio"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -128,4 +129,65 @@ func LeadingID(head []byte) (int64, bool) {
 		}
 	}
 	return 0, false
+}
+
+// Head is what the first bytes of a message too large to parse whole say
+// about it.
+type Head struct {
+	// ID is the message's raw id, when it comes complete before any
+	// params, result or error member; nil otherwise.
+	ID json.RawMessage
+	// Response is true when a result or error member comes before any
+	// method or params member: only then may the message settle a call.
+	Response bool
+	// Request is true when a method or params member was found: the
+	// message is a request (or a notification, when ID is nil).
+	Request bool
+}
+
+// ParseHead reads the top-level members of a message's first bytes, up to
+// the first member that may be long (params, result or error), as messages
+// are normally written.
+func ParseHead(head []byte) Head {
+	var h Head
+	i := skipSpace(head, 0)
+	if i >= len(head) || head[i] != '{' {
+		return Head{}
+	}
+	i++
+	for {
+		i = skipSpace(head, i)
+		end, err := skipString(head, i)
+		if err != nil {
+			return h
+		}
+		key := string(head[i:end])
+		i = skipSpace(head, end)
+		if i >= len(head) || head[i] != ':' {
+			return h
+		}
+		i = skipSpace(head, i+1)
+		switch key {
+		case `"params"`:
+			h.Request = true
+			return h
+		case `"result"`, `"error"`:
+			h.Response = !h.Request
+			return h
+		case `"method"`:
+			h.Request = true
+		}
+		end, err = skipValue(head, i)
+		if err != nil || end >= len(head) {
+			return h // the value may go on
+		}
+		if key == `"id"` {
+			h.ID = json.RawMessage(head[i:end])
+		}
+		i = skipSpace(head, end)
+		if i >= len(head) || head[i] != ',' {
+			return h
+		}
+		i++
+	}
 }

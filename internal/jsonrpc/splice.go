@@ -103,6 +103,24 @@ func Compact(raw json.RawMessage) json.RawMessage {
 	return b.Bytes()
 }
 
+// OneLine returns msg with every CR and LF byte replaced by a space. In a
+// valid JSON text they can only be insignificant whitespace (inside a
+// string they must be escaped), so the message means the same and fits one
+// line of a line-based framing such as server-sent events. msg is returned
+// as is, not copied, when it has no line break.
+func OneLine(msg []byte) []byte {
+	if bytes.IndexByte(msg, '\n') < 0 && bytes.IndexByte(msg, '\r') < 0 {
+		return msg
+	}
+	out := bytes.Clone(msg)
+	for i, c := range out {
+		if c == '\n' || c == '\r' {
+			out[i] = ' '
+		}
+	}
+	return out
+}
+
 // plainASCII reports whether a string's contents need no decoding: no
 // escapes, and nothing encoding/json would replace as invalid UTF-8.
 func plainASCII(b []byte) bool {
