@@ -119,6 +119,9 @@ func TestConfigKeys(t *testing.T) {
 			if name == "command" {
 				backendBase = "[backends.x]\n"
 			}
+			if name == "fallback" { // the example's fallback must exist
+				backendBase = "[backends.github-mirror]\ncommand = \"/bin/true\"\n" + backendBase
+			}
 			e, ok := tables[table][name]
 			if !ok {
 				t.Fatalf("%s: no entry *%s* (TYPE) in its section", p.name, name)

@@ -62,6 +62,12 @@ type Options struct {
 	// OnChange is called after every change of Status or Lists, never with
 	// a lock held. It must not block for long.
 	OnChange func(*Backend)
+	// OnCalls, if set, is called when Health's call counts or last check
+	// changed; it runs on the call path and must be cheap.
+	OnCalls func(*Backend)
+	// OnCall, if set, is called once per call with its outcome ("ok",
+	// "error" or "refused") and how long it took.
+	OnCall func(b *Backend, outcome string, d time.Duration)
 	// CatalogCache, if set, is the file where the backend keeps the catalog
 	// of its last handshake, for start = "on-demand" and idle_stop.
 	CatalogCache string
@@ -95,6 +101,11 @@ type Backend struct {
 
 	settled     chan struct{} // closed when the first start attempt is decided
 	settledOnce sync.Once
+
+	mon        monitor     // health checks, circuit breaker, call counts
+	lim        *limiter    // max_concurrent_calls and rate_limit
+	graceUntil time.Time   // a restarting backend stays listed until then; guarded by mu
+	graceTimer *time.Timer // drops it from the catalog when the grace ends; guarded by mu
 
 	lc lifecycle
 }
@@ -141,6 +152,7 @@ func New(cfg *config.Backend, opts Options) *Backend {
 		stderr:  newRing(),
 		cmds:    make(chan command),
 		settled: make(chan struct{}),
+		lim:     newLimiter(cfg.Calls),
 	}
 	b.st = Status{Name: cfg.Name, State: Stopped, Since: time.Now()}
 	b.lists.Store(&Lists{})
@@ -164,7 +176,8 @@ func (b *Backend) Status() Status {
 }
 
 // Lists returns the backend's current lists. They are empty unless the
-// backend is healthy or unhealthy.
+// backend is healthy or unhealthy, or restarting within catalog_grace
+// (see Listed).
 func (b *Backend) Lists() *Lists { return b.lists.Load() }
 
 // Conn returns the connection to the running child if it has finished its
@@ -225,6 +238,7 @@ func (b *Backend) Run(ctx context.Context) {
 		b.settle()
 	}
 	s.loop(ctx)
+	b.endGrace()
 	b.setState(Stopped, func(st *Status) { st.PID = 0; st.Retrying = false })
 	b.settle()
 	// Nobody answers commands any more: fail those that raced with the end.
@@ -291,6 +305,7 @@ var (
 func (s *supervision) start(ctx context.Context) (*Conn, time.Time, error) {
 	b := s.b
 	started := time.Now()
+	b.resetCircuit() // a new child starts with a clean slate
 	b.setState(Starting, func(st *Status) { st.Retrying = false })
 	argv := append([]string{b.cfg.Command}, b.cfg.Args...)
 	proc, err := spawn(argv, ChildEnv(b.opts.Env, b.cfg.Env), b.cfg.Cwd)
@@ -332,9 +347,11 @@ func (s *supervision) start(ctx context.Context) (*Conn, time.Time, error) {
 				conn.kill()
 				return nil, started, fmt.Errorf("handshake: %w", r.err)
 			}
+			b.cameBack(r.lists)
 			b.lists.Store(r.lists)
 			b.saveCache(conn.Server(), r.lists)
 			b.setState(Healthy, func(st *Status) { st.Server = conn.Server(); st.LastError = "" })
+			go b.watch(conn)
 			b.log.Info("backend ready", "backend_pid", proc.pid, "tools", len(r.lists.Tools), "protocol_version", conn.Server().ProtocolVersion, journal.MessageBackendReady.Attr())
 			s.answer(nil)
 			b.settle()
@@ -468,7 +485,7 @@ func (s *supervision) crashed(ctx context.Context, started time.Time, startErr e
 		b.conn = nil
 	}
 	b.mu.Unlock()
-	b.lists.Store(&Lists{})
+	b.keepListed() // through the restart, for catalog_grace
 
 	reason := ""
 	var exit ExitInfo
@@ -511,6 +528,7 @@ func (s *supervision) crashed(ctx context.Context, started time.Time, startErr e
 		b.log.Error(fmt.Sprintf("backend failed: %s; gave up after %d restarts within %s; `mcpgatectl start %s` tries again", reason, cfg.MaxRestarts, cfg.RestartWindow, b.name),
 			"restarts", cfg.MaxRestarts, "window", cfg.RestartWindow, journal.MessageGiveUp.Attr())
 		s.want = false
+		b.endGrace()
 		s.answer(fmt.Errorf("%w: %s", ErrStopped, reason))
 		b.settle()
 		return
@@ -524,6 +542,9 @@ func (s *supervision) crashed(ctx context.Context, started time.Time, startErr e
 		st.InWindow = len(s.crashes)
 	})
 	b.log.Info("restarting backend", "in", delay.Round(time.Millisecond), "attempt", len(s.crashes), "max_restarts", cfg.MaxRestarts, journal.MessageRestart.Attr())
+	// The start waits for the first attempt only, never for the restarts:
+	// the other backends' clients need not wait for this one.
+	b.settle()
 	timer := time.NewTimer(delay)
 	defer timer.Stop()
 	for {
@@ -536,6 +557,7 @@ func (s *supervision) crashed(ctx context.Context, started time.Time, startErr e
 			switch cmd.op {
 			case opStop:
 				s.want = false
+				b.endGrace()
 				b.setState(Stopped, func(st *Status) { st.Retrying = false })
 				cmd.done <- nil
 				return
@@ -559,6 +581,9 @@ func jitter(d time.Duration) time.Duration {
 }
 
 func (b *Backend) setState(state State, update func(*Status)) {
+	if open, _ := b.circuitOpen(); open && state == Healthy {
+		state = Unhealthy // until the half-open check closes the circuit
+	}
 	b.mu.Lock()
 	changed := b.st.State != state
 	b.st.State = state
@@ -584,6 +609,7 @@ func (b *Backend) update(fn func(*Status)) {
 }
 
 func (b *Backend) changed() {
+	b.wakeWaiters()
 	if b.opts.OnChange != nil {
 		b.opts.OnChange(b)
 	}

@@ -239,6 +239,7 @@ func (c *Conn) dispatch(msg *jsonrpc.Message) {
 			return
 		}
 		c.touch()
+		c.b.heardFrom()
 		call.deliver(msg, nil)
 	case msg.IsNotification():
 		if c.lists.notify(msg.Method) {

@@ -14,22 +14,30 @@ type lifecycle struct {
 	pool   *pool                        // instance = "session": the entry's pool; nil otherwise
 	parent *pool                        // the pool this backend is an instance of, or nil
 	owner  atomic.Pointer[ownerBox]     // the session an instance is bound to
+	server atomic.Pointer[ServerInfo]   // the last child's, for catalog_grace
 }
 
 type ownerBox struct{ v any }
 
 // Catalog returns what the backend contributes to the gateway's catalog:
-// the lists and server info of its running child, or, while an on-demand
-// backend is idle or starting, those of its last handshake. Both are nil
-// when it contributes nothing.
+// the lists and server info of its running child (or of the pool's first
+// instance), those of the last child while it restarts within
+// catalog_grace, or, while an on-demand backend is idle or starting, those
+// of its cached handshake. Both are nil when it contributes nothing.
 func (b *Backend) Catalog() (*Lists, *ServerInfo) {
 	st := b.Status()
 	switch st.State {
 	case Healthy, Unhealthy:
 		if st.Server != nil {
+			b.lc.server.Store(st.Server)
 			return b.Lists(), st.Server
 		}
-	case Idle, Starting:
+	case Starting:
+		if server := b.lc.server.Load(); server != nil && b.Listed() {
+			return b.Lists(), server
+		}
+	}
+	if st.State == Idle || st.State == Starting {
 		if c := b.lc.cached.Load(); c != nil {
 			return c.lists, c.server
 		}
@@ -37,24 +45,19 @@ func (b *Backend) Catalog() (*Lists, *ServerInfo) {
 	return nil, nil
 }
 
-// Demand returns the connection to the running child. A backend that is
-// idle (start = "on-demand", or stopped by idle_stop) is started, and one
-// that is starting is waited for, until ctx ends. A backend stopped by the
-// operator or failed is not started: that is ErrStopped.
-func (b *Backend) Demand(ctx context.Context) (*Conn, error) {
-	if conn := b.Conn(); conn != nil {
-		return conn, nil
+// Wake starts a backend that is idle (start = "on-demand", or stopped by
+// idle_stop), without waiting: a call then waits for it in Admit, up to
+// start_wait. A backend in any other state is left alone; one stopped by
+// the operator stays stopped.
+func (b *Backend) Wake() {
+	if b.Status().State != Idle {
+		return
 	}
-	if st := b.Status().State; st == Stopped || st == Failed {
-		return nil, ErrStopped
-	}
-	if err := b.command(ctx, opDemand); err != nil {
-		return nil, err
-	}
-	if conn := b.Conn(); conn != nil {
-		return conn, nil
-	}
-	return nil, ErrStopped
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), b.cfg.StartWait)
+		defer cancel()
+		b.command(ctx, opDemand) // the outcome shows in the state Admit waits on
+	}()
 }
 
 // keepsCache reports whether the backend remembers its catalog on disk.

@@ -43,6 +43,9 @@ type Gateway struct {
 	LogTarget           string        // "auto" (default) | "journal" | "stderr"
 	LogLevel            string        // "info" (default) | "debug" | "warn" | "error"
 	LogRateLimit        RateLimit     // default for backends: 1000 lines / 10s
+	MetricsListen       string        // "" (default, off) | address | "unix:PATH" | "fd:metrics"
+	StatusResources     bool          // serve mcpgate://health and mcpgate://backend/NAME; default false
+	Health                            // defaults of every backend's health keys
 }
 
 // RateLimit limits how many log lines a backend may emit per interval.
@@ -59,6 +62,7 @@ type Backend struct {
 	Name                  string
 	File                  string // where [backends.NAME] was defined
 	Line                  int
+	CommandLine           int // where command was written in File; 0 if unknown
 	Command               string
 	Args                  []string
 	Env                   map[string]string
@@ -76,7 +80,9 @@ type Backend struct {
 	LogRateLimit          RateLimit     // default Gateway.LogRateLimit
 	RelayClientRequests   bool          // default true
 	Roots                 []string      // file:// URIs answered to roots/list from config
-	Lifecycle                           // when children run and whom they serve
+	Health                              // default Gateway.Health
+	Calls
+	Lifecycle // when children run and whom they serve
 }
 
 // defaultGateway is the one place that knows the gateway defaults.
@@ -94,6 +100,7 @@ func defaultGateway() Gateway {
 		LogTarget:           "auto",
 		LogLevel:            "info",
 		LogRateLimit:        RateLimit{Burst: 1000, Interval: 10 * time.Second},
+		Health:              defaultHealth(),
 	}
 }
 
@@ -112,6 +119,8 @@ func defaultBackend(name string, g *Gateway) *Backend {
 		RestartBackoffMax:     60 * time.Second,
 		LogRateLimit:          g.LogRateLimit,
 		RelayClientRequests:   true,
+		Health:                g.Health,
+		Calls:                 defaultCalls(),
 		Lifecycle:             defaultLifecycle(),
 	}
 }
@@ -162,6 +171,11 @@ func (b *Backend) Equal(o *Backend) bool {
 		b.LogRateLimit == o.LogRateLimit &&
 		b.RelayClientRequests == o.RelayClientRequests &&
 		slices.Equal(b.Roots, o.Roots) &&
+		b.Health == o.Health &&
+		b.MaxConcurrentCalls == o.MaxConcurrentCalls &&
+		b.QueueTimeout == o.QueueTimeout &&
+		b.RateLimit == o.RateLimit &&
+		slices.Equal(b.Fallback, o.Fallback) &&
 		b.Lifecycle == o.Lifecycle
 }
 

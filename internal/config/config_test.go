@@ -26,6 +26,16 @@ func wantGateway() Gateway {
 		LogTarget:           "auto",
 		LogLevel:            "info",
 		LogRateLimit:        RateLimit{Burst: 1000, Interval: 10 * time.Second},
+		Health:              wantHealth(),
+	}
+}
+
+// wantHealth spells out the documented health defaults.
+func wantHealth() Health {
+	return Health{
+		HealthInterval: 30 * time.Second, HealthTimeout: 5 * time.Second,
+		FailureThreshold: 3, RecoveryMultiplier: 3,
+		StartWait: 10 * time.Second, CatalogGrace: 30 * time.Second,
 	}
 }
 
@@ -36,6 +46,7 @@ func wantBackend(file string) *Backend {
 		Name:                  "gh",
 		File:                  file,
 		Line:                  1,
+		CommandLine:           2,
 		Command:               "/usr/bin/gh-mcp",
 		Enabled:               true,
 		Timeout:               60 * time.Second,
@@ -47,6 +58,8 @@ func wantBackend(file string) *Backend {
 		LogRateLimit:          RateLimit{Burst: 1000, Interval: 10 * time.Second},
 		RelayClientRequests:   true,
 		ClientRequestTimeout:  5 * time.Minute,
+		Health:                wantHealth(),
+		Calls:                 Calls{QueueTimeout: 30 * time.Second},
 		Lifecycle:             defaultLifecycle(),
 	}
 }
@@ -178,7 +191,6 @@ func TestBackendKeys(t *testing.T) {
 		{"start", "", `start = "on-demand"`, func(b *Backend) { b.Start = StartOnDemand }},
 		{"idle_stop", "", `idle_stop = "10m"`, func(b *Backend) { b.IdleStop = 10 * time.Minute }},
 		{"idle_stop off", "", `idle_stop = "off"`, func(b *Backend) {}},
-		{"start_wait", "", `start_wait = "3s"`, func(b *Backend) { b.StartWait = 3 * time.Second }},
 		{"instance pool", "", "instance = \"session\"\npool_min_idle = 0\npool_max = 3\npool_acquire_timeout = \"5s\"\npool_replenish_delay = \"100ms\"", func(b *Backend) {
 			b.Instance, b.PoolMinIdle, b.PoolMax = InstanceSession, 0, 3
 			b.PoolAcquireTimeout, b.PoolReplenishDelay = 5*time.Second, 100*time.Millisecond
@@ -189,6 +201,15 @@ func TestBackendKeys(t *testing.T) {
 		{"inherits gateway timeout and rate limit", "request_timeout = \"7s\"\nlog_rate_limit = \"5/1s\"", "", func(b *Backend) {
 			b.Timeout = 7 * time.Second
 			b.LogRateLimit = RateLimit{Burst: 5, Interval: time.Second}
+		}},
+		{"health keys", "", "health_interval = \"off\"\nhealth_timeout = \"1s\"\nfailure_threshold = 2\nrecovery_multiplier = 4\nstart_wait = \"2s\"\ncatalog_grace = \"off\"\ncatalog_refresh = \"5m\"", func(b *Backend) {
+			b.Health = Health{HealthTimeout: time.Second, FailureThreshold: 2, RecoveryMultiplier: 4, StartWait: 2 * time.Second, CatalogRefresh: 5 * time.Minute}
+		}},
+		{"call keys", "", "max_concurrent_calls = 2\nqueue_timeout = \"3s\"\nrate_limit = \"10/1s\"", func(b *Backend) {
+			b.Calls = Calls{MaxConcurrentCalls: 2, QueueTimeout: 3 * time.Second, RateLimit: RateLimit{Burst: 10, Interval: time.Second}}
+		}},
+		{"inherits gateway health defaults", "health_interval = \"1s\"\ncatalog_refresh = \"1m\"", "failure_threshold = 7", func(b *Backend) {
+			b.HealthInterval, b.CatalogRefresh, b.FailureThreshold = time.Second, time.Minute, 7
 		}},
 		{"own values beat gateway", "request_timeout = \"7s\"\nlog_rate_limit = \"5/1s\"", "timeout = \"3s\"\nlog_rate_limit = \"off\"", func(b *Backend) {
 			b.Timeout = 3 * time.Second

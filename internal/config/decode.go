@@ -35,7 +35,7 @@ type field[T any] struct {
 }
 
 func gatewayFields() []field[Gateway] {
-	return []field[Gateway]{
+	fields := []field[Gateway]{
 		{"listen", func(d *decoder, at keyPath, v any, g *Gateway) bool {
 			return d.strList(at, v, &g.Listen, checkListen)
 		}},
@@ -78,11 +78,18 @@ func gatewayFields() []field[Gateway] {
 		{"log_rate_limit", func(d *decoder, at keyPath, v any, g *Gateway) bool {
 			return d.rateLimit(at, v, &g.LogRateLimit)
 		}},
+		{"metrics_listen", func(d *decoder, at keyPath, v any, g *Gateway) bool {
+			return d.str(at, v, &g.MetricsListen, checkMetricsListen)
+		}},
+		{"status_resources", func(d *decoder, at keyPath, v any, g *Gateway) bool {
+			return d.boolean(at, v, &g.StatusResources)
+		}},
 	}
+	return append(fields, healthFields(func(g *Gateway) *Health { return &g.Health })...)
 }
 
 func backendFields() []field[Backend] {
-	return append([]field[Backend]{
+	fields := []field[Backend]{
 		{"command", func(d *decoder, at keyPath, v any, b *Backend) bool {
 			return d.str(at, v, &b.Command, checkCommand)
 		}},
@@ -138,7 +145,10 @@ func backendFields() []field[Backend] {
 		{"roots", func(d *decoder, at keyPath, v any, b *Backend) bool {
 			return d.strList(at, v, &b.Roots, checkRoot)
 		}},
-	}, lifecycleFields()...)
+	}
+	fields = append(fields, healthFields(func(b *Backend) *Health { return &b.Health })...)
+	fields = append(fields, callFields()...)
+	return append(fields, lifecycleFields()...)
 }
 
 // decodeTable decodes every key of t into dst, reporting unknown keys, and
@@ -400,6 +410,9 @@ func (d *decoder) backend(at keyPath, v any, g *Gateway) *Backend {
 		d.fail(at, `invalid backend name %q; use 1 to 64 letters, digits, "_" or "-"`, name)
 	}
 	refused := decodeTable(d, at, t, backendFields(), b)
+	if _, ok := t["command"]; ok {
+		b.CommandLine = d.f.lookup(at.child("command")).line
+	}
 	if _, ok := t["command"]; !ok && b.Enabled && !refused["enabled"] {
 		d.fail(at, `enabled backend has no command; set command = "/path/to/server", or enabled = false`)
 	}

@@ -62,6 +62,17 @@ func TestLoadErrors(t *testing.T) {
 			`mcpgate.toml:3:1: invalid TOML: key bus is already defined; fix it (syntax: https://toml.io/en/v1.0.0)`,
 		}},
 
+		// Fallbacks.
+		{"fallback cycle", map[string]string{"mcpgate.toml": "[backends.a]\ncommand = \"x\"\nfallback = [\"b\"]\n[backends.b]\ncommand = \"x\"\nfallback = [\"a\"]\n"}, []string{
+			`mcpgate.toml:6:1: backends.b.fallback: fallback cycle "a" → "b" → "a"; a call could go round it forever, remove one of them`,
+		}},
+		{"fallback to itself", map[string]string{"mcpgate.toml": "[backends.a]\ncommand = \"x\"\nfallback = [\"a\"]\n"}, []string{
+			`mcpgate.toml:3:1: backends.a.fallback: backend "a" names itself as its fallback; remove "a"`,
+		}},
+		{"fallback to an unknown backend", map[string]string{"mcpgate.toml": "[backends.alpha]\ncommand = \"x\"\nfallback = [\"beta\"]\n[backends.betta]\ncommand = \"x\"\n"}, []string{
+			`mcpgate.toml:3:1: backends.alpha.fallback: fallback "beta" is not a configured backend (did you mean "betta"?)`,
+		}},
+
 		// Unknown keys.
 		{"unknown backend key with suggestion", map[string]string{"mcpgate.toml": gh + "timeot = \"5s\"\n"}, []string{
 			`mcpgate.toml:3:1: backends.gh.timeot: unknown key (did you mean "timeout"?)`,
@@ -70,7 +81,7 @@ func TestLoadErrors(t *testing.T) {
 			`mcpgate.toml:2:1: gateway.Request-Timeout: unknown key (did you mean "request_timeout"?)`,
 		}},
 		{"unknown gateway key without suggestion", map[string]string{"mcpgate.toml": "[gateway]\ncolour = 1\n"}, []string{
-			`mcpgate.toml:2:1: gateway.colour: unknown key; valid keys here: listen, endpoint, request_timeout, shutdown_grace_period, drain_timeout, max_message_bytes, page_size, max_stream_events, allowed_origins, allowed_hosts, bus, log_target, log_level, log_rate_limit`,
+			`mcpgate.toml:2:1: gateway.colour: unknown key; valid keys here: listen, endpoint, request_timeout, shutdown_grace_period, drain_timeout, max_message_bytes, page_size, max_stream_events, allowed_origins, allowed_hosts, bus, log_target, log_level, log_rate_limit, metrics_listen, status_resources, health_interval, health_timeout, failure_threshold, recovery_multiplier, start_wait, catalog_grace, catalog_refresh`,
 		}},
 		{"unknown top-level key", map[string]string{"mcpgate.toml": "[gatway]\nbus = \"none\"\ncommand = \"x\"\n"}, []string{
 			`mcpgate.toml:1:2: gatway: unknown key (did you mean "gateway"?)`,

@@ -8,10 +8,10 @@ import (
 // Lifecycle are the backend keys that decide when a backend's children run
 // and whom they serve: started at once or on the first call, stopped when
 // idle, one child shared by every session or one per session from a pool.
+// How long a call waits for a starting child is Health.StartWait.
 type Lifecycle struct {
 	Start              string        // "eager" (default) | "on-demand"
 	IdleStop           time.Duration // 0 (default, "off"): never stopped for being idle
-	StartWait          time.Duration // default 10s: how long a call waits for a starting backend
 	Instance           string        // "shared" (default) | "session"
 	PoolMinIdle        int           // default 1
 	PoolMax            int           // default 20
@@ -31,7 +31,6 @@ const (
 func defaultLifecycle() Lifecycle {
 	return Lifecycle{
 		Start:              StartEager,
-		StartWait:          10 * time.Second,
 		Instance:           InstanceShared,
 		PoolMinIdle:        1,
 		PoolMax:            20,
@@ -57,9 +56,6 @@ func lifecycleFields() []field[Backend] {
 				return true
 			}
 			return d.duration(at, v, &b.IdleStop)
-		}},
-		{"start_wait", func(d *decoder, at keyPath, v any, b *Backend) bool {
-			return d.duration(at, v, &b.StartWait)
 		}},
 		{"instance", func(d *decoder, at keyPath, v any, b *Backend) bool {
 			return d.str(at, v, &b.Instance, oneOf(InstanceShared, InstanceSession))

@@ -317,5 +317,6 @@ func (l *loader) resolve() *Config {
 			}
 		}
 	}
+	l.checkFallbacks(cfg)
 	return cfg
 }

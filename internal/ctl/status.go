@@ -123,9 +123,10 @@ func printOverview(w io.Writer, s statusJSON, colour bool) {
 	// column widths.
 	var table bytes.Buffer
 	tw := tabwriter.NewWriter(&table, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "BACKEND\tSTATE\tPID\tRESTARTS\tTOOLS\tLAST ERROR")
+	fmt.Fprintln(tw, "BACKEND\tSTATE\tPID\tRESTARTS\tTOOLS\tCIRCUIT\tIN FLIGHT\tQUEUED\tCHECK\tLAST ERROR")
 	for _, b := range s.Backends {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%s\n", b.Name, b.State, pid(b.MainPID), b.NRestarts, len(b.Tools), oneLine(b.LastError))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%s\t%d\t%d\t%s\t%s\n", b.Name, b.State, pid(b.MainPID), b.NRestarts, len(b.Tools),
+			circuit(b), b.CallsInFlight, b.CallsQueued, checkLatency(b), oneLine(b.LastError))
 	}
 	tw.Flush()
 	fmt.Fprintln(w)
@@ -163,6 +164,20 @@ func printBackend(w io.Writer, b dbusapi.BackendStatus, now time.Time, colour bo
 		tools += " (" + strings.Join(names, ", ") + more + ")"
 	}
 	row("Tools", tools)
+	if b.CircuitOpenTimestamp != 0 {
+		opened := time.UnixMicro(int64(b.CircuitOpenTimestamp))
+		row("Circuit", "open since "+opened.Format("Mon 2006-01-02 15:04:05 MST")+"; "+ago(now.Sub(opened)))
+	} else {
+		row("Circuit", "closed")
+	}
+	health := "no check yet"
+	if b.LastCheckTimestamp != 0 {
+		health = fmt.Sprintf("last check took %s, %s; %d failed in a row", checkLatency(b),
+			ago(now.Sub(time.UnixMicro(int64(b.LastCheckTimestamp)))), b.ConsecutiveFailures)
+	}
+	row("Health", health)
+	row("Calls", fmt.Sprintf("%d in flight, %d queued; %d in all, %d failed, %d served by a fallback",
+		b.CallsInFlight, b.CallsQueued, b.NCalls, b.NFailedCalls, b.NFallbacks))
 	if b.LastExitStatus != 0 {
 		row("Last exit", strconv.Itoa(int(b.LastExitStatus)))
 	}
@@ -181,6 +196,22 @@ func printBackend(w io.Writer, b dbusapi.BackendStatus, now time.Time, colour bo
 			fmt.Fprintln(w, line)
 		}
 	}
+}
+
+// circuit names the state of a backend's circuit breaker.
+func circuit(b dbusapi.BackendStatus) string {
+	if b.CircuitOpenTimestamp != 0 {
+		return "open"
+	}
+	return "closed"
+}
+
+// checkLatency is how long the last health check took, or "-".
+func checkLatency(b dbusapi.BackendStatus) string {
+	if b.LastCheckTimestamp == 0 {
+		return "-"
+	}
+	return (time.Duration(b.LastCheckLatencyUSec) * time.Microsecond).String()
 }
 
 func pid(p uint32) string {

@@ -22,6 +22,11 @@ func TestPrintBackend(t *testing.T) {
 		StateChangeTimestamp: uint64(now.Add(-3*time.Minute - 5*time.Second).UnixMicro()),
 		Command:              []string{"npx", "-y", "server-github"},
 		StderrTail:           []string{"l1", "l2", "l3", "l4", "l5", "l6", "l7", "l8", "l9", "l10", "l11"},
+		ConsecutiveFailures:  3,
+		LastCheckTimestamp:   uint64(now.Add(-2 * time.Second).UnixMicro()),
+		LastCheckLatencyUSec: 1500,
+		CircuitOpenTimestamp: uint64(now.Add(-10 * time.Second).UnixMicro()),
+		CallsInFlight:        1, CallsQueued: 2, NCalls: 40, NFailedCalls: 4, NFallbacks: 3,
 	}
 	for _, tc := range []struct {
 		colour bool
@@ -33,6 +38,9 @@ func TestPrintBackend(t *testing.T) {
     Main PID: -
     Restarts: 5
        Tools: 0
+     Circuit: open since Tue 2025-03-04 10:05:20 UTC; 10s ago
+      Health: last check took 1.5ms, 2s ago; 3 failed in a row
+       Calls: 1 in flight, 2 queued; 40 in all, 4 failed, 3 served by a fallback
    Last exit: 1
   Last error: exited with status 1; second line
 
@@ -67,7 +75,7 @@ func TestPrintOverview(t *testing.T) {
 	s := statusJSON{
 		Gateway: dbusapi.ManagerStatus{Version: "1.0", Status: "1/2 backends healthy, 3 tools; beta starting", NSessions: 2},
 		Backends: []dbusapi.BackendStatus{
-			{Name: "alpha", State: "healthy", MainPID: 1234, Tools: []string{"a", "b", "c"}},
+			{Name: "alpha", State: "healthy", MainPID: 1234, Tools: []string{"a", "b", "c"}, CallsInFlight: 2, LastCheckTimestamp: 1, LastCheckLatencyUSec: 250},
 			{Name: "beta-long-name", State: "starting", NRestarts: 2, LastError: "exited with status 1"},
 		},
 	}
@@ -76,9 +84,9 @@ func TestPrintOverview(t *testing.T) {
 	want := `● mcpgate 1.0 - 1/2 backends healthy, 3 tools; beta starting
   Sessions: 2
 
-  BACKEND         STATE     PID   RESTARTS  TOOLS  LAST ERROR
-● alpha           healthy   1234  0         3
-● beta-long-name  starting  -     2         0      exited with status 1
+  BACKEND         STATE     PID   RESTARTS  TOOLS  CIRCUIT  IN FLIGHT  QUEUED  CHECK  LAST ERROR
+● alpha           healthy   1234  0         3      closed   2          0       250µs
+● beta-long-name  starting  -     2         0      closed   0          0       -      exited with status 1
 `
 	if out.String() != want {
 		t.Errorf("got:\n%s\nwant:\n%s", out.String(), want)

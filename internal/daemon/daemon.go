@@ -76,6 +76,14 @@ func checkConfig(path string, stdout, stderr io.Writer) int {
 		}
 		return exitFailed
 	}
+	failed := false
+	for _, p := range checkCommands(cfg) {
+		fmt.Fprintln(stderr, p.err.Error())
+		failed = failed || !p.warning
+	}
+	if failed {
+		return exitFailed
+	}
 	fmt.Fprintf(stdout, "%s: OK (%d backends, %d files)\n", path, len(cfg.Backends), len(cfg.Files))
 	return exitOK
 }
@@ -87,16 +95,17 @@ type options struct {
 
 // daemon is the running gateway. Only the main loop in run changes cfg.
 type daemon struct {
-	opts   options
-	cfg    *config.Config
-	log    *slog.Logger
-	output *journal.Output
-	notify *sdnotify.Notifier
-	status *sdnotify.StatusLimiter
-	sup    *supervisor.Supervisor
-	gw     *gateway.Gateway
-	lns    *listeners.Set
-	srv    *http.Server
+	opts    options
+	cfg     *config.Config
+	log     *slog.Logger
+	output  *journal.Output
+	notify  *sdnotify.Notifier
+	status  *sdnotify.StatusLimiter
+	sup     *supervisor.Supervisor
+	gw      *gateway.Gateway
+	lns     *listeners.Set
+	srv     *http.Server
+	metrics *metrics
 
 	// stopStatus stops status's Run once it sent what is pending, and waits
 	// for it; nil once called. See finalStatus.
@@ -112,6 +121,7 @@ type daemon struct {
 
 	// Hooks for the D-Bus interface, set before the backends start.
 	onChange        []func(*backend.Backend) // after any change of a backend
+	onCalls         []func(*backend.Backend) // after a change of a backend's call counts
 	onAdd, onRemove []func(name string)      // reload added or removed a backend
 	onStatus        []func(line string)      // the status line changed
 }
@@ -184,6 +194,8 @@ func (d *daemon) run(ctx context.Context) int {
 		cancelStatus()
 		<-statusDone
 	}
+	d.metrics = newMetrics(d)
+	d.onRemove = append(d.onRemove, d.metrics.forget)
 	d.sup = supervisor.New(ctx, supervisor.Options{
 		BackendOptions: d.backendOptions,
 		OnAdd:          func(name string) { runHooks(d.onAdd, name) },
@@ -200,6 +212,8 @@ func (d *daemon) run(ctx context.Context) int {
 		Logger:          d.log,
 		OnLog:           d.mcpLog,
 		OnCatalog:       func(*catalog.Catalog) { d.updateStatus() },
+		// Status resources show every backend's health to every client.
+		StatusResources: g.StatusResources,
 	})
 	go d.gw.Run(ctx)
 	// The bus comes up before the backends start, so operators can watch
@@ -215,6 +229,12 @@ func (d *daemon) run(ctx context.Context) int {
 	if code, stop := d.awaitBackends(ctx, sigs); stop {
 		return code
 	}
+	stopMetrics, err := d.serveMetrics()
+	if err != nil {
+		d.shutdownBackends()
+		return d.fail(err)
+	}
+	defer stopMetrics()
 	if err := d.serve(); err != nil {
 		return d.fail(err)
 	}
@@ -514,6 +534,8 @@ func (d *daemon) instanceOptions(cfg *config.Backend, n int) backend.Options {
 			d.updateStatus()
 			runHooks(d.onChange, b)
 		},
+		OnCalls: func(b *backend.Backend) { runHooks(d.onCalls, b) },
+		OnCall:  d.metrics.observe,
 	}
 	if d.output.Writer != nil {
 		sink := journal.NewBackendLog(d.output.Writer, journal.BackendLogOptions{

@@ -7,6 +7,7 @@ import (
 	"math"
 	"sort"
 	"sync/atomic"
+	"time"
 
 	"github.com/godbus/dbus/v5"
 
@@ -71,6 +72,7 @@ func (d *daemon) startDBus(ctx context.Context) (stop func(), err error) {
 		return nothing, nil
 	}
 	d.onChange = append(d.onChange, func(*backend.Backend) { srv.Changed() })
+	d.onCalls = append(d.onCalls, func(*backend.Backend) { srv.Changed() })
 	d.onAdd = append(d.onAdd, srv.BackendAdded)
 	d.onRemove = append(d.onRemove, srv.BackendRemoved)
 	d.onStatus = append(d.onStatus, func(line string) {
@@ -129,6 +131,7 @@ func (g *dbusGateway) toolNames() map[string][]string {
 
 func backendStatus(b *backend.Backend, tools []string) dbusapi.BackendStatus {
 	st := b.Status()
+	h := b.Health()
 	cfg := b.Config()
 	var since uint64
 	if !st.Since.IsZero() {
@@ -144,7 +147,24 @@ func backendStatus(b *backend.Backend, tools []string) dbusapi.BackendStatus {
 		StateChangeTimestamp: since,
 		Tools:                tools,
 		Command:              append([]string{cfg.Command}, cfg.Args...),
+		ConsecutiveFailures:  uint32(h.ConsecutiveFailures),
+		LastCheckTimestamp:   micros(h.LastCheck),
+		LastCheckLatencyUSec: uint64(h.LastCheckLatency.Microseconds()),
+		CircuitOpenTimestamp: micros(h.CircuitOpen),
+		CallsInFlight:        uint32(h.CallsInFlight),
+		CallsQueued:          uint32(h.CallsQueued),
+		NCalls:               h.NCalls,
+		NFailedCalls:         h.NFailedCalls,
+		NFallbacks:           h.NFallbacks,
 	}
+}
+
+// micros is t in microseconds since the epoch, 0 for the zero time.
+func micros(t time.Time) uint64 {
+	if t.IsZero() {
+		return 0
+	}
+	return uint64(t.UnixMicro())
 }
 
 func (g *dbusGateway) Tools() []dbusapi.Tool {

@@ -284,7 +284,8 @@ func rpcResponse(resp *http.Response) (map[string]any, error) {
 // TestSocketActivation starts mcpgated through the real
 // systemd-socket-activate with a TCP and a unix socket named "http" and a
 // TCP socket of another name: the first connection, over either, starts the
-// daemon and is answered; the other name is closed; the unix socket file,
+// daemon and is answered; the one named metrics is closed while
+// metrics_listen is off; the unix socket file,
 // systemd's, stays when the daemon exits.
 func TestSocketActivation(t *testing.T) {
 	for _, first := range []string{"tcp", "unix"} {
@@ -328,8 +329,8 @@ func TestSocketActivation(t *testing.T) {
 			if !errors.Is(err, syscall.ECONNREFUSED) {
 				t.Errorf("connect to the socket named metrics: %v, want connection refused: it should be closed", err)
 			}
-			if out := d.Stderr.String(); !logged(out, "not named http", "name=metrics") {
-				t.Errorf("no warning about the socket named metrics in:\n%s", out)
+			if out := d.Stderr.String(); !logged(out, "closing the socket-activated fd named metrics", "metrics_listen is off") {
+				t.Errorf("no warning about the socket named metrics, which starts closed, in:\n%s", out)
 			}
 
 			if code := d.Terminate(t); code != 0 {
@@ -339,6 +340,28 @@ func TestSocketActivation(t *testing.T) {
 				t.Errorf("systemd's socket file after the daemon exited: %v, %v; want it left in place", fi, err)
 			}
 		})
+	}
+}
+
+// TestMetricsOnActivatedSocket serves /metrics on the socket-activated fd
+// named metrics when metrics_listen = "fd:metrics".
+func TestMetricsOnActivatedSocket(t *testing.T) {
+	port, metricsPort := testutil.FreePort(t), testutil.FreePort(t)
+	toml, _ := config(t, "metrics_listen = \"fd:metrics\"\n", "[backends.alpha]\ncommand = \"FAKE\"\n")
+	tcpURL := fmt.Sprintf("http://127.0.0.1:%d/mcp", port)
+	d := testutil.StartDaemon(t, toml, tcpURL, testutil.DaemonOptions{Activate: []string{
+		"-l", fmt.Sprintf("127.0.0.1:%d", port), "-l", fmt.Sprintf("127.0.0.1:%d", metricsPort), "--fdname=http:metrics",
+	}})
+	testutil.Connect(t, tcpURL, nil)
+	d.AwaitNotify(t, 0, wait, "READY=1", testutil.Has("READY=1"))
+	resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/metrics", metricsPort))
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || !strings.Contains(string(body), `mcpgate_backend_state{backend="alpha",state="healthy"} 1`) {
+		t.Errorf("GET /metrics on the activated socket: %s\n%s", resp.Status, body)
 	}
 }
 

@@ -157,6 +157,10 @@ func (c *Client) Backend(ctx context.Context, name string) (BackendStatus, error
 		"LastExitStatus": &b.LastExitStatus, "LastError": &b.LastError,
 		"StateChangeTimestamp": &b.StateChangeTimestamp, "Tools": &b.Tools,
 		"StderrTail": &b.StderrTail, "Command": &b.Command,
+		"ConsecutiveFailures": &b.ConsecutiveFailures, "LastCheckTimestamp": &b.LastCheckTimestamp,
+		"LastCheckLatencyUSec": &b.LastCheckLatencyUSec, "CircuitOpenTimestamp": &b.CircuitOpenTimestamp,
+		"CallsInFlight": &b.CallsInFlight, "CallsQueued": &b.CallsQueued,
+		"NCalls": &b.NCalls, "NFailedCalls": &b.NFailedCalls, "NFallbacks": &b.NFallbacks,
 	})
 	return b, err
 }

@@ -100,6 +100,16 @@ type BackendStatus struct {
 	Tools                []string `json:"tools"`                  // the exposed names of its tools
 	Command              []string `json:"command"`
 	StderrTail           []string `json:"stderr_tail,omitempty"`
+
+	ConsecutiveFailures  uint32 `json:"consecutive_failures"`    // failed health checks in a row
+	LastCheckTimestamp   uint64 `json:"last_check_timestamp"`    // µs since the epoch; 0 before the first check
+	LastCheckLatencyUSec uint64 `json:"last_check_latency_usec"` // how long the last check took
+	CircuitOpenTimestamp uint64 `json:"circuit_open_timestamp"`  // µs since the epoch; 0 while closed
+	CallsInFlight        uint32 `json:"calls_in_flight"`
+	CallsQueued          uint32 `json:"calls_queued"` // waiting for max_concurrent_calls
+	NCalls               uint64 `json:"calls"`
+	NFailedCalls         uint64 `json:"failed_calls"`
+	NFallbacks           uint64 `json:"fallbacks"` // calls a fallback served for it
 }
 
 // ManagerStatus is what the interface shows of the gateway as a whole: the

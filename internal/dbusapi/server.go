@@ -289,6 +289,15 @@ func watchedBackend(b BackendStatus) map[string]dbus.Variant {
 		"NRestarts":            dbus.MakeVariant(b.NRestarts),
 		"LastError":            dbus.MakeVariant(b.LastError),
 		"Tools":                dbus.MakeVariant(nonNil(b.Tools)),
+		"ConsecutiveFailures":  dbus.MakeVariant(b.ConsecutiveFailures),
+		"LastCheckTimestamp":   dbus.MakeVariant(b.LastCheckTimestamp),
+		"LastCheckLatencyUSec": dbus.MakeVariant(b.LastCheckLatencyUSec),
+		"CircuitOpenTimestamp": dbus.MakeVariant(b.CircuitOpenTimestamp),
+		"CallsInFlight":        dbus.MakeVariant(b.CallsInFlight),
+		"CallsQueued":          dbus.MakeVariant(b.CallsQueued),
+		"NCalls":               dbus.MakeVariant(b.NCalls),
+		"NFailedCalls":         dbus.MakeVariant(b.NFailedCalls),
+		"NFallbacks":           dbus.MakeVariant(b.NFallbacks),
 	}
 }
 

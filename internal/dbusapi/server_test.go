@@ -337,6 +337,9 @@ func TestServerProperties(t *testing.T) {
 		"Name": "alpha", "State": "healthy", "MainPID": uint32(42), "NRestarts": uint32(0),
 		"LastExitStatus": int32(0), "LastError": "", "StateChangeTimestamp": uint64(0),
 		"Tools": []string{"alpha__echo"}, "StderrTail": []string{"hello"}, "Command": []string{"fake", "--tools", "echo"},
+		"ConsecutiveFailures": uint32(0), "LastCheckTimestamp": uint64(0), "LastCheckLatencyUSec": uint64(0),
+		"CircuitOpenTimestamp": uint64(0), "CallsInFlight": uint32(0), "CallsQueued": uint32(0),
+		"NCalls": uint64(0), "NFailedCalls": uint64(0), "NFallbacks": uint64(0),
 	}
 	if len(props) != len(want) {
 		t.Errorf("GetAll returned %d properties, want %d: %v", len(props), len(want), props)

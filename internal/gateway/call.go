@@ -34,6 +34,9 @@ type call struct {
 	then      func(ok bool)
 	succeeded atomic.Bool
 
+	fb        *fallback   // where the call may go when the backend dies before answering
+	answering atomic.Bool // the backend sent something for the call: no fallback any more
+
 	ended atomic.Bool
 	once  sync.Once // guards the bookkeeping in end
 }
@@ -48,11 +51,14 @@ func (c *call) deliver(resp *jsonrpc.Message, err error) {
 	case errors.Is(err, backend.ErrTooLarge):
 		c.stream.push(errorResponse(c.clientID, CodeMessageTooLarge, "%v", err), true)
 	case err != nil:
+		if !c.answering.Load() && c.fb.try(c.sess, c.b, err) {
+			return
+		}
 		c.stream.push(errorResponse(c.clientID, CodeBackendUnavailable, "%v", err), true)
 	case resp.Error != nil:
 		c.stream.push(jsonrpc.AppendRawError(nil, c.clientID, resp.Error), true)
 	default:
-		c.stream.push(jsonrpc.AppendResult(nil, c.clientID, resp.Result), true)
+		c.stream.push(jsonrpc.AppendResult(nil, c.clientID, c.servedBy(resp.Result)), true)
 	}
 }
 

@@ -41,6 +41,7 @@ const (
 	CodeShuttingDown       = -32003 // the gateway is draining
 	CodeResourceNotFound   = -32002 // as MCP specifies for resources/read
 	CodeMessageTooLarge    = -32004 // a message exceeded max_message_bytes
+	CodeBackendBusy        = -32005 // max_concurrent_calls or rate_limit refused the call
 )
 
 // Registry gives the gateway the current set of backends.
@@ -70,6 +71,8 @@ type Options struct {
 	OnLog func(b *backend.Backend, params []byte)
 	// OnCatalog, if set, is called after the catalog changed.
 	OnCatalog func(*catalog.Catalog)
+	// StatusResources serves mcpgate://health and mcpgate://backend/NAME.
+	StatusResources bool
 }
 
 // Gateway is the MCP server clients talk to.
@@ -136,10 +139,13 @@ func (g *Gateway) Refresh() {
 	g.rebuildMu.Lock()
 	defer g.rebuildMu.Unlock()
 	var sources []catalog.Source
+	if g.opts.StatusResources {
+		sources = append(sources, g.statusSource())
+	}
 	for _, b := range g.registry.Backends() {
 		lists, server := b.Catalog()
 		if server == nil {
-			continue
+			continue // not running, nor kept through a restart (catalog_grace) or idle (on-demand)
 		}
 		sources = append(sources, catalog.Source{Backend: b.Name(), Prefix: b.Config().ToolPrefix, Lists: lists})
 	}

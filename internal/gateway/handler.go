@@ -29,6 +29,7 @@ func (g *Gateway) Notification(b *backend.Backend, conn *backend.Conn, msg *json
 			return
 		}
 		c.progressed()
+		c.answering.Store(true) // partly answered: a fallback would repeat its side effects
 		params := jsonrpc.Replace(msg.Params, span, c.clientToken)
 		c.sess.send(jsonrpc.AppendNotification(nil, msg.Method, params), c.stream)
 	case "notifications/message":

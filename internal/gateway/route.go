@@ -51,7 +51,7 @@ func (s *Session) HandleRequest(msg *jsonrpc.Message, stream *Stream) {
 			fail(unknownTool(cat, name))
 			return
 		}
-		s.forwardTo(msg, stream, tool.Backend, renamed(msg.Params, span, name, tool.Original))
+		s.callTool(msg, stream, tool, renamed(msg.Params, span, name, tool.Original))
 	case "prompts/get":
 		name, span, err := stringParam(msg.Params, "name")
 		if err != nil {
@@ -68,6 +68,9 @@ func (s *Session) HandleRequest(msg *jsonrpc.Message, stream *Stream) {
 		uri, _, err := stringParam(msg.Params, "uri")
 		if err != nil {
 			fail(err)
+			return
+		}
+		if g.readStatus(msg, stream, uri) {
 			return
 		}
 		owner, ok := g.resourceOwner(cat, uri)
@@ -150,48 +153,62 @@ func (s *Session) forwardTo(msg *jsonrpc.Message, stream *Stream, name string, p
 // ended: true if the backend answered with a result. Then is also called
 // (with false) when the request could not be sent.
 func (s *Session) forwardThen(msg *jsonrpc.Message, stream *Stream, name string, params json.RawMessage, then func(ok bool)) {
-	g := s.g
-	answer := func(code int, err error) {
-		stream.push(jsonrpc.AppendError(nil, msg.ID, &jsonrpc.Error{Code: code, Message: err.Error()}), true)
-	}
-	fail := func(code int, err error) { // before the call is tracked
+	s.forwardVia(msg, stream, name, params, then, nil)
+}
+
+// forwardVia is forwardThen for a call that fb, if not nil, may send to a
+// fallback backend. The backend admits the call first: at once, or after
+// a wait (start_wait, max_concurrent_calls) on a goroutine of its own.
+func (s *Session) forwardVia(msg *jsonrpc.Message, stream *Stream, name string, params json.RawMessage, then func(ok bool), fb *fallback) {
+	b := s.g.registry.Backend(name)
+	if b == nil {
 		if then != nil {
 			then(false)
 		}
-		answer(code, err)
-	}
-	b := g.registry.Backend(name)
-	if b == nil {
-		fail(CodeBackendUnavailable, fmt.Errorf("backend %q was removed", name))
+		stream.push(jsonrpc.AppendError(nil, msg.ID, &jsonrpc.Error{Code: CodeBackendUnavailable, Message: fmt.Sprintf("backend %q was removed", name)}), true)
 		return
 	}
-	conn, wait := s.connFor(b)
-	switch {
-	case conn == nil && wait == nil:
-		fail(CodeBackendUnavailable, unavailable(b))
-		return
-	case conn == nil:
-		// Starting a backend or binding an instance takes a while: the
-		// request goes on once it is done, without holding up the client.
+	if b.Pooled() {
+		inst := s.boundInstance(b)
+		if inst == nil {
+			// Binding an instance may wait for one (pool_acquire_timeout).
+			go func() {
+				inst, err := s.bindInstance(b)
+				if err != nil {
+					s.sendAdmitted(msg, stream, b, nil, err, params, then, fb)
+					return
+				}
+				s.admit(msg, stream, inst, params, then, fb)
+			}()
+			return
+		}
+		b = inst // the session's own instance
+	}
+	s.admit(msg, stream, b, params, then, fb)
+}
+
+// admit has the backend (or instance) admit the call, waiting on a
+// goroutine of its own if need be, and sends it.
+func (s *Session) admit(msg *jsonrpc.Message, stream *Stream, b *backend.Backend, params json.RawMessage, then func(ok bool), fb *fallback) {
+	b.Wake() // an idle backend starts on its first call (start = "on-demand")
+	adm, err := b.Admit(context.Background(), false)
+	if errors.Is(err, backend.ErrWouldWait) {
 		go func() {
-			conn, err := wait()
-			if err != nil {
-				fail(CodeBackendUnavailable, err)
-				return
-			}
-			s.forwardOn(msg, stream, b, conn, params, then)
+			adm, err := b.Admit(context.Background(), true)
+			s.sendAdmitted(msg, stream, b, adm, err, params, then, fb)
 		}()
 		return
 	}
-	s.forwardOn(msg, stream, b, conn, params, then)
+	s.sendAdmitted(msg, stream, b, adm, err, params, then, fb)
 }
 
-// forwardOn is forwardThen once the connection is known.
-func (s *Session) forwardOn(msg *jsonrpc.Message, stream *Stream, b *backend.Backend, conn *backend.Conn, params json.RawMessage, then func(ok bool)) {
+// sendAdmitted forwards a request the backend admitted, or answers with why it did
+// not (or lets fb try a fallback).
+func (s *Session) sendAdmitted(msg *jsonrpc.Message, stream *Stream, b *backend.Backend, adm *backend.Admission, admitErr error, params json.RawMessage, then func(ok bool), fb *fallback) {
 	g := s.g
 	name := b.Name()
 	answer := func(code int, err error) {
-		stream.push(jsonrpc.AppendError(nil, msg.ID, &jsonrpc.Error{Code: code, Message: err.Error()}), true)
+		stream.push(jsonrpc.AppendError(nil, msg.ID, jsonrpc.AsError(asRPCError(code, err))), true)
 	}
 	fail := func(code int, err error) { // before the call is tracked
 		if then != nil {
@@ -199,7 +216,22 @@ func (s *Session) forwardOn(msg *jsonrpc.Message, stream *Stream, b *backend.Bac
 		}
 		answer(code, err)
 	}
-	c := &call{sess: s, clientID: msg.ID, stream: stream, b: b, conn: conn, then: then, started: time.Now()}
+	if admitErr != nil {
+		if fb.try(s, b, admitErr) {
+			if then != nil {
+				then(false)
+			}
+			return
+		}
+		if errors.Is(admitErr, backend.ErrNotRunning) {
+			admitErr = unavailable(b)
+		}
+		fail(CodeBackendUnavailable, admitErr)
+		return
+	}
+	then = adm.Then(then)
+	conn := adm.Conn
+	c := &call{sess: s, clientID: msg.ID, stream: stream, b: b, conn: conn, then: then, fb: fb, started: time.Now()}
 	if tok, span, ok := jsonrpc.LookupPath(params, "_meta", "progressToken"); ok {
 		c.token = newToken()
 		c.clientToken = tok

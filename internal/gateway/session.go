@@ -115,6 +115,7 @@ func (g *Gateway) initializeResult(s *Session) json.RawMessage {
 			instructions = append(instructions, "## "+b.Name()+"\n"+text)
 		}
 	}
+	resources = resources || g.opts.StatusResources
 	s.offered = offeredCaps{tools: tools, prompts: prompts, resources: resources}
 	var caps []string
 	if tools {

@@ -325,8 +325,8 @@ func TestActivationTCPAndUnix(t *testing.T) {
 
 func TestActivationUnknownNameIsClosed(t *testing.T) {
 	dir := t.TempDir()
-	httpSock, metricsSock := filepath.Join(dir, "http.sock"), filepath.Join(dir, "metrics.sock")
-	a, err := startActivation(t, "-l", httpSock, "-l", metricsSock, "--fdname=http:metrics")
+	httpSock, otherSock := filepath.Join(dir, "http.sock"), filepath.Join(dir, "other.sock")
+	a, err := startActivation(t, "-l", httpSock, "-l", otherSock, "--fdname=http:other")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -337,16 +337,16 @@ func TestActivationUnknownNameIsClosed(t *testing.T) {
 	if h.Err != "" || len(h.Listeners) != 1 {
 		t.Fatalf("got %v, %q; want the http listener only", h.Listeners, h.Err)
 	}
-	if len(h.Logs) != 1 || !strings.Contains(h.Logs[0], "name=metrics") {
-		t.Errorf("log %q: want one message naming the metrics socket", h.Logs)
+	if len(h.Logs) != 1 || !strings.Contains(h.Logs[0], "name=other") {
+		t.Errorf("log %q: want one message naming the other socket", h.Logs)
 	}
-	c, err := net.DialTimeout("unix", metricsSock, waitFor)
+	c, err := net.DialTimeout("unix", otherSock, waitFor)
 	if err == nil {
 		c.Close()
-		t.Fatal("connected to the metrics socket; want it closed by the daemon")
+		t.Fatal("connected to the other socket; want it closed by the daemon")
 	}
 	if !errors.Is(err, syscall.ECONNREFUSED) {
-		t.Errorf("connect to the closed metrics socket: %v, want connection refused", err)
+		t.Errorf("connect to the closed other socket: %v, want connection refused", err)
 	}
 }
 

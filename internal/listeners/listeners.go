@@ -21,6 +21,10 @@ import (
 // of the activated sockets that serve the MCP endpoint.
 const FDName = "http"
 
+// MetricsFDName is the name of the activated socket that serves Prometheus
+// metrics when [gateway] metrics_listen = "fd:metrics".
+const MetricsFDName = "metrics"
+
 // UnixPrefix starts a listen address that is a unix socket path.
 const UnixPrefix = "unix:"
 
@@ -45,6 +49,8 @@ type Set struct {
 	// Activated reports that systemd passed the sockets in; the config's
 	// listen addresses were not used.
 	Activated bool
+	// Metrics is the activated socket named "metrics", or nil.
+	Metrics *Listener
 }
 
 // Open returns the daemon's listening sockets. If systemd passed sockets
@@ -60,7 +66,8 @@ func Open(listen []string, log *slog.Logger) (*Set, error) {
 
 // FromFiles takes the sockets systemd passed in (activation.Files) and closes
 // every file given, having kept what it needs. Listening stream sockets (TCP or
-// unix) named "http" become Listeners; a socket of any other name is logged
+// unix) named "http" become Listeners, one named "metrics" becomes Metrics;
+// a socket of any other name is logged
 // (slog.Default if log is nil) and closed. It returns an error, and keeps
 // nothing, when a socket is already connected (mcpgate.socket has Accept=yes),
 // when an "http" file is not a listening TCP or unix stream socket, or when
@@ -77,6 +84,11 @@ func FromFiles(files []*os.File, log *slog.Logger) (*Set, error) {
 		switch {
 		case err != nil:
 			errs = append(errs, err)
+		case l != nil && l.Name == MetricsFDName && set.Metrics == nil:
+			set.Metrics = l
+		case l != nil && l.Name == MetricsFDName:
+			l.Close()
+			errs = append(errs, errors.New("socket activation passed more than one socket named "+MetricsFDName+"; keep one"))
 		case l != nil:
 			set.Listeners = append(set.Listeners, l)
 		}
@@ -103,7 +115,7 @@ func fromFile(f *os.File, log *slog.Logger) (*Listener, error) {
 	if info.err == nil && info.typ == unix.SOCK_STREAM && !info.listening {
 		return nil, fmt.Errorf("socket-activated fd %d (%q) is a connected socket, not a listening one: mcpgate.socket has Accept=yes; set Accept=no in mcpgate.socket", info.fd, f.Name())
 	}
-	if f.Name() != FDName {
+	if f.Name() != FDName && f.Name() != MetricsFDName {
 		log.Warn("closing a socket-activated file not named "+FDName+"; give the sockets mcpgated should serve FileDescriptorName="+FDName,
 			"fd", info.fd, "name", f.Name())
 		return nil, nil
@@ -186,6 +198,15 @@ func Bind(listen []string) (*Set, error) {
 	return set, nil
 }
 
+// BindOne listens on one address as Bind does.
+func BindOne(addr string) (*Listener, error) {
+	l, err := bind(addr)
+	if err != nil {
+		return nil, err
+	}
+	return &Listener{Listener: l, Name: addr}, nil
+}
+
 func bind(addr string) (net.Listener, error) {
 	if path, ok := strings.CutPrefix(addr, UnixPrefix); ok {
 		return bindUnix(addr, path)
@@ -264,7 +285,11 @@ func (s *Set) Close() error {
 		return nil
 	}
 	var errs []error
-	for _, l := range s.Listeners {
+	all := s.Listeners
+	if s.Metrics != nil {
+		all = append(all[:len(all):len(all)], s.Metrics)
+	}
+	for _, l := range all {
 		if err := l.Close(); err != nil && !errors.Is(err, net.ErrClosed) {
 			errs = append(errs, fmt.Errorf("close listener %s: %w", l.Name, err))
 		}

@@ -347,9 +347,10 @@ func TestFromFilesRefuses(t *testing.T) {
 func TestFromFiles(t *testing.T) {
 	tcp, _ := socketFile(t, "http", unix.AF_INET, unix.SOCK_STREAM, true)
 	ux, uxPath := socketFile(t, "http", unix.AF_UNIX, unix.SOCK_STREAM, true)
-	other, otherAddr := socketFile(t, "metrics", unix.AF_INET, unix.SOCK_STREAM, true)
+	other, otherAddr := socketFile(t, "other", unix.AF_INET, unix.SOCK_STREAM, true)
+	metrics, _ := socketFile(t, "metrics", unix.AF_INET, unix.SOCK_STREAM, true)
 	h := &testutil.LogRecorder{}
-	set, err := FromFiles([]*os.File{tcp, other, ux}, slog.New(h))
+	set, err := FromFiles([]*os.File{tcp, other, metrics, ux}, slog.New(h))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -362,8 +363,14 @@ func TestFromFiles(t *testing.T) {
 		}
 		roundTrip(t, l)
 	}
-	if msgs := h.Messages(); len(msgs) != 1 || !strings.Contains(msgs[0], "metrics") {
-		t.Errorf("log %q: want one message naming the metrics socket", msgs)
+	if msgs := h.Messages(); len(msgs) != 1 || !strings.Contains(msgs[0], "not named http") {
+		t.Errorf("log %q: want one message naming the other socket", msgs)
+	}
+	// The one named metrics is kept apart, for metrics_listen = "fd:metrics".
+	if set.Metrics == nil || set.Metrics.Name != "metrics" {
+		t.Errorf("Metrics = %v, want the socket named metrics", set.Metrics)
+	} else {
+		roundTrip(t, set.Metrics)
 	}
 	// The unknown socket is closed: nothing holds it any more.
 	if c, err := net.DialTimeout("tcp", otherAddr, waitFor); err == nil {

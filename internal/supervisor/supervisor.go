@@ -216,11 +216,13 @@ func (s *Supervisor) Shutdown() {
 }
 
 // StatusLine summarises the backends in one line, as for systemd's STATUS=:
-// "5/6 backends healthy, 42 tools; github restarting (2/5)". Backends idle
-// until their first call (start = "on-demand", idle_stop) are counted on
-// their own: "2/2 backends healthy, 3 idle on demand, 42 tools".
+// "5/6 backends healthy, 42 tools; github restarting (2/5)", with the
+// number of unhealthy ones when there are any: "4/6 backends healthy,
+// 1 unhealthy, 42 tools; …". Backends idle until their first call (start =
+// "on-demand", idle_stop) are counted on their own: "2/2 backends healthy,
+// 3 idle on demand, 42 tools".
 func StatusLine(backends []*backend.Backend, tools int) string {
-	healthy, total, idle := 0, 0, 0
+	healthy, unhealthy, total, idle := 0, 0, 0, 0
 	var notes []string
 	for _, b := range backends {
 		st := b.Status()
@@ -238,6 +240,13 @@ func StatusLine(backends []*backend.Backend, tools int) string {
 			healthy++
 		case st.State == backend.Starting && st.Retrying:
 			notes = append(notes, fmt.Sprintf("%s restarting (%d/%d)", b.Name(), st.InWindow, cfg.MaxRestarts))
+		case st.State == backend.Unhealthy:
+			unhealthy++
+			note := b.Name() + " unhealthy"
+			if !b.Health().CircuitOpen.IsZero() {
+				note += " (circuit open)"
+			}
+			notes = append(notes, note)
 		default:
 			notes = append(notes, b.Name()+" "+st.State.String())
 		}
@@ -249,9 +258,13 @@ func StatusLine(backends []*backend.Backend, tools int) string {
 	if tools == 1 {
 		line = strings.TrimSuffix(line, "s")
 	}
+	if unhealthy > 0 {
+		head, tail, _ := strings.Cut(line, ", ")
+		line = fmt.Sprintf("%s, %d unhealthy, %s", head, unhealthy, tail)
+	}
 	if idle > 0 {
-		before, after, _ := strings.Cut(line, ", ")
-		line = fmt.Sprintf("%s, %d idle on demand, %s", before, idle, after)
+		i := strings.LastIndex(line, ", ") // before the tools
+		line = fmt.Sprintf("%s, %d idle on demand%s", line[:i], idle, line[i:])
 	}
 	if len(notes) > 0 {
 		line += "; " + strings.Join(notes, ", ")

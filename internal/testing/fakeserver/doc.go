@@ -44,6 +44,10 @@
 //	                            resources/unsubscribe
 //	--prompts                   prompt "greet" (argument "name", required) and
 //	                            completion/complete for that argument
+//	--ping MODE                 "answer" (default), "never" (read ping requests
+//	                            but never answer them, while answering the
+//	                            rest) or "unknown" (answer -32601, as a server
+//	                            without ping does)
 //	--record FILE               append every line read from stdin to FILE,
 //	                            byte for byte including its newline
 //	--sleeper, --sleeper-double-fork, --sleeper-max DURATION
@@ -84,10 +88,11 @@
 //	set_tools {names, burst}   replace the extra tools with names, then send
 //	                           burst (default 1) notifications/tools/list_changed
 //	                           and answer
-//	progress {steps, ms}       send steps notifications/progress {progressToken,
+//	progress {steps, ms, crash} send steps notifications/progress {progressToken,
 //	                           progress I, total steps, message} using the
 //	                           request's _meta.progressToken (none without one),
-//	                           ms apart, then answer
+//	                           ms apart, then answer; with crash true, exit 1
+//	                           instead of answering
 //	sample {params, id}        send sampling/createMessage to the client; the
 //	elicit {params, id}        answer's structuredContent is {result} or {error}
 //	roots {params, id}         as the client sent them, isError when an error;

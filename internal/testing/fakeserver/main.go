@@ -34,6 +34,7 @@ type options struct {
 	resources             int
 	prompts               bool
 	record                string
+	ping                  string
 
 	// sleeper mode, used for the grandchildren of spawn_grandchild.
 	sleeper           bool
@@ -107,6 +108,7 @@ func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (
 	fs.IntVar(&o.resources, "resources", 0, "number of fake://r/I resources")
 	fs.BoolVar(&o.prompts, "prompts", false, "offer the prompt greet and its completion")
 	fs.StringVar(&o.record, "record", "", "append every line read from stdin to this file")
+	fs.StringVar(&o.ping, "ping", "answer", `how to treat ping: "answer", "never" (read it, never answer) or "unknown" (-32601)`)
 	fs.BoolVar(&o.sleeper, "sleeper", false, "internal: run as a grandchild that prints its PID and sleeps")
 	fs.BoolVar(&o.sleeperDoubleFork, "sleeper-double-fork", false, "internal: start a sleeper, print its PID and exit")
 	fs.DurationVar(&o.sleeperMax, "sleeper-max", 10*time.Minute, "internal: a sleeper's longest life")
@@ -131,6 +133,9 @@ func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (
 	}
 	if o.initializeBarrier > 0 && o.record == "" {
 		return nil, errors.New("--initialize-barrier needs --record: the barrier counts the initialize requests recorded there")
+	}
+	if o.ping != "answer" && o.ping != "never" && o.ping != "unknown" {
+		return nil, fmt.Errorf("--ping %q: use answer, never or unknown", o.ping)
 	}
 	if tools != "" {
 		o.tools = strings.Split(tools, ",")

@@ -400,6 +400,12 @@ func methods(opts *options) map[string]methodHandler {
 		"tools/call":       (*server).callTool,
 		"logging/setLevel": (*server).setLogLevel,
 	}
+	switch opts.ping {
+	case "never":
+		m["ping"] = func(*server, *message) (any, error) { return nil, errNoReply }
+	case "unknown":
+		delete(m, "ping") // answered with -32601 like any unknown method
+	}
 	if opts.resources > 0 {
 		m["resources/list"] = (*server).listResources
 		m["resources/templates/list"] = (*server).listResourceTemplates

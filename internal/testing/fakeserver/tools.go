@@ -52,7 +52,7 @@ func builtinTools() []tool {
 		{name: "set_tools", description: "Replaces the extra tools and sends burst notifications/tools/list_changed.",
 			schema: `{"type":"object","properties":{"names":{"type":"array","items":{"type":"string"}},"burst":{"type":"integer","minimum":0}}}`, run: (*server).toolSetTools},
 		{name: "progress", description: "Sends steps progress notifications, then answers.",
-			schema: `{"type":"object","properties":{"steps":{"type":"integer","minimum":0},"ms":{"type":"integer","minimum":0}}}`, run: (*server).toolProgress},
+			schema: `{"type":"object","properties":{"steps":{"type":"integer","minimum":0},"ms":{"type":"integer","minimum":0},"crash":{"type":"boolean"}}}`, run: (*server).toolProgress},
 		{name: "sample", description: "Sends sampling/createMessage to the client and returns its answer.",
 			schema: clientRequestSchema, run: clientRequestTool("sampling/createMessage",
 				`{"messages":[{"role":"user","content":{"type":"text","text":"Say hello."}}],"maxTokens":100}`)},
@@ -347,6 +347,7 @@ func (s *server) toolProgress(c *call) (any, error) {
 	var a struct {
 		Steps int   `json:"steps"`
 		MS    int64 `json:"ms"`
+		Crash bool  `json:"crash"`
 	}
 	if err := c.decodeArgs(&a); err != nil {
 		return nil, err
@@ -369,6 +370,10 @@ func (s *server) toolProgress(c *call) (any, error) {
 			"message":       fmt.Sprintf("step %d of %d", i, a.Steps),
 		})
 		sent++
+	}
+	if a.Crash {
+		s.log.Info("crashing after progress as told")
+		os.Exit(1)
 	}
 	return textResult(fmt.Sprintf("%d progress notifications sent", sent), map[string]any{"sent": sent}), nil
 }

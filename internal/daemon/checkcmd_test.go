@@ -1,0 +1,51 @@
+package daemon
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestCheckConfigResolvesCommands(t *testing.T) {
+	dir := t.TempDir()
+	script := filepath.Join(dir, "server")
+	os.WriteFile(script, []byte("#!/bin/sh\n"), 0o755)
+	plain := filepath.Join(dir, "plain")
+	os.WriteFile(plain, []byte("data"), 0o644)
+	tests := []struct {
+		name     string
+		command  string
+		wantCode int
+		wantOut  string // in stderr, after FILE:3: backends.x.command: (command is on line 3)
+	}{
+		{"executable absolute path", script, 0, ""},
+		{"bare name on PATH", "sh", 0, ""},
+		{"missing absolute path", "/nonexistent/mcp-server", 1, "/nonexistent/mcp-server does not exist"},
+		{"not executable", plain, 1, "is not an executable file"},
+		{"directory", dir, 1, "is not an executable file"},
+		{"bare name not on PATH", "no-such-mcp-server-here", 0, `warning: "no-such-mcp-server-here" is not found on PATH`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg := filepath.Join(t.TempDir(), "mcpgate.toml")
+			os.WriteFile(cfg, []byte("[backends.x]\nargs = []\ncommand = \""+tt.command+"\"\n"), 0o644)
+			var stdout, stderr bytes.Buffer
+			code := checkConfig(cfg, &stdout, &stderr)
+			if code != tt.wantCode {
+				t.Errorf("exit %d, want %d; stderr:\n%s", code, tt.wantCode, stderr.String())
+			}
+			if tt.wantOut == "" {
+				if stderr.Len() > 0 {
+					t.Errorf("stderr = %s; want nothing", stderr.String())
+				}
+				return
+			}
+			where := cfg + ":3: backends.x.command: "
+			if out := stderr.String(); !strings.HasPrefix(out, where) || !strings.Contains(out, tt.wantOut) {
+				t.Errorf("stderr = %s; want %s…%s", out, where, tt.wantOut)
+			}
+		})
+	}
+}

@@ -1,0 +1,152 @@
+package daemon
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/mcpgate/mcpgate/internal/backend"
+	"github.com/mcpgate/mcpgate/internal/listeners"
+)
+
+// metrics is the daemon's one Prometheus registry. Labels are backend
+// names, states and outcomes only: bounded by the configuration, never
+// carrying tool arguments or client data.
+type metrics struct {
+	reg      *prometheus.Registry
+	calls    *prometheus.CounterVec
+	duration *prometheus.HistogramVec
+}
+
+func newMetrics(d *daemon) *metrics {
+	m := &metrics{
+		reg: prometheus.NewRegistry(),
+		calls: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "mcpgate_calls_total",
+			Help: "Calls routed to a backend, by outcome: ok (a result), error (an error answer or a failed call) or refused (circuit open, a limit, not running).",
+		}, []string{"backend", "outcome"}),
+		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "mcpgate_call_duration_seconds",
+			Help:    "How long calls admitted by a backend took, from admission to answer.",
+			Buckets: []float64{.001, .005, .01, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 300},
+		}, []string{"backend"}),
+	}
+	m.reg.MustRegister(m.calls, m.duration,
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "mcpgate_sessions", Help: "Open client sessions."},
+			func() float64 { return float64(d.gw.NumSessions()) }),
+		backendCollector{d},
+	)
+	return m
+}
+
+// observe records one finished call; it is the backends' OnCall.
+func (m *metrics) observe(b *backend.Backend, outcome string, d time.Duration) {
+	m.calls.WithLabelValues(b.Name(), outcome).Inc()
+	if outcome != "refused" {
+		m.duration.WithLabelValues(b.Name()).Observe(d.Seconds())
+	}
+}
+
+// forget drops the series of a backend a reload removed.
+func (m *metrics) forget(name string) {
+	m.calls.DeletePartialMatch(prometheus.Labels{"backend": name})
+	m.duration.DeletePartialMatch(prometheus.Labels{"backend": name})
+}
+
+// backendCollector reads every backend's state at scrape time.
+type backendCollector struct{ d *daemon }
+
+var (
+	descState = prometheus.NewDesc("mcpgate_backend_state",
+		"1 for the state the backend is in: starting, healthy, unhealthy, stopped or failed.", []string{"backend", "state"}, nil)
+	descRestarts = prometheus.NewDesc("mcpgate_backend_restarts",
+		"Automatic restarts since the backend was last started by hand (NRestarts).", []string{"backend"}, nil)
+	descCheck = prometheus.NewDesc("mcpgate_health_check_latency_seconds",
+		"How long the backend's last health check took.", []string{"backend"}, nil)
+	descFailures = prometheus.NewDesc("mcpgate_health_check_consecutive_failures",
+		"Failed health checks in a row.", []string{"backend"}, nil)
+	descCircuit = prometheus.NewDesc("mcpgate_circuit_open",
+		"1 while the backend's circuit is open and its calls fail at once.", []string{"backend"}, nil)
+	descInFlight = prometheus.NewDesc("mcpgate_calls_in_flight",
+		"Calls admitted by the backend and not yet answered.", []string{"backend"}, nil)
+	descQueued = prometheus.NewDesc("mcpgate_calls_queued",
+		"Calls waiting for one of the backend's max_concurrent_calls slots.", []string{"backend"}, nil)
+	descFallbacks = prometheus.NewDesc("mcpgate_fallbacks_total",
+		"Calls the backend could not serve that a fallback served.", []string{"backend"}, nil)
+)
+
+func (c backendCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{descState, descRestarts, descCheck, descFailures, descCircuit, descInFlight, descQueued, descFallbacks} {
+		ch <- d
+	}
+}
+
+func (c backendCollector) Collect(ch chan<- prometheus.Metric) {
+	for _, b := range c.d.sup.Backends() {
+		st, h, name := b.Status(), b.Health(), b.Name()
+		for _, s := range []backend.State{backend.Starting, backend.Healthy, backend.Unhealthy, backend.Stopped, backend.Failed} {
+			ch <- prometheus.MustNewConstMetric(descState, prometheus.GaugeValue, boolValue(st.State == s), name, s.String())
+		}
+		ch <- prometheus.MustNewConstMetric(descRestarts, prometheus.GaugeValue, float64(st.Restarts), name)
+		ch <- prometheus.MustNewConstMetric(descCheck, prometheus.GaugeValue, h.LastCheckLatency.Seconds(), name)
+		ch <- prometheus.MustNewConstMetric(descFailures, prometheus.GaugeValue, float64(h.ConsecutiveFailures), name)
+		ch <- prometheus.MustNewConstMetric(descCircuit, prometheus.GaugeValue, boolValue(!h.CircuitOpen.IsZero()), name)
+		ch <- prometheus.MustNewConstMetric(descInFlight, prometheus.GaugeValue, float64(h.CallsInFlight), name)
+		ch <- prometheus.MustNewConstMetric(descQueued, prometheus.GaugeValue, float64(h.CallsQueued), name)
+		ch <- prometheus.MustNewConstMetric(descFallbacks, prometheus.CounterValue, float64(h.NFallbacks), name)
+	}
+}
+
+func boolValue(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// serveMetrics serves /metrics on [gateway] metrics_listen: off by default,
+// an address, a unix socket, or the socket-activated fd named "metrics". It
+// returns a function that stops the server.
+func (d *daemon) serveMetrics() (stop func(), err error) {
+	addr := d.cfg.Gateway.MetricsListen
+	var l *listeners.Listener
+	switch {
+	case addr == "":
+		if d.lns.Metrics != nil {
+			d.log.Warn("closing the socket-activated fd named metrics: [gateway] metrics_listen is off; set metrics_listen = \"fd:metrics\" to serve metrics on it")
+			d.lns.Metrics.Close()
+		}
+		return func() {}, nil
+	case addr == "fd:metrics":
+		if d.lns.Metrics == nil {
+			return nil, errors.New(`[gateway] metrics_listen = "fd:metrics" but systemd passed no socket named metrics; add a ListenStream= with FileDescriptorName=metrics to the socket unit, or give an address`)
+		}
+		l = d.lns.Metrics
+	default:
+		if l, err = listeners.BindOne(addr); err != nil {
+			return nil, fmt.Errorf("metrics_listen: %w", err)
+		}
+	}
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", promhttp.HandlerFor(d.metrics.reg, promhttp.HandlerOpts{ErrorLog: nil}))
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: time.Minute}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := srv.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			d.log.Error("metrics listener failed", "listener", l.Name, "err", err)
+		}
+	}()
+	d.log.Info("serving Prometheus metrics", "listener", l.Name, "path", "/metrics")
+	return func() {
+		srv.Close()
+		<-done
+	}, nil
+}
