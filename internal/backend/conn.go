@@ -80,6 +80,10 @@ type Handler interface {
 	// elicitation, roots, ping). The handler must answer each one eventually
 	// with c.Reply or c.ReplyError.
 	Request(b *Backend, c *Conn, msg *jsonrpc.Message)
+	// Exited is called once the child has exited and all it wrote was
+	// handled, before its calls in flight are failed: requests it sent that
+	// are still waiting for an answer will get none.
+	Exited(b *Backend, c *Conn)
 }
 
 func newConn(b *Backend, proc *process) *Conn {
@@ -141,6 +145,7 @@ func (c *Conn) start() {
 		if r := c.reason.Load(); r != nil {
 			why = *r
 		}
+		c.b.opts.Handler.Exited(c.b, c)
 		c.fail(fmt.Errorf("backend %q: %w: %s", c.b.name, ErrGone, why))
 		close(c.done)
 	}()

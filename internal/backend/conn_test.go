@@ -21,6 +21,7 @@ type nopHandler struct{}
 
 func (nopHandler) Notification(*Backend, *Conn, *jsonrpc.Message) {}
 func (nopHandler) Request(*Backend, *Conn, *jsonrpc.Message)      {}
+func (nopHandler) Exited(*Backend, *Conn)                         {}
 
 // testBackend returns a backend for argv that Run never supervises: tests
 // start connections on it by hand.
@@ -148,5 +149,51 @@ func TestConnAsyncEndsAtItsDeadline(t *testing.T) {
 	case err := <-done:
 		t.Errorf("the call ended a second time, with %v, when the child died", err)
 	default:
+	}
+}
+
+// A call abandoned while its response is arriving ends once: either
+// Abandon wins and the response is dropped, or deliver runs and Abandon
+// reports that it came too late.
+func TestConnAbandonRacesTheResponse(t *testing.T) {
+	// Answers every request at once; notifications (no id) are skipped.
+	c := startConn(t, testBackend(t, "sh", "-c", `while read -r l; do
+case "$l" in *'"id":'*) id=${l#*'"id":'}; echo "{\"jsonrpc\":\"2.0\",\"id\":${id%%,*},\"result\":{}}";; esac
+done`))
+	const calls = 2000
+	delivered := make([]atomic.Int32, calls)
+	abandoned := make([]bool, calls)
+	var wg sync.WaitGroup
+	for i := range calls {
+		n := &delivered[i]
+		call, err := c.Go(context.Background(), "ping", nil, nil, func(*jsonrpc.Message, error) { n.Add(1) })
+		if err != nil {
+			t.Fatal(err)
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			abandoned[i] = c.Abandon(call, "test")
+		}()
+	}
+	wg.Wait()
+	c.closeOnce.Do(func() { close(c.closeStdin) }) // the child ends at EOF
+	<-c.Done()
+	won := 0
+	for i := range calls {
+		if abandoned[i] {
+			won++
+		}
+	}
+	t.Logf("Abandon won %d of %d races", won, calls)
+	for i := range calls {
+		if got, want := delivered[i].Load(), int32(0); !abandoned[i] {
+			want = 1
+			if got != want {
+				t.Errorf("call %d: Abandon lost, deliver ran %d times; want once", i, got)
+			}
+		} else if got != want {
+			t.Errorf("call %d: Abandon won, deliver ran %d times; want never", i, got)
+		}
 	}
 }

@@ -104,3 +104,19 @@ func TestKillNeverSignalsAReapedChild(t *testing.T) {
 		t.Errorf("kill after reaping = %v; want os.ErrProcessDone", err)
 	}
 }
+
+// A probe of a child that was replaced meanwhile touches neither the new
+// child nor the state.
+func TestProbeOfAReplacedChildDoesNothing(t *testing.T) {
+	b, _ := runBackend(t, "exec cat >/dev/null")
+	old := b.Conn()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := b.Restart(ctx); err != nil {
+		t.Fatal(err)
+	}
+	b.Probe(old)
+	if st := b.Status(); st.State != Healthy || st.PID == old.PID() {
+		t.Errorf("after probing the old child the backend is %s with pid %d (old %d); want healthy with a new child", st.State, st.PID, old.PID())
+	}
+}

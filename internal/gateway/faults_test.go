@@ -6,6 +6,8 @@ package gateway_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"regexp"
 	"strings"
 	"testing"
@@ -107,5 +109,67 @@ func TestTimeoutCountsFromTheLastProgress(t *testing.T) {
 	}
 	if after := callTool(t, cs, "capped__pid", nil); structured(t, after)["pid"] != structured(t, before)["pid"] {
 		t.Errorf("the backend was restarted after max_call_duration; it was still working")
+	}
+}
+
+// blockingSampler is a client whose sampling handler answers only when
+// released: it records each request, and whether the gateway cancelled it.
+// Release before the session closes, which waits for the handlers.
+func blockingSampler(ev *testutil.ClientEvents) (opts *mcp.ClientOptions, release func()) {
+	opts = ev.ClientOptions()
+	released := make(chan struct{})
+	opts.CreateMessageHandler = func(ctx context.Context, req *mcp.CreateMessageRequest) (*mcp.CreateMessageResult, error) {
+		ev.Add("sampling/createMessage", req.Params)
+		select {
+		case <-ctx.Done():
+			ev.Add("cancelled", nil)
+			return nil, ctx.Err()
+		case <-released:
+			return nil, errors.New("released by the test")
+		}
+	}
+	return opts, func() { close(released) }
+}
+
+// A request a backend sends to a client times out after the backend's
+// client_request_timeout: the backend gets an error, the client
+// notifications/cancelled.
+func TestRelayedRequestTimesOut(t *testing.T) {
+	t.Parallel()
+	d := startGateway(t, "", fakeBackend(t, "f", `client_request_timeout = "1s"`))
+	ev := testutil.NewClientEvents("c")
+	opts, release := blockingSampler(ev)
+	cs := connect(t, d, ev, opts)
+	t.Cleanup(release)
+	res, err := callToolErr(cs, "f__sample", nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := fmt.Sprint(structured(t, res)["error"])
+	if !strings.Contains(got, "client_request_timeout") || !strings.Contains(got, "-32001") {
+		t.Errorf("the backend got %s; want error -32001 naming client_request_timeout", got)
+	}
+	ev.Await(t, 1, wait, "the client's sampling request cancelled", func(e testutil.ClientEvent) bool { return e.Method == "cancelled" })
+}
+
+// When a backend exits, the requests it sent to clients are cancelled
+// toward them.
+func TestRelayedRequestCancelledWhenTheBackendExits(t *testing.T) {
+	t.Parallel()
+	d := startGateway(t, "", fakeBackend(t, "f", ""))
+	ev := testutil.NewClientEvents("c")
+	opts, release := blockingSampler(ev)
+	cs := connect(t, d, ev, opts)
+	t.Cleanup(release)
+	done := make(chan error, 1)
+	go func() {
+		_, err := callToolErr(cs, "f__sample", nil, nil)
+		done <- err
+	}()
+	ev.Await(t, 1, wait, "the sampling request", func(e testutil.ClientEvent) bool { return e.Method == "sampling/createMessage" })
+	callToolErr(cs, "f__crash", nil, nil)
+	ev.Await(t, 1, wait, "the client's sampling request cancelled", func(e testutil.ClientEvent) bool { return e.Method == "cancelled" })
+	if err := <-done; err == nil || !strings.Contains(err.Error(), "backend process is gone") {
+		t.Errorf("the call that sent the request ended with %v; want the backend gone", err)
 	}
 }

@@ -64,7 +64,7 @@ func (g *Gateway) Notification(b *backend.Backend, conn *backend.Conn, msg *json
 		delete(r.sess.relays, r.clientID)
 		r.sess.mu.Unlock()
 		params := jsonrpc.Replace(msg.Params, span, jsonrpc.IntID(r.clientID))
-		r.sess.send(jsonrpc.AppendNotification(nil, msg.Method, params), nil)
+		r.sess.send(jsonrpc.AppendNotification(nil, msg.Method, params), r.via)
 	default:
 		// Unknown notifications pass through untouched, to the one session
 		// they can be attributed to, else to every session.
@@ -209,27 +209,6 @@ func rootsResult(roots []string) json.RawMessage {
 		out = append(out, '}')
 	}
 	return append(out, "]}"...)
-}
-
-func (g *Gateway) rememberRelay(r *relayed) {
-	g.relayMu.Lock()
-	g.relays[relayKey{r.conn, string(r.backendID)}] = r
-	g.relayMu.Unlock()
-}
-
-func (g *Gateway) forgetRelay(r *relayed) {
-	g.relayMu.Lock()
-	delete(g.relays, relayKey{r.conn, string(r.backendID)})
-	g.relayMu.Unlock()
-}
-
-func (g *Gateway) takeRelay(conn *backend.Conn, id json.RawMessage) *relayed {
-	g.relayMu.Lock()
-	defer g.relayMu.Unlock()
-	k := relayKey{conn, string(id)}
-	r := g.relays[k]
-	delete(g.relays, k)
-	return r
 }
 
 var _ backend.Handler = (*Gateway)(nil)

@@ -2,7 +2,6 @@ package gateway
 
 import (
 	"encoding/json"
-	"fmt"
 	"strconv"
 	"strings"
 	"sync"
@@ -44,15 +43,6 @@ type clientCaps struct {
 
 type offeredCaps struct {
 	tools, prompts, resources bool
-}
-
-// relayed is a request a backend sent that was passed on to a client.
-type relayed struct {
-	sess      *Session
-	clientID  int64
-	conn      *backend.Conn
-	backendID json.RawMessage
-	method    string
 }
 
 // NewSession handles an initialize request: it negotiates the protocol
@@ -272,36 +262,15 @@ func (s *Session) HandleResponse(msg *jsonrpc.Message) {
 	r := s.relays[id]
 	delete(s.relays, id)
 	s.mu.Unlock()
-	if err != nil || r == nil {
-		s.g.log.Warn("dropped a response to an unknown request", "session", s.ID, "id", string(msg.ID))
+	if err != nil || r == nil || s.g.takeRelay(r.conn, r.backendID) == nil {
+		s.g.log.Warn("dropped a response to an unknown, expired or cancelled request", "session", s.ID, "id", string(msg.ID))
 		return
 	}
-	s.g.forgetRelay(r)
 	if msg.Error != nil {
 		r.conn.ReplyRawError(r.backendID, jsonrpc.Compact(msg.Error))
 	} else {
 		r.conn.Reply(r.backendID, jsonrpc.Compact(msg.Result))
 	}
-}
-
-// relay passes a backend's request on to this session's client, on the
-// given stream if it is still open, else on the standalone stream.
-func (s *Session) relay(conn *backend.Conn, msg *jsonrpc.Message, via *Stream) error {
-	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
-		return fmt.Errorf("the client session ended")
-	}
-	s.nextRelay++
-	r := &relayed{sess: s, clientID: s.nextRelay, conn: conn, backendID: append(json.RawMessage(nil), msg.ID...), method: msg.Method}
-	s.relays[r.clientID] = r
-	s.mu.Unlock()
-	s.g.rememberRelay(r)
-	data := jsonrpc.AppendRequest(nil, jsonrpc.IntID(r.clientID), msg.Method, msg.Params)
-	if via == nil || !via.push(data, false) {
-		s.standalone.push(data, false)
-	}
-	return nil
 }
 
 // send delivers a server-initiated message on the given stream if it is
@@ -353,7 +322,9 @@ func (s *Session) close(why string) {
 		c.cancel(why)
 	}
 	for _, r := range relays {
-		s.g.forgetRelay(r)
+		if s.g.takeRelay(r.conn, r.backendID) == nil {
+			continue // answered, expired or cancelled meanwhile
+		}
 		r.conn.ReplyError(r.backendID, jsonrpc.Errorf(jsonrpc.CodeInternalError, "the client session ended before answering %s: %s", r.method, why))
 	}
 	for uri, owner := range subs {

@@ -1,0 +1,105 @@
+package gateway
+
+import (
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/mcpgate/mcpgate/internal/backend"
+	"github.com/mcpgate/mcpgate/internal/jsonrpc"
+)
+
+// relayed is a request a backend sent that was passed on to a client. It is
+// pending while it is in the gateway's relays map: whoever takes it from
+// there (the client's answer, the backend's cancellation, the timeout, the
+// backend's exit, the session's end) ends it, once.
+type relayed struct {
+	sess      *Session
+	clientID  int64
+	conn      *backend.Conn
+	backendID json.RawMessage
+	method    string
+	via       *Stream     // the stream the request went out on
+	timer     *time.Timer // client_request_timeout; guarded by Gateway.relayMu
+}
+
+// relay passes a backend's request on to this session's client, on the
+// given stream if it is still open, else on the standalone stream. The
+// client has the backend's client_request_timeout to answer.
+func (s *Session) relay(conn *backend.Conn, msg *jsonrpc.Message, via *Stream) error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return fmt.Errorf("the client session ended")
+	}
+	s.nextRelay++
+	r := &relayed{sess: s, clientID: s.nextRelay, conn: conn, backendID: append(json.RawMessage(nil), msg.ID...), method: msg.Method, via: via}
+	s.relays[r.clientID] = r
+	s.mu.Unlock()
+	s.g.rememberRelay(r, conn.Backend().Config().ClientRequestTimeout)
+	s.send(jsonrpc.AppendRequest(nil, jsonrpc.IntID(r.clientID), msg.Method, msg.Params), via)
+	return nil
+}
+
+func (g *Gateway) rememberRelay(r *relayed, timeout time.Duration) {
+	g.relayMu.Lock()
+	g.relays[relayKey{r.conn, string(r.backendID)}] = r
+	r.timer = time.AfterFunc(timeout, func() { g.expireRelay(r, timeout) })
+	g.relayMu.Unlock()
+}
+
+// takeRelay claims the pending request id of conn, or returns nil when it
+// has ended already.
+func (g *Gateway) takeRelay(conn *backend.Conn, id json.RawMessage) *relayed {
+	g.relayMu.Lock()
+	defer g.relayMu.Unlock()
+	k := relayKey{conn, string(id)}
+	r := g.relays[k]
+	delete(g.relays, k)
+	if r != nil {
+		r.timer.Stop()
+	}
+	return r
+}
+
+// expireRelay ends a request the client did not answer in time: the
+// backend gets an error and the client notifications/cancelled.
+func (g *Gateway) expireRelay(r *relayed, timeout time.Duration) {
+	if g.takeRelay(r.conn, r.backendID) == nil {
+		return
+	}
+	why := fmt.Sprintf("the client did not answer %s within %s (client_request_timeout of backend %q)", r.method, timeout, r.conn.Backend().Name())
+	r.conn.ReplyError(r.backendID, jsonrpc.Errorf(CodeTimeout, "%s", why))
+	r.cancel(why)
+}
+
+// Exited cancels, toward their clients, the requests a backend's child
+// sent that are still waiting: nobody is left to take the answer. It runs
+// before the child's calls are failed, so the cancellation reaches the
+// stream of the call that caused the request before that call's error.
+func (g *Gateway) Exited(b *backend.Backend, conn *backend.Conn) {
+	var gone []*relayed
+	g.relayMu.Lock()
+	for k, r := range g.relays {
+		if k.conn == conn {
+			delete(g.relays, k)
+			r.timer.Stop()
+			gone = append(gone, r)
+		}
+	}
+	g.relayMu.Unlock()
+	for _, r := range gone {
+		r.cancel(fmt.Sprintf("backend %q exited", b.Name()))
+	}
+}
+
+// cancel forgets an ended request in its session and tells the client.
+func (r *relayed) cancel(why string) {
+	s := r.sess
+	s.mu.Lock()
+	delete(s.relays, r.clientID)
+	s.mu.Unlock()
+	params := jsonrpc.AppendString([]byte(`{"requestId":`+strconv.FormatInt(r.clientID, 10)+`,"reason":`), why)
+	s.send(jsonrpc.AppendNotification(nil, "notifications/cancelled", append(params, '}')), r.via)
+}
