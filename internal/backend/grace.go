@@ -43,27 +43,26 @@ func (b *Backend) keepListed() {
 // endGrace drops the lists kept for a restart that will not come: the
 // backend was stopped or gave up.
 func (b *Backend) endGrace() {
+	b.stopGrace()
+	b.lists.Store(&Lists{})
+}
+
+// stopGrace ends the grace of a restart, without touching the lists.
+func (b *Backend) stopGrace() {
 	b.mu.Lock()
+	defer b.mu.Unlock()
 	if b.graceTimer != nil {
 		b.graceTimer.Stop()
 		b.graceTimer = nil
 	}
 	b.graceUntil = time.Time{}
-	b.mu.Unlock()
-	b.lists.Store(&Lists{})
 }
 
 // cameBack runs when a handshake succeeded, before its lists replace the
 // old ones: the grace is over, and a backend that lost all its tools is
 // worth a warning, since clients then see its tools vanish.
 func (b *Backend) cameBack(next *Lists) {
-	b.mu.Lock()
-	if b.graceTimer != nil {
-		b.graceTimer.Stop()
-		b.graceTimer = nil
-	}
-	b.graceUntil = time.Time{}
-	b.mu.Unlock()
+	b.stopGrace()
 	if len(next.Tools) > 0 {
 		b.mon.toolsSeen.Store(true)
 	} else if b.mon.toolsSeen.Load() {

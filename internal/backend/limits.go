@@ -181,8 +181,7 @@ func (b *Backend) admit(ctx context.Context, wait bool) (*Admission, error) {
 		return nil, fmt.Errorf("backend %q has an instance per session: calls go to the session's instance (Acquire)", b.name)
 	}
 	start := time.Now()
-	deadline := time.NewTimer(b.cfg.StartWait)
-	defer deadline.Stop()
+	var deadline <-chan time.Time // armed at the first wait for a start
 	for {
 		changes := b.changes()
 		b.mu.Lock()
@@ -208,9 +207,14 @@ func (b *Backend) admit(ctx context.Context, wait bool) (*Admission, error) {
 		if !wait {
 			return nil, ErrWouldWait
 		}
+		if deadline == nil {
+			timer := time.NewTimer(b.cfg.StartWait)
+			defer timer.Stop()
+			deadline = timer.C
+		}
 		select {
 		case <-changes:
-		case <-deadline.C:
+		case <-deadline:
 			return nil, &RefusedError{Backend: b.name, State: Starting,
 				Msg: fmt.Sprintf("backend %q did not become healthy within start_wait (%s)%s", b.name, b.cfg.StartWait, lastError(b))}
 		case <-ctx.Done():

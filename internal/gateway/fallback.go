@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"strconv"
@@ -102,21 +103,21 @@ func (c *call) servedBy(result json.RawMessage) json.RawMessage {
 	}
 	member := jsonrpc.AppendString(append(jsonrpc.AppendString(nil, ServedByKey), ':'), c.b.Name())
 	if meta, span, ok := jsonrpc.Lookup(result, "_meta"); ok && len(meta) > 1 && meta[0] == '{' {
-		inner := append(append([]byte{'{'}, member...), meta[1:]...)
-		if len(meta) > 2 && string(meta[1:2]) != "}" {
-			inner = append(append(append([]byte{'{'}, member...), ','), meta[1:]...)
-		}
-		return jsonrpc.Replace(result, span, inner)
+		return jsonrpc.Replace(result, span, prependMember(meta, member))
 	}
 	if len(result) < 2 || result[0] != '{' {
 		return result
 	}
-	out := append([]byte(`{"_meta":{`), member...)
-	out = append(out, '}')
-	if rest := result[1:]; len(rest) > 0 && rest[0] != '}' {
-		out = append(out, ',')
+	return prependMember(result, append(append([]byte(`"_meta":{`), member...), '}'))
+}
+
+// prependMember inserts member as the first member of the JSON object obj.
+func prependMember(obj, member []byte) []byte {
+	out := append(append([]byte{'{'}, member...), obj[1:]...)
+	if rest := bytes.TrimLeft(obj[1:], " \t\r\n"); len(rest) > 0 && rest[0] != '}' {
+		out = append(append(append([]byte{'{'}, member...), ','), obj[1:]...)
 	}
-	return append(out, result[1:]...)
+	return out
 }
 
 // asRPCError turns an error of the call path into the JSON-RPC error the

@@ -266,7 +266,7 @@ func (s *Session) sendAdmitted(msg *jsonrpc.Message, stream *Stream, b *backend.
 	// abandon the call, which can happen only after Go returned.
 	bcall, err := conn.Go(ctx, msg.Method, jsonrpc.Compact(params), c, c.deliver)
 	if err != nil {
-		if c.end() {
+		if c.end() && !fb.try(s, b, err) {
 			answer(CodeBackendUnavailable, fmt.Errorf("backend %q: %v", name, err))
 		}
 		return

@@ -208,19 +208,18 @@ restart_backoff_initial = "20ms"
 	case <-time.After(30 * time.Second):
 		t.Fatal("the call pending on the crashed child was not answered")
 	}
-	// The tools leave and come back on a new child, announced with
-	// list_changed each time.
-	for restarted := false; !restarted; {
-		select {
-		case <-changed:
-		case <-time.After(30 * time.Second):
-			t.Fatal("no tools/list_changed brought the tools back on a new child")
-		}
-		if res, err := testutil.CallTool(t, cs, "c__pid", nil); err == nil && !res.IsError {
-			var after testutil.Process
-			structured(t, res, &after)
-			restarted = after.PID != before.PID
-		}
+	// The tools stay listed through the restart (catalog_grace), a call
+	// waits for the new child (start_wait), and nothing changed, so no
+	// list_changed goes out.
+	var after testutil.Process
+	structured(t, testutil.MustCallTool(t, cs, "c__pid", nil), &after)
+	if after.PID == before.PID {
+		t.Errorf("pid %d answered after the crash; want a new child", after.PID)
+	}
+	select {
+	case <-changed:
+		t.Error("tools/list_changed for a restart that changed no tool")
+	default:
 	}
 	exitReport := `(pid ` + fmt.Sprint(before.PID) + `) exited with status 3`
 	awaitLog(t, d, exitReport)
@@ -241,11 +240,12 @@ restart_backoff_max = "20ms"
 [backends.good]
 command = "FAKE"
 `)
-	// Ready came only after bad gave up, and says so.
+	// Ready came after bad's first failure, not its restarts, and says so.
 	ready := d.Notify.Messages()[d.Notify.Await(t, 0, time.Second, "READY=1", testutil.Has("READY=1"))]
-	if !strings.Contains(ready, "STATUS=1/2 backends healthy, 23 tools; bad failed") {
-		t.Errorf("READY=1 came with %q; want the status saying bad failed", ready)
+	if !strings.Contains(ready, "STATUS=1/2 backends healthy, 23 tools; bad restarting (1/2)") {
+		t.Errorf("READY=1 came with %q; want the status saying bad is restarting", ready)
 	}
+	d.AwaitNotify(t, 0, 30*time.Second, "STATUS= saying bad failed", testutil.Has("STATUS=1/2 backends healthy, 23 tools; bad failed"))
 	cs := d.Connect(t, nil)
 	names := testutil.ToolNames(t, cs)
 	if names["bad__echo"] || !names["good__echo"] {
@@ -290,15 +290,7 @@ restart_backoff_initial = "10ms"
 	if _, err := testutil.CallTool(t, cs, "h__hang", nil); err == nil || !strings.Contains(err.Error(), "within 300ms") {
 		t.Fatalf("hang: %v; want a timeout", err)
 	}
-	testutil.Eventually(t, 30*time.Second, "a new child after the hang", func() bool {
-		res, err := testutil.CallTool(t, cs, "h__pid", nil)
-		if err != nil || res.IsError {
-			return false
-		}
-		var p testutil.Process
-		structured(t, res, &p)
-		return p.PID != before.PID
-	})
+	awaitNewChild(t, cs, "h__pid", before.PID)
 	awaitLog(t, d, "did not answer ping after a call timed out")
 }
 
@@ -470,6 +462,21 @@ command = "FAKE"
 	if !strings.Contains(testutil.ToolText(res), "hello from mcpgate") {
 		t.Errorf("everything__echo = %q", testutil.ToolText(res))
 	}
+}
+
+// awaitNewChild waits until the fake server's pid tool answers from a
+// child other than old.
+func awaitNewChild(t *testing.T, cs *mcp.ClientSession, tool string, old int) {
+	t.Helper()
+	testutil.Eventually(t, 30*time.Second, "a new child", func() bool {
+		res, err := testutil.CallTool(t, cs, tool, nil)
+		if err != nil || res.IsError {
+			return false
+		}
+		var p testutil.Process
+		structured(t, res, &p)
+		return p.PID != old
+	})
 }
 
 // awaitLog waits until the daemon's output contains want; it reaches the

@@ -98,6 +98,10 @@ func TestUnansweredPingsOpenTheCircuitAndRestart(t *testing.T) {
 			awaitLog(t, d, "circuit open, calls fail at once")
 			t.Logf("circuit opened %s after the child stopped (bound 500ms)", logTime(t, d, "circuit open, calls fail at once").Sub(stopped).Round(time.Millisecond))
 
+			d.AwaitNotify(t, 0, 30*time.Second, "STATUS= counting the unhealthy backend", func(msg string) bool {
+				return strings.Contains(msg, "STATUS=0/1 backend healthy, 1 unhealthy, ") && strings.Contains(msg, "; h unhealthy (circuit open)")
+			})
+
 			c := newRawClient(t, d.URL)
 			var took []time.Duration
 			for i := range 100 {
@@ -124,15 +128,7 @@ func TestUnansweredPingsOpenTheCircuitAndRestart(t *testing.T) {
 
 			awaitLog(t, d, "failed its half-open health check; killing it")
 			t.Logf("child killed %s after it stopped (bound 1s)", logTime(t, d, "failed its half-open health check").Sub(stopped).Round(time.Millisecond))
-			testutil.Eventually(t, 30*time.Second, "a new child after the restart", func() bool {
-				res, err := testutil.CallTool(t, cs, "h__pid", nil)
-				if err != nil || res.IsError {
-					return false
-				}
-				var p testutil.Process
-				structured(t, res, &p)
-				return p.PID != before.PID
-			})
+			awaitNewChild(t, cs, "h__pid", before.PID)
 			t.Logf("new child answered %s after the old one stopped (restart bound 1s, plus the backoff and handshake)", time.Since(stopped).Round(time.Millisecond))
 		})
 	}
