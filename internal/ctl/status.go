@@ -186,6 +186,7 @@ func printBackend(w io.Writer, b dbusapi.BackendStatus, now time.Time, colour bo
 		lastError = oneLine(b.LastError)
 	}
 	row("Last error", lastError)
+	printInstances(w, b, row)
 	if len(b.StderrTail) > 0 {
 		fmt.Fprintln(w)
 		tail := b.StderrTail
@@ -265,4 +266,20 @@ func (c *cli) tools(_ []string) int {
 	}
 	tw.Flush()
 	return exitOK
+}
+
+// printInstances lists the instances of a backend with instance =
+// "session", one line each, the way systemctl lists a unit's processes.
+func printInstances(w io.Writer, b dbusapi.BackendStatus, row func(label, value string)) {
+	if len(b.Instances) == 0 {
+		return
+	}
+	row("Instances", fmt.Sprintf("%d busy, %d idle", b.NBusy, b.NIdle))
+	for _, in := range b.Instances {
+		session := "idle"
+		if in.Session != "" {
+			session = "session " + in.Session
+		}
+		fmt.Fprintf(w, "%14s%s  %s  %s  %s\n", "", in.Name, pid(in.PID), in.State, session)
+	}
 }

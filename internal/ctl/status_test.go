@@ -157,3 +157,25 @@ func TestCommandsAreDispatchedAndListed(t *testing.T) {
 		}
 	}
 }
+
+func TestPrintBackendInstances(t *testing.T) {
+	b := dbusapi.BackendStatus{
+		Name: "browser", State: "healthy", Command: []string{"browser-mcp"},
+		Instances: []dbusapi.Instance{
+			{PID: 4242, Session: "018c322d5bdc", State: "healthy", Name: "browser-1"},
+			{PID: 4250, State: "healthy", Name: "browser-3"},
+			{State: "starting", Name: "browser-4"},
+		},
+		NBusy: 1, NIdle: 1,
+	}
+	var out bytes.Buffer
+	printBackend(&out, b, time.Now(), false)
+	want := `   Instances: 1 busy, 1 idle
+              browser-1  4242  healthy  session 018c322d5bdc
+              browser-3  4250  healthy  idle
+              browser-4  -  starting  idle
+`
+	if !strings.HasSuffix(out.String(), want) {
+		t.Errorf("got:\n%s\nwant it to end with:\n%s", out.String(), want)
+	}
+}

@@ -137,7 +137,7 @@ func backendStatus(b *backend.Backend, tools []string) dbusapi.BackendStatus {
 	if !st.Since.IsZero() {
 		since = uint64(st.Since.UnixMicro())
 	}
-	return dbusapi.BackendStatus{
+	out := dbusapi.BackendStatus{
 		Name:                 b.Name(),
 		State:                st.State.String(),
 		MainPID:              uint32(st.PID),
@@ -157,6 +157,8 @@ func backendStatus(b *backend.Backend, tools []string) dbusapi.BackendStatus {
 		NFailedCalls:         h.NFailedCalls,
 		NFallbacks:           h.NFallbacks,
 	}
+	out.Instances, out.NIdle, out.NBusy = instanceRows(b)
+	return out
 }
 
 // micros is t in microseconds since the epoch, 0 for the zero time.

@@ -8,6 +8,8 @@ import (
 
 	"github.com/mcpgate/mcpgate/internal/backend"
 	"github.com/mcpgate/mcpgate/internal/config"
+	"github.com/mcpgate/mcpgate/internal/dbusapi"
+	"github.com/mcpgate/mcpgate/internal/gateway"
 )
 
 // defaultStateDir is where the daemon keeps state when systemd's
@@ -59,4 +61,21 @@ func (d *daemon) lifecycleOptions(cfg *config.Backend, opts *backend.Options) {
 			return o
 		}
 	}
+}
+
+// instanceRows shows the instances of a pooled backend on D-Bus: one row
+// each, the number of idle ones (running, bound to no session) and of busy
+// ones (bound to a session).
+func instanceRows(b *backend.Backend) (rows []dbusapi.Instance, idle, busy uint32) {
+	for _, in := range b.Instances() {
+		row := dbusapi.Instance{PID: uint32(in.PID), Session: gateway.SessionHash(in.Owner), State: in.State.String(), Name: in.Unit}
+		switch {
+		case in.Owner != nil:
+			busy++
+		case in.State == backend.Healthy:
+			idle++
+		}
+		rows = append(rows, row)
+	}
+	return rows, idle, busy
 }

@@ -161,6 +161,7 @@ func (c *Client) Backend(ctx context.Context, name string) (BackendStatus, error
 		"LastCheckLatencyUSec": &b.LastCheckLatencyUSec, "CircuitOpenTimestamp": &b.CircuitOpenTimestamp,
 		"CallsInFlight": &b.CallsInFlight, "CallsQueued": &b.CallsQueued,
 		"NCalls": &b.NCalls, "NFailedCalls": &b.NFailedCalls, "NFallbacks": &b.NFallbacks,
+		"Instances": &b.Instances, "NIdle": &b.NIdle, "NBusy": &b.NBusy,
 	})
 	return b, err
 }

@@ -61,7 +61,7 @@ func startGateway(t *testing.T, busOpts dbustest.Options, backends, gatewayLines
 			g.signals.Add(s)
 		}
 	}()
-	g.daemon = testutil.StartDaemon(t, toml, url, testutil.DaemonOptions{Env: []string{"DBUS_SYSTEM_BUS_ADDRESS=" + g.bus.Address}})
+	g.daemon = testutil.StartDaemon(t, toml, url, testutil.DaemonOptions{Env: []string{"DBUS_SYSTEM_BUS_ADDRESS=" + g.bus.Address, "STATE_DIRECTORY=" + t.TempDir()}})
 	return g
 }
 

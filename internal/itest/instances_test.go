@@ -2,6 +2,7 @@ package itest
 
 import (
 	"context"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -9,7 +10,9 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/mcpgate/mcpgate/internal/journal"
 	"github.com/mcpgate/mcpgate/internal/testutil"
+	"github.com/mcpgate/mcpgate/internal/testutil/journaldtest"
 )
 
 // pooledBackend gives each session an instance of its own, at most two.
@@ -123,5 +126,31 @@ func TestInstanceSamplingGoesToItsSession(t *testing.T) {
 	}
 	if n := one.Count(testutil.Method("sampling/createMessage")); n != 1 {
 		t.Errorf("session one saw %d sampling requests, want its own only", n)
+	}
+}
+
+// An instance's stderr, its MCP log messages and the daemon's entries about
+// it carry MCPGATE_INSTANCE=N, N as in its name NAME-N.
+func TestJournalInstanceField(t *testing.T) {
+	j := journaldtest.Start(t)
+	d := journalGateway(t, j, "", strings.Replace(pooledBackend, "pool_min_idle = 1", "pool_min_idle = 0", 1))
+	cs := d.Connect(t, nil)
+	child := testutil.FakeProcess(t, cs, "ded__pid").PID
+	testutil.MustCallTool(t, cs, "ded__stderr", map[string]any{"text": "from an instance"})
+	testutil.MustCallTool(t, cs, "ded__log", map[string]any{"level": "warning", "data": "logged by an instance"})
+	got := j.AwaitMatch(t, 2, entry{"SYSLOG_IDENTIFIER": "mcpgate-ded", "MCPGATE_BACKEND_PID": strconv.Itoa(child)})
+	n := 0
+	for _, e := range got {
+		n++
+		if e["MCPGATE_INSTANCE"] != "1" || e["MCPGATE_BACKEND"] != "ded" {
+			t.Errorf("entry %q: MCPGATE_INSTANCE=%q MCPGATE_BACKEND=%q, want 1 and ded", e["MESSAGE"], e["MCPGATE_INSTANCE"], e["MCPGATE_BACKEND"])
+		}
+	}
+	if n != 2 {
+		t.Errorf("%d entries of instance 1's child %d, want its stderr line and its log message:\n%s", n, child, journaldtest.Dump(got))
+	}
+	spawned := j.AwaitMatch(t, 1, daemonLog(journal.MessageSpawn, entry{"MCPGATE_BACKEND": "ded"}))
+	if spawned[0]["MCPGATE_INSTANCE"] != "1" {
+		t.Errorf("spawn entry: MCPGATE_INSTANCE=%q, want 1", spawned[0]["MCPGATE_INSTANCE"])
 	}
 }
