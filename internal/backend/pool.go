@@ -89,6 +89,12 @@ func (b *Backend) instanceLabel() string {
 	return strconv.Itoa(b.opts.Instance)
 }
 
+// Serves reports whether inst is a live instance of b's pool: not stopped,
+// and not left over from a pool that a reload replaced.
+func (b *Backend) Serves(inst *Backend) bool {
+	return b.lc.pool != nil && inst.lc.parent == b.lc.pool && inst.Status().State != Stopped
+}
+
 // Owner returns the session an instance is bound to, or nil.
 func (b *Backend) Owner() any {
 	if o := b.lc.owner.Load(); o != nil {
@@ -128,6 +134,10 @@ func (b *Backend) Acquire(ctx context.Context, owner any) (*Backend, error) {
 	if !p.running {
 		p.mu.Unlock()
 		return nil, ErrStopped
+	}
+	if p.failed != "" {
+		p.mu.Unlock()
+		return nil, fmt.Errorf("backend %q: %w: an instance could not start: %s", b.name, ErrStopped, p.failed)
 	}
 	w := &waiter{owner: owner, ch: make(chan *Backend, 1)}
 	p.waiters = append(p.waiters, w)
@@ -324,6 +334,10 @@ func (p *pool) changed(ib *Backend) {
 			}
 		}
 		p.b.settle()
+	case Starting:
+		if st.Retrying {
+			p.b.settle() // readiness waits for the first attempt only
+		}
 	}
 	p.mu.Unlock()
 	if st.State == Failed {

@@ -10,11 +10,19 @@ import (
 )
 
 // boundInstance returns the session's own instance of a pooled backend
-// (instance = "session"), or nil before its first call to b.
+// (instance = "session"), or nil before its first call to b. An instance
+// that is gone (it failed for good, or a reload replaced the pool) is
+// forgotten: the session's next call binds a fresh one.
 func (s *Session) boundInstance(b *backend.Backend) *backend.Backend {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.instances[b.Name()]
+	inst := s.instances[b.Name()]
+	if inst != nil && !b.Serves(inst) {
+		delete(s.instances, b.Name())
+		go inst.Release()
+		return nil
+	}
+	return inst
 }
 
 // bindInstance binds an instance from b's pool to the session, waiting at
@@ -24,12 +32,12 @@ func (s *Session) bindInstance(b *backend.Backend) (*backend.Backend, error) {
 	s.bindMu.Lock()
 	defer s.bindMu.Unlock()
 	s.mu.Lock()
-	inst, closed := s.instances[b.Name()], s.closed
+	closed := s.closed
 	s.mu.Unlock()
-	switch {
-	case closed:
+	if closed {
 		return nil, errors.New("the session has ended")
-	case inst != nil:
+	}
+	if inst := s.boundInstance(b); inst != nil {
 		return inst, nil
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), b.Config().PoolAcquireTimeout)

@@ -1,12 +1,15 @@
 package itest
 
 import (
+	"context"
 	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcpgate/mcpgate/internal/testutil"
 )
@@ -90,6 +93,28 @@ func TestOnDemandBackend(t *testing.T) {
 	}
 	d.Terminate(t)
 
+	// A cache that lists less than the server has: the start announces the
+	// difference with list_changed.
+	staleCache(t, cache, "counter")
+	d = lifecycleGateway(t, state, onDemandBackend)
+	changed := make(chan struct{}, 16)
+	cs = d.Connect(t, &mcp.ClientOptions{ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) {
+		changed <- struct{}{}
+	}})
+	if testutil.ToolNames(t, cs)["lazy__counter"] {
+		t.Fatal("lazy__counter listed although the cache lacks it")
+	}
+	testutil.MustCallTool(t, cs, "lazy__echo", map[string]any{"text": "start"})
+	select {
+	case <-changed:
+	case <-time.After(30 * time.Second):
+		t.Fatal("no tools/list_changed after the start found a tool the cache lacked")
+	}
+	if !testutil.ToolNames(t, cs)["lazy__counter"] {
+		t.Error("lazy__counter is not listed after the start")
+	}
+	d.Terminate(t)
+
 	// A corrupt cache is reported, ignored, and written anew.
 	if err := os.WriteFile(cache, []byte("{not json"), 0o644); err != nil {
 		t.Fatal(err)
@@ -105,5 +130,33 @@ func TestOnDemandBackend(t *testing.T) {
 	cs = d.Connect(t, nil)
 	if _, n := counter(t, testutil.MustCallTool(t, cs, "lazy__counter", nil).StructuredContent); n != 1 {
 		t.Errorf("after a corrupt cache: count %d, want 1", n)
+	}
+}
+
+// staleCache removes the tool named drop from a catalog cache file.
+func staleCache(t *testing.T, path, drop string) {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var f map[string]json.RawMessage
+	var tools []map[string]any
+	if err := json.Unmarshal(data, &f); err != nil || json.Unmarshal(f["tools"], &tools) != nil {
+		t.Fatalf("cache %s: %v\n%s", path, err, data)
+	}
+	kept := tools[:0]
+	for _, tool := range tools {
+		if tool["name"] != drop {
+			kept = append(kept, tool)
+		}
+	}
+	if len(kept) == len(tools) {
+		t.Fatalf("cache %s has no tool %q", path, drop)
+	}
+	f["tools"], _ = json.Marshal(kept)
+	data, _ = json.Marshal(f)
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		t.Fatal(err)
 	}
 }
