@@ -51,6 +51,13 @@ func readCache(path string) (*catalogCache, error) {
 	if f.Version != cacheVersion || f.ProtocolVersion == "" {
 		return nil, fmt.Errorf("version %d without a protocolVersion is not a catalog cache of this mcpgate (version %d)", f.Version, cacheVersion)
 	}
+	// An undeclared capability was written as null; it must read back as
+	// undeclared, not as a declared null.
+	for _, raw := range []*json.RawMessage{&f.Capabilities.Logging, &f.Capabilities.Completions} {
+		if string(*raw) == "null" {
+			*raw = nil
+		}
+	}
 	return &catalogCache{
 		server: &ServerInfo{ProtocolVersion: f.ProtocolVersion, Name: f.Name, Version: f.ServerVersion, Instructions: f.Instructions, Capabilities: f.Capabilities},
 		lists:  &Lists{Tools: f.Tools, Prompts: f.Prompts, Resources: f.Resources, Templates: f.Templates},
