@@ -154,3 +154,31 @@ func TestJournalInstanceField(t *testing.T) {
 		t.Errorf("spawn entry: MCPGATE_INSTANCE=%q, want 1", spawned[0]["MCPGATE_INSTANCE"])
 	}
 }
+
+// An instance that crashes is restarted for its session, by the restart
+// policy of its own; the other sessions' instances are untouched.
+func TestInstanceRestartsForItsSession(t *testing.T) {
+	d := lifecycleGateway(t, t.TempDir(), strings.Replace(pooledBackend, "pool_min_idle = 1", "pool_min_idle = 2", 1)+
+		"restart_backoff_initial = \"20ms\"\n")
+	a, b := d.Connect(t, nil), d.Connect(t, nil)
+	pidA, _ := counter(t, testutil.MustCallTool(t, a, "ded__counter", nil).StructuredContent)
+	pidB, _ := counter(t, testutil.MustCallTool(t, b, "ded__counter", nil).StructuredContent)
+	testutil.CallTool(t, a, "ded__crash", map[string]any{"code": 3})
+	testutil.Eventually(t, 30*time.Second, "session a's instance to be restarted", func() bool {
+		res, err := testutil.CallTool(t, a, "ded__counter", nil)
+		if err != nil || res.IsError {
+			return false
+		}
+		pid, n := counter(t, res.StructuredContent)
+		if pid == pidA {
+			return false
+		}
+		if pid == pidB || n != 1 {
+			t.Fatalf("after the crash session a got pid %d count %d; want a fresh process of its own", pid, n)
+		}
+		return true
+	})
+	if pid, n := counter(t, testutil.MustCallTool(t, b, "ded__counter", nil).StructuredContent); pid != pidB || n != 2 {
+		t.Errorf("session b: pid %d count %d, want its own %d with count 2", pid, n, pidB)
+	}
+}
