@@ -46,6 +46,7 @@ type Gateway struct {
 	MetricsListen       string        // "" (default, off) | address | "unix:PATH" | "fd:metrics"
 	StatusResources     bool          // serve mcpgate://health and mcpgate://backend/NAME; default false
 	Health                            // defaults of every backend's health keys
+	IdleExit            time.Duration // 0 (default, "off"): never exit for being idle
 }
 
 // RateLimit limits how many log lines a backend may emit per interval.

@@ -130,6 +130,8 @@ func TestGatewayKeys(t *testing.T) {
 		{`log_level = "error"`, func(g *Gateway) { g.LogLevel = "error" }},
 		{`log_rate_limit = "off"`, func(g *Gateway) { g.LogRateLimit = RateLimit{} }},
 		{`log_rate_limit = "20/1m"`, func(g *Gateway) { g.LogRateLimit = RateLimit{Burst: 20, Interval: time.Minute} }},
+		{`idle_exit = "15m"`, func(g *Gateway) { g.IdleExit = 15 * time.Minute }},
+		{`idle_exit = "off"`, func(g *Gateway) {}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.toml, func(t *testing.T) {

@@ -85,7 +85,8 @@ func gatewayFields() []field[Gateway] {
 			return d.boolean(at, v, &g.StatusResources)
 		}},
 	}
-	return append(fields, healthFields(func(g *Gateway) *Health { return &g.Health })...)
+	fields = append(fields, healthFields(func(g *Gateway) *Health { return &g.Health })...)
+	return append(fields, idleExitField())
 }
 
 func backendFields() []field[Backend] {

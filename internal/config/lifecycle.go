@@ -51,11 +51,7 @@ func lifecycleFields() []field[Backend] {
 			return d.str(at, v, &b.Start, oneOf(StartEager, StartOnDemand))
 		}},
 		{"idle_stop", func(d *decoder, at keyPath, v any, b *Backend) bool {
-			if s, ok := v.(string); ok && s == "off" {
-				b.IdleStop = 0
-				return true
-			}
-			return d.duration(at, v, &b.IdleStop)
+			return d.durationOrOff(at, v, &b.IdleStop)
 		}},
 		{"instance", func(d *decoder, at keyPath, v any, b *Backend) bool {
 			return d.str(at, v, &b.Instance, oneOf(InstanceShared, InstanceSession))
@@ -97,4 +93,13 @@ func (d *decoder) checkLifecycle(at keyPath, t map[string]any, refused map[strin
 	if b.IdleStop > 0 {
 		d.fail(blame("idle_stop"), `idle_stop does not apply to instance = "session": a session's instance stops when the session ends; remove idle_stop`)
 	}
+}
+
+// idleExitField is [gateway] idle_exit: how long the gateway runs with no
+// session open and no backend process running before it exits, for socket
+// activation to start it again.
+func idleExitField() field[Gateway] {
+	return field[Gateway]{"idle_exit", func(d *decoder, at keyPath, v any, g *Gateway) bool {
+		return d.durationOrOff(at, v, &g.IdleExit)
+	}}
 }

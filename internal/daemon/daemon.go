@@ -319,8 +319,14 @@ func (d *daemon) serve() error {
 // loop is the main loop: signals, reloads and liveness probes.
 func (d *daemon) loop(ctx context.Context, sigs <-chan os.Signal) int {
 	wedge := testFaults()
+	idle, stopIdle := d.idleExit(ctx)
+	defer stopIdle()
 	for {
 		select {
+		case <-idle:
+			d.log.Info(fmt.Sprintf("exiting: no client session and no backend process for %s (idle_exit); socket activation starts mcpgated again for the next client", d.cfg.Gateway.IdleExit),
+				journal.MessageStopping.Attr())
+			return d.stop()
 		case sig := <-sigs:
 			if sig == syscall.SIGHUP {
 				d.reload(ctx)

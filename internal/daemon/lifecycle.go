@@ -1,10 +1,12 @@
 package daemon
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/mcpgate/mcpgate/internal/backend"
 	"github.com/mcpgate/mcpgate/internal/config"
@@ -78,4 +80,55 @@ func instanceRows(b *backend.Backend) (rows []dbusapi.Instance, idle, busy uint3
 		rows = append(rows, row)
 	}
 	return rows, idle, busy
+}
+
+// idleExit returns a channel that becomes ready once, for [gateway]
+// idle_exit, no client session was open and no backend process ran: every
+// backend is idle on demand, stopped or failed. Under socket activation
+// systemd keeps the socket and starts mcpgated again for the next client,
+// so an idle host runs nothing but the socket. Without idle_exit the
+// channel never becomes ready. stop ends the watch.
+func (d *daemon) idleExit(ctx context.Context) (idle <-chan struct{}, stop func()) {
+	after := d.cfg.Gateway.IdleExit
+	if after <= 0 {
+		return nil, func() {}
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	ch := make(chan struct{})
+	go func() {
+		tick := time.NewTicker(max(after/4, 10*time.Millisecond))
+		defer tick.Stop()
+		since := time.Now()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case now := <-tick.C:
+				if d.busy() {
+					since = now
+				} else if now.Sub(since) >= after {
+					close(ch)
+					return
+				}
+			}
+		}
+	}()
+	return ch, cancel
+}
+
+// busy reports whether a client session is open or a backend process runs.
+func (d *daemon) busy() bool {
+	if d.gw.NumSessions() > 0 {
+		return true
+	}
+	for _, b := range d.sup.Backends() {
+		switch b.Status().State {
+		case backend.Starting, backend.Healthy, backend.Unhealthy:
+			return true
+		}
+		if len(b.Instances()) > 0 {
+			return true
+		}
+	}
+	return false
 }

@@ -160,3 +160,42 @@ func staleCache(t *testing.T, path, drop string) {
 		t.Fatal(err)
 	}
 }
+
+// With idle_exit, the gateway exits once no session is open and no backend
+// process runs; an open session keeps it, even with every backend idle.
+func TestIdleExit(t *testing.T) {
+	bins := testutil.Build(t)
+	toml, url := testutil.Config(t, strings.ReplaceAll(`
+[backends.lazy]
+command = "FAKE"
+start = "on-demand"
+idle_stop = "200ms"
+`, "FAKE", bins.Fake))
+	toml = strings.Replace(toml, "[gateway]\n", "[gateway]\nidle_exit = \"500ms\"\n", 1)
+	d := testutil.StartDaemon(t, toml, url, testutil.DaemonOptions{Env: []string{"STATE_DIRECTORY=" + t.TempDir()}})
+	d.Stderr.Await(t, 30*time.Second, "the catalog cache filled", func(out string) bool {
+		return strings.Contains(out, "its catalog is cached")
+	})
+	cs := d.Connect(t, nil)
+	testutil.MustCallTool(t, cs, "lazy__echo", map[string]any{"text": "wake"})
+	d.Stderr.Await(t, 30*time.Second, "lazy stopped by idle_stop", func(out string) bool {
+		return strings.Contains(out, "no call and no subscription for 200ms (idle_stop)")
+	})
+	select {
+	case <-d.Exited():
+		t.Fatalf("mcpgated exited while a session was open:\n%s", d.Stderr.String())
+	case <-time.After(2 * time.Second): // four idle_exit periods
+	}
+	if err := cs.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if code := d.AwaitExit(t, 30*time.Second); code != 0 {
+		t.Errorf("mcpgated exited with %d after idle_exit, want 0", code)
+	}
+	if !strings.Contains(d.Stderr.String(), "(idle_exit)") {
+		t.Errorf("the exit does not say why:\n%s", d.Stderr.String())
+	}
+	if kids := children(d); len(kids) > 0 {
+		t.Errorf("processes left after the idle exit: %v", kids)
+	}
+}
