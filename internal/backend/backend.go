@@ -479,13 +479,13 @@ func (s *supervision) answer(err error) {
 func (s *supervision) crashed(ctx context.Context, started time.Time, startErr error) {
 	b := s.b
 	cfg := b.cfg
+	b.keepListed() // through the restart, for catalog_grace; before the conn goes
 	b.mu.Lock()
 	conn := b.conn
 	if conn != nil {
 		b.conn = nil
 	}
 	b.mu.Unlock()
-	b.keepListed() // through the restart, for catalog_grace
 
 	reason := ""
 	var exit ExitInfo

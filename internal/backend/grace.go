@@ -8,11 +8,12 @@ import "time"
 func (b *Backend) Listed() bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	inGrace := time.Now().Before(b.graceUntil)
 	switch b.st.State {
 	case Healthy, Unhealthy:
-		return b.conn != nil
+		return b.conn != nil || inGrace // a crash is being noticed
 	case Starting:
-		return time.Now().Before(b.graceUntil)
+		return inGrace
 	}
 	return false
 }

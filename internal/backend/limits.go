@@ -190,6 +190,13 @@ func (b *Backend) admit(ctx context.Context, wait bool) (*Admission, error) {
 		if open, retryAt := b.circuitOpen(); open {
 			return nil, b.circuitError(retryAt)
 		}
+		if conn != nil && (state == Healthy || state == Unhealthy) {
+			select {
+			case <-conn.Done():
+				state = Starting // it died; the supervision is about to restart it
+			default:
+			}
+		}
 		switch state {
 		case Healthy, Unhealthy:
 			if err := b.lim.acquire(ctx, wait, b); err != nil {

@@ -193,8 +193,15 @@ func (s *Session) admit(msg *jsonrpc.Message, stream *Stream, b *backend.Backend
 	b.Wake() // an idle backend starts on its first call (start = "on-demand")
 	adm, err := b.Admit(context.Background(), false)
 	if errors.Is(err, backend.ErrWouldWait) {
+		// The wait counts as a request in flight, for Drain, and ends
+		// when the client abandons the stream.
+		ctx, cancel := context.WithCancel(context.Background())
+		stream.onAbandon(cancel)
+		s.g.inflight.Add(1)
 		go func() {
-			adm, err := b.Admit(context.Background(), true)
+			defer s.g.callEnded()
+			defer cancel()
+			adm, err := b.Admit(ctx, true)
 			s.sendAdmitted(msg, stream, b, adm, err, params, then, fb)
 		}()
 		return

@@ -2,6 +2,8 @@ package itest
 
 import (
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -53,6 +55,12 @@ restart_backoff_max = "1h"
 	if err := json.Unmarshal(a.Error.Data, &data); err != nil || data.Backend != "w" || data.State != "starting" {
 		t.Errorf("error data %s", a.Error.Data)
 	}
+	// A session that starts during the restart sees the tools kept for
+	// catalog_grace, and the capability to list them.
+	cs := d.Connect(t, nil)
+	if cs.InitializeResult().Capabilities.Tools == nil || !testutil.ToolNames(t, cs)["w__echo"] {
+		t.Errorf("a new session during the restart: capabilities %+v; want tools, w__echo listed", cs.InitializeResult().Capabilities)
+	}
 }
 
 // catalog_refresh picks up tools a server changed without list_changed.
@@ -87,5 +95,32 @@ command = "FAKE"
 	a := lastAnswer(t, c.post(t, callBody(1, "a__echo", `{"text":"open"}`)))
 	if a.Error != nil || !strings.Contains(string(a.Result), `"io.mcpgate/servedBy":"b"`) {
 		t.Fatalf("call while a's circuit is open: %s %+v; want it served by b", a.Result, a.Error)
+	}
+}
+
+// A backend that comes back from a crash with other lists is announced
+// with exactly one list_changed; coming back with no tools at all after
+// having had some is worth a warning.
+func TestComingBackWithoutToolsWarnsAndAnnouncesOnce(t *testing.T) {
+	flag := filepath.Join(t.TempDir(), "no-tools")
+	d := gateway(t, `
+[backends.e]
+command = "FAKE"
+args = ["--no-tools-if", "`+flag+`"]
+restart_backoff_initial = "10ms"
+`)
+	events := testutil.NewClientEvents("e")
+	cs := d.Connect(t, events.ClientOptions())
+	if err := os.WriteFile(flag, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	testutil.CallTool(t, cs, "e__crash", nil)
+	events.Await(t, 1, 30*time.Second, "tools/list_changed for the lost tools", testutil.Method("notifications/tools/list_changed"))
+	awaitLog(t, d, "backend came back with no tools after having had some")
+	if names := testutil.ToolNames(t, cs); len(names) != 0 {
+		t.Errorf("tools after the restart: %v, want none", names)
+	}
+	if n := events.Count(testutil.Method("notifications/tools/list_changed")); n != 1 {
+		t.Errorf("%d tools/list_changed, want exactly 1", n)
 	}
 }

@@ -136,7 +136,8 @@ func TestUnansweredPingsOpenTheCircuitAndRestart(t *testing.T) {
 
 // A server without ping answers -32601: that is an answer, so it is alive.
 func TestPingMethodNotFoundIsHealthy(t *testing.T) {
-	d := gateway(t, "[backends.p]\ncommand = \"FAKE\"\nargs = [\"--ping\", \"unknown\"]\n"+healthKeys)
+	// A long health_timeout: a slow machine must not fail a check here.
+	d := gateway(t, "[backends.p]\ncommand = \"FAKE\"\nargs = [\"--ping\", \"unknown\"]\nhealth_interval = \"50ms\"\nhealth_timeout = \"30s\"\nfailure_threshold = 1\n")
 	testutil.Eventually(t, 30*time.Second, "five health checks", func() bool {
 		return strings.Count(d.Stderr.String(), "health check") >= 5
 	})

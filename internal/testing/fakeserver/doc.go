@@ -48,6 +48,8 @@
 //	                            but never answer them, while answering the
 //	                            rest) or "unknown" (answer -32601, as a server
 //	                            without ping does)
+//	--no-tools-if FILE          list no tools while FILE exists, e.g. to come
+//	                            back from a restart without tools
 //	--record FILE               append every line read from stdin to FILE,
 //	                            byte for byte including its newline
 //	--sleeper, --sleeper-double-fork, --sleeper-max DURATION

@@ -35,6 +35,7 @@ type options struct {
 	prompts               bool
 	record                string
 	ping                  string
+	noToolsIf             string
 
 	// sleeper mode, used for the grandchildren of spawn_grandchild.
 	sleeper           bool
@@ -108,6 +109,7 @@ func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (
 	fs.IntVar(&o.resources, "resources", 0, "number of fake://r/I resources")
 	fs.BoolVar(&o.prompts, "prompts", false, "offer the prompt greet and its completion")
 	fs.StringVar(&o.record, "record", "", "append every line read from stdin to this file")
+	fs.StringVar(&o.noToolsIf, "no-tools-if", "", "list no tools when this file exists at start")
 	fs.StringVar(&o.ping, "ping", "answer", `how to treat ping: "answer", "never" (read it, never answer) or "unknown" (-32601)`)
 	fs.BoolVar(&o.sleeper, "sleeper", false, "internal: run as a grandchild that prints its PID and sleeps")
 	fs.BoolVar(&o.sleeperDoubleFork, "sleeper-double-fork", false, "internal: start a sleeper, print its PID and exit")

@@ -111,7 +111,12 @@ func (s *server) listTools(m *message) (any, error) {
 		Description string          `json:"description"`
 		InputSchema json.RawMessage `json:"inputSchema"`
 	}
-	var all []listedTool
+	all := []listedTool{}
+	if s.opts.noToolsIf != "" {
+		if _, err := os.Stat(s.opts.noToolsIf); err == nil {
+			return listResult("tools", all, ""), nil
+		}
+	}
 	for _, name := range s.order {
 		t := s.tools[name]
 		all = append(all, listedTool{t.name, t.description, json.RawMessage(t.schema)})
