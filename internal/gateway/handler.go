@@ -43,11 +43,12 @@ func (g *Gateway) Notification(b *backend.Backend, conn *backend.Conn, msg *json
 			return
 		}
 		data := jsonrpc.AppendNotification(nil, msg.Method, msg.Params)
+		dedicated := ownerSession(conn) // an instance's updates are its session's alone
 		g.eachSession(func(s *Session) {
 			s.mu.Lock()
 			owner, subscribed := s.subs[uri]
 			s.mu.Unlock()
-			if subscribed && owner == b.Name() {
+			if subscribed && owner == b.Name() && (dedicated == nil || dedicated == s) {
 				s.standalone.push(data, false)
 			}
 		})

@@ -63,6 +63,26 @@ func (s *Session) bindInstance(b *backend.Backend) (*backend.Backend, error) {
 	return inst, nil
 }
 
+// connOf returns the connection the session's messages to b go to: b's
+// running child, or the session's own instance of a pooled b; nil if none
+// runs.
+func (s *Session) connOf(b *backend.Backend) *backend.Conn {
+	if !b.Pooled() {
+		return b.Conn()
+	}
+	if inst := s.boundInstance(b); inst != nil {
+		return inst.Conn()
+	}
+	return nil
+}
+
+// pooled reports whether the named backend gives each session an instance
+// of its own: its subscriptions are then the session's alone.
+func (g *Gateway) pooled(name string) bool {
+	b := g.registry.Backend(name)
+	return b != nil && b.Pooled()
+}
+
 // releaseInstances stops the instances bound to a session that ended.
 func (s *Session) releaseInstances(instances map[string]*backend.Backend) {
 	for _, inst := range instances {

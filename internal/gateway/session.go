@@ -245,11 +245,11 @@ func (s *Session) HandleNotification(msg *jsonrpc.Message) {
 				relaying = append(relaying, b)
 			}
 		}
-		notifyAll(relaying, msg.Method, nil)
+		s.notifyAll(relaying, msg.Method, nil)
 	default:
 		// Unknown notifications pass through where they cannot be misrouted.
 		if b := s.g.soleBackend(); b != nil {
-			notifyAll([]*backend.Backend{b}, msg.Method, jsonrpc.Compact(msg.Params))
+			s.notifyAll([]*backend.Backend{b}, msg.Method, jsonrpc.Compact(msg.Params))
 		}
 	}
 }

@@ -182,3 +182,30 @@ func TestInstanceRestartsForItsSession(t *testing.T) {
 		t.Errorf("session b: pid %d count %d, want its own %d with count 2", pid, n, pidB)
 	}
 }
+
+// Each session's subscription reaches its own instance, and an instance's
+// resource updates reach its own session only.
+func TestInstanceSubscriptionsAreTheSessions(t *testing.T) {
+	config := strings.Replace(pooledBackend, "pool_min_idle = 1", "pool_min_idle = 2", 1)
+	config = strings.Replace(config, "command = \"FAKE\"\n", "command = \"FAKE\"\nargs = [\"--resources\", \"1\"]\n", 1)
+	d := lifecycleGateway(t, t.TempDir(), config)
+	const uri = "fake://r/0"
+	events := []*testutil.ClientEvents{testutil.NewClientEvents("a"), testutil.NewClientEvents("b")}
+	for _, ev := range events {
+		cs := d.Connect(t, ev.ClientOptions())
+		if err := cs.Subscribe(testutil.Context(t, 30*time.Second), &mcp.SubscribeParams{URI: uri}); err != nil {
+			t.Fatalf("session %s: subscribe: %v", ev.Name, err)
+		}
+		var touched struct{ Subscribed bool }
+		structured(t, testutil.MustCallTool(t, cs, "ded__touch", map[string]any{"uri": uri}), &touched)
+		if !touched.Subscribed {
+			t.Errorf("session %s's instance was not subscribed to %s", ev.Name, uri)
+		}
+		ev.Await(t, 1, 30*time.Second, "session "+ev.Name+"'s resource update", testutil.Method("notifications/resources/updated"))
+	}
+	for _, ev := range events {
+		if n := ev.Count(testutil.Method("notifications/resources/updated")); n != 1 {
+			t.Errorf("session %s got %d resource updates, want its own instance's one", ev.Name, n)
+		}
+	}
+}
