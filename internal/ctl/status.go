@@ -109,7 +109,7 @@ func printOverview(w io.Writer, s statusJSON, colour bool) {
 			overall = "failed"
 			break
 		}
-		if b.State != "healthy" && b.State != "stopped" {
+		if b.State != "healthy" && b.State != "stopped" && b.State != "idle" {
 			overall = "starting"
 		}
 	}

@@ -179,3 +179,20 @@ func TestPrintBackendInstances(t *testing.T) {
 		t.Errorf("got:\n%s\nwant it to end with:\n%s", out.String(), want)
 	}
 }
+
+// An idle on-demand backend does not make the gateway look like it is
+// starting: like a stopped one, it is not expected to run.
+func TestPrintOverviewIdle(t *testing.T) {
+	s := statusJSON{
+		Gateway: dbusapi.ManagerStatus{Version: "1.0", Status: "1/1 backend healthy, 1 idle on demand, 3 tools"},
+		Backends: []dbusapi.BackendStatus{
+			{Name: "alpha", State: "healthy", MainPID: 1234},
+			{Name: "lazy", State: "idle"},
+		},
+	}
+	var out bytes.Buffer
+	printOverview(&out, s, true)
+	if lines := strings.Split(out.String(), "\n"); !strings.HasPrefix(lines[0], ansiGreen+"●"+ansiReset+" mcpgate") || !strings.HasPrefix(lines[5], "● lazy") {
+		t.Errorf("coloured:\n%q", out.String())
+	}
+}
