@@ -32,7 +32,7 @@ idle_stop = "300ms"
 	from := g.mark()
 	cs := g.daemon.Connect(t, nil)
 	var counted struct{ PID int }
-	raw, _ := json.Marshal(testutil.MustCallTool(t, cs, "ded__counter", nil).StructuredContent)
+	raw, _ := json.Marshal(testutil.MustCallTool(t, cs, "ded__pid", nil).StructuredContent)
 	json.Unmarshal(raw, &counted)
 	g.await(t, from, "a busy instance of ded", changed("ded", is("NBusy", uint32(1))))
 	// The refill may come in the same PropertiesChanged or a later one.

@@ -41,7 +41,7 @@ func TestSessionInstancesAreDedicated(t *testing.T) {
 	var got [2][]seen
 	for _, i := range []int{0, 1, 0, 1, 0} {
 		cs := []*mcp.ClientSession{a, b}[i]
-		pid, n := counter(t, testutil.MustCallTool(t, cs, "ded__counter", nil).StructuredContent)
+		pid, n := counter(t, testutil.MustCallTool(t, cs, "ded__pid", nil).StructuredContent)
 		got[i] = append(got[i], seen{pid, n})
 	}
 	for i, calls := range got {
@@ -60,7 +60,7 @@ func TestSessionInstancesAreDedicated(t *testing.T) {
 	// error that names the limit.
 	c := d.Connect(t, nil)
 	begin := time.Now()
-	res, err := testutil.CallTool(t, c, "ded__counter", nil)
+	res, err := testutil.CallTool(t, c, "ded__pid", nil)
 	if err == nil && !res.IsError {
 		t.Fatalf("a third session got an instance beyond pool_max: %v", res.StructuredContent)
 	}
@@ -75,16 +75,16 @@ func TestSessionInstancesAreDedicated(t *testing.T) {
 		t.Fatal(err)
 	}
 	testutil.Eventually(t, 30*time.Second, "session a's instance to stop", func() bool { return !alive(pidA) })
-	pidC, n := counter(t, testutil.MustCallTool(t, c, "ded__counter", nil).StructuredContent)
+	pidC, n := counter(t, testutil.MustCallTool(t, c, "ded__pid", nil).StructuredContent)
 	if pidC == pidA || pidC == pidB || n != 1 {
 		t.Errorf("third session: pid %d count %d; want a fresh process (not %d or %d) with count 1", pidC, n, pidA, pidB)
 	}
-	if pid, n := counter(t, testutil.MustCallTool(t, b, "ded__counter", nil).StructuredContent); pid != pidB || n != 3 {
+	if pid, n := counter(t, testutil.MustCallTool(t, b, "ded__pid", nil).StructuredContent); pid != pidB || n != 3 {
 		t.Errorf("session b after the others: pid %d count %d, want its own %d with count 3", pid, n, pidB)
 	}
 	// One catalog entry for all the instances.
 	tools := testutil.ToolNames(t, b)
-	if !tools["ded__counter"] || len(tools) != len(testutil.ToolNames(t, c)) {
+	if !tools["ded__pid"] || len(tools) != len(testutil.ToolNames(t, c)) {
 		t.Errorf("tools %v", tools)
 	}
 }
@@ -161,11 +161,11 @@ func TestInstanceRestartsForItsSession(t *testing.T) {
 	d := lifecycleGateway(t, t.TempDir(), strings.Replace(pooledBackend, "pool_min_idle = 1", "pool_min_idle = 2", 1)+
 		"restart_backoff_initial = \"20ms\"\n")
 	a, b := d.Connect(t, nil), d.Connect(t, nil)
-	pidA, _ := counter(t, testutil.MustCallTool(t, a, "ded__counter", nil).StructuredContent)
-	pidB, _ := counter(t, testutil.MustCallTool(t, b, "ded__counter", nil).StructuredContent)
+	pidA, _ := counter(t, testutil.MustCallTool(t, a, "ded__pid", nil).StructuredContent)
+	pidB, _ := counter(t, testutil.MustCallTool(t, b, "ded__pid", nil).StructuredContent)
 	testutil.CallTool(t, a, "ded__crash", map[string]any{"code": 3})
 	testutil.Eventually(t, 30*time.Second, "session a's instance to be restarted", func() bool {
-		res, err := testutil.CallTool(t, a, "ded__counter", nil)
+		res, err := testutil.CallTool(t, a, "ded__pid", nil)
 		if err != nil || res.IsError {
 			return false
 		}
@@ -178,7 +178,7 @@ func TestInstanceRestartsForItsSession(t *testing.T) {
 		}
 		return true
 	})
-	if pid, n := counter(t, testutil.MustCallTool(t, b, "ded__counter", nil).StructuredContent); pid != pidB || n != 2 {
+	if pid, n := counter(t, testutil.MustCallTool(t, b, "ded__pid", nil).StructuredContent); pid != pidB || n != 2 {
 		t.Errorf("session b: pid %d count %d, want its own %d with count 2", pid, n, pidB)
 	}
 }

@@ -39,13 +39,14 @@ func lifecycleGateway(t *testing.T, state, backends string) *testutil.Daemon {
 // children returns the daemon's living descendants.
 func children(d *testutil.Daemon) []int { return testutil.Descendants(d.PID) }
 
-// counter calls a fake server's counter tool and returns its pid and count.
+// counter reads the pid and the per-process call count from a fake
+// server's pid tool result.
 func counter(t *testing.T, res any) (pid, count int) {
 	t.Helper()
 	raw, _ := json.Marshal(res)
 	var v struct{ PID, Count int }
 	if err := json.Unmarshal(raw, &v); err != nil || v.PID == 0 {
-		t.Fatalf("counter answered %s", raw)
+		t.Fatalf("pid answered %s", raw)
 	}
 	return v.PID, v.Count
 }
@@ -76,18 +77,18 @@ func TestOnDemandBackend(t *testing.T) {
 		t.Errorf("STATUS= does not count the idle on-demand backend:\n%s", status)
 	}
 	cs := d.Connect(t, nil)
-	if names := testutil.ToolNames(t, cs); !names["lazy__counter"] {
-		t.Fatalf("the cached catalog lacks lazy__counter: %v", names)
+	if names := testutil.ToolNames(t, cs); !names["lazy__pid"] {
+		t.Fatalf("the cached catalog lacks lazy__pid: %v", names)
 	}
 
 	// The first call starts it and succeeds.
-	pid1, n := counter(t, testutil.MustCallTool(t, cs, "lazy__counter", nil).StructuredContent)
+	pid1, n := counter(t, testutil.MustCallTool(t, cs, "lazy__pid", nil).StructuredContent)
 	if n != 1 {
 		t.Errorf("first call: count %d, want 1 from a fresh process", n)
 	}
 	// idle_stop stops it; the next call starts a new one.
 	testutil.Eventually(t, 30*time.Second, "idle_stop to stop the backend", func() bool { return len(children(d)) == 0 })
-	pid2, n := counter(t, testutil.MustCallTool(t, cs, "lazy__counter", nil).StructuredContent)
+	pid2, n := counter(t, testutil.MustCallTool(t, cs, "lazy__pid", nil).StructuredContent)
 	if pid2 == pid1 || n != 1 {
 		t.Errorf("after idle_stop: pid %d count %d, want a new process (not %d) with count 1", pid2, n, pid1)
 	}
@@ -95,14 +96,14 @@ func TestOnDemandBackend(t *testing.T) {
 
 	// A cache that lists less than the server has: the start announces the
 	// difference with list_changed.
-	staleCache(t, cache, "counter")
+	staleCache(t, cache, "pid")
 	d = lifecycleGateway(t, state, onDemandBackend)
 	changed := make(chan struct{}, 16)
 	cs = d.Connect(t, &mcp.ClientOptions{ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) {
 		changed <- struct{}{}
 	}})
-	if testutil.ToolNames(t, cs)["lazy__counter"] {
-		t.Fatal("lazy__counter listed although the cache lacks it")
+	if testutil.ToolNames(t, cs)["lazy__pid"] {
+		t.Fatal("lazy__pid listed although the cache lacks it")
 	}
 	testutil.MustCallTool(t, cs, "lazy__echo", map[string]any{"text": "start"})
 	select {
@@ -110,8 +111,8 @@ func TestOnDemandBackend(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("no tools/list_changed after the start found a tool the cache lacked")
 	}
-	if !testutil.ToolNames(t, cs)["lazy__counter"] {
-		t.Error("lazy__counter is not listed after the start")
+	if !testutil.ToolNames(t, cs)["lazy__pid"] {
+		t.Error("lazy__pid is not listed after the start")
 	}
 	d.Terminate(t)
 
@@ -128,7 +129,7 @@ func TestOnDemandBackend(t *testing.T) {
 		return err == nil && json.Valid(data) && len(children(d)) == 0
 	})
 	cs = d.Connect(t, nil)
-	if _, n := counter(t, testutil.MustCallTool(t, cs, "lazy__counter", nil).StructuredContent); n != 1 {
+	if _, n := counter(t, testutil.MustCallTool(t, cs, "lazy__pid", nil).StructuredContent); n != 1 {
 		t.Errorf("after a corrupt cache: count %d, want 1", n)
 	}
 }

@@ -117,7 +117,8 @@
 //	                           --sleeper) in the same process group, sharing
 //	                           stderr; with double_fork its parent exits so it is
 //	                           reparented. structuredContent {pid, pgid}
-//	pid {}                     structuredContent {pid, pgid, ppid}
+//	pid {}                     structuredContent {pid, pgid, ppid, count}: count is how often
+//	                           pid was called in this process
 //
 // Unknown tools get JSON-RPC error -32602, unknown methods -32601.
 package main

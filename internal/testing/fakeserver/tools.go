@@ -79,10 +79,8 @@ func builtinTools() []tool {
 			schema: `{"type":"object","properties":{"uri":{"type":"string"}},"required":["uri"]}`, run: (*server).toolTouch},
 		{name: "spawn_grandchild", description: "Starts a sleeping grandchild in the same process group.",
 			schema: `{"type":"object","properties":{"double_fork":{"type":"boolean"},"ignore_sigterm":{"type":"boolean"}}}`, run: (*server).toolSpawnGrandchild},
-		{name: "pid", description: "Returns the process's pid, pgid and ppid.",
+		{name: "pid", description: "Returns the process's pid, pgid and ppid, and count: how often pid was called in this process, state a shared server would leak between sessions.",
 			schema: `{"type":"object"}`, run: (*server).toolPID},
-		{name: "counter", description: "Adds one to this process's counter and returns it with the pid: state a shared server would leak between sessions.",
-			schema: `{"type":"object"}`, run: (*server).toolCounter},
 	}
 }
 
@@ -551,11 +549,6 @@ func (s *server) toolPID(*call) (any, error) {
 	if err != nil {
 		return nil, fmt.Errorf("getpgid: %w", err)
 	}
-	return textResult(fmt.Sprint(pid), map[string]any{"pid": pid, "pgid": pgid, "ppid": os.Getppid()}), nil
-}
-
-func (s *server) toolCounter(*call) (any, error) {
-	n := s.counter.Add(1)
-	pid := os.Getpid()
-	return textResult(fmt.Sprintf("%d: %d", pid, n), map[string]any{"pid": pid, "count": n}), nil
+	count := s.counter.Add(1)
+	return textResult(fmt.Sprint(pid), map[string]any{"pid": pid, "pgid": pgid, "ppid": os.Getppid(), "count": count}), nil
 }
