@@ -4,10 +4,12 @@ package gateway_test
 // leave a client without its answer or reach into another backend's calls.
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"regexp"
 	"strings"
 	"testing"
@@ -171,5 +173,45 @@ func TestRelayedRequestCancelledWhenTheBackendExits(t *testing.T) {
 	ev.Await(t, 1, wait, "the client's sampling request cancelled", func(e testutil.ClientEvent) bool { return e.Method == "cancelled" })
 	if err := <-done; err == nil || !strings.Contains(err.Error(), "backend process is gone") {
 		t.Errorf("the call that sent the request ended with %v; want the backend gone", err)
+	}
+}
+
+// Every message the gateway writes as an event is one line, whatever JSON
+// whitespace (raw CR) the backend put between its tokens: a CR ends an SSE
+// line.
+func TestEventsAreSingleLinesWhateverTheBackendWrote(t *testing.T) {
+	t.Parallel()
+	// A backend without capabilities that answers x/crlf with a
+	// notification and a result, both with raw CRs between tokens.
+	script := `read -r l
+echo '{"jsonrpc":"2.0","id":1,"result":{"protocolVersion":"2025-11-25","capabilities":{},"serverInfo":{"name":"sh","version":"1"}}}'
+while read -r l; do case "$l" in *'"method":"x/crlf"'*)
+id=${l#*'"id":'}; id=${id%%,*}
+printf '{"jsonrpc":"2.0",\r"method":"x/note",\r"params":{"a":\r1}}\n'
+printf '{"jsonrpc":"2.0",\r"id":%s,\r"result":{"b":\r2}}\n' "$id";;
+esac; done`
+	d := startGateway(t, "", fmt.Sprintf("[backends.sh]\ncommand = \"sh\"\nargs = [\"-c\", %q]\n", script))
+	s := rawInit(t, d.URL, "2025-11-25", `{}`)
+	resp := s.post(context.Background(), `{"jsonrpc":"2.0","id":7,"method":"x/crlf"}`)
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
+		t.Fatalf("answer is %s, want an event stream: %q", resp.Header.Get("Content-Type"), body)
+	}
+	if bytes.IndexByte(body, '\r') >= 0 {
+		t.Errorf("the event stream holds a raw CR: %q", body)
+	}
+	var got []string
+	for _, line := range strings.Split(string(body), "\n") {
+		if data, ok := strings.CutPrefix(line, "data: "); ok && data != "" {
+			got = append(got, data)
+			decode(t, data)
+		}
+	}
+	if len(got) != 2 {
+		t.Errorf("got data lines %q; want the notification and the response", got)
 	}
 }
