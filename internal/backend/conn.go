@@ -247,6 +247,9 @@ func (c *Conn) dispatch(msg *jsonrpc.Message) {
 		c.b.heardFrom()
 		call.deliver(msg, nil)
 	case msg.IsNotification():
+		if msg.Method == "notifications/progress" {
+			c.b.heardFrom() // a long call's progress proves life as its answer would
+		}
 		if c.lists.notify(msg.Method) {
 			return
 		}

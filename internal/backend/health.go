@@ -7,6 +7,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/mcpgate/mcpgate/internal/journal"
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
 )
 
@@ -61,7 +62,7 @@ func (b *Backend) check(conn *Conn) (next time.Duration, alive bool) {
 		b.recordCheck(ok, latency)
 		if ok {
 			b.resetCircuit()
-			b.log.Info("backend answered its half-open health check; circuit closed", "latency", latency)
+			b.log.Info("backend answered its half-open health check; circuit closed", "latency", latency, journal.MessageCircuitClosed.Attr())
 			b.setState(Healthy, func(st *Status) { st.LastError = "" })
 			return h.HealthInterval, true
 		}
@@ -83,7 +84,8 @@ func (b *Backend) check(conn *Conn) (next time.Duration, alive bool) {
 	if opened {
 		_, retryAt := b.circuitOpen()
 		b.log.Warn("backend failed its health checks; circuit open, calls fail at once until it is checked again",
-			"failures", h.FailureThreshold, "health_timeout", h.HealthTimeout, "retry_in", time.Until(retryAt).Round(time.Millisecond))
+			"failures", h.FailureThreshold, "health_timeout", h.HealthTimeout, "retry_in", time.Until(retryAt).Round(time.Millisecond),
+			journal.MessageCircuitOpen.Attr())
 		b.setState(Unhealthy, func(st *Status) {
 			st.LastError = "did not answer ping within health_timeout " + h.HealthTimeout.String() + "; circuit open"
 		})

@@ -62,6 +62,12 @@ func TestLoadErrors(t *testing.T) {
 			`mcpgate.toml:3:1: invalid TOML: key bus is already defined; fix it (syntax: https://toml.io/en/v1.0.0)`,
 		}},
 
+		{"metrics_listen not an address", map[string]string{"mcpgate.toml": "[gateway]\nmetrics_listen = \"metrics\"\n"}, []string{
+			`mcpgate.toml:2:1: gateway.metrics_listen: "metrics" is neither host:port nor unix:/absolute/path; write "127.0.0.1:7431", "[::1]:7431" or "unix:/run/mcpgate/mcpgate.sock", or "fd:metrics" for the socket-activated fd named metrics`,
+		}},
+		{"health_interval zero", map[string]string{"mcpgate.toml": "[gateway]\nhealth_interval = \"0s\"\n"}, []string{
+			`mcpgate.toml:2:1: gateway.health_interval: duration "0s" is not positive; write "off" to turn this off, or a value such as "30s"`,
+		}},
 		// Fallbacks.
 		{"fallback cycle", map[string]string{"mcpgate.toml": "[backends.a]\ncommand = \"x\"\nfallback = [\"b\"]\n[backends.b]\ncommand = \"x\"\nfallback = [\"a\"]\n"}, []string{
 			`mcpgate.toml:6:1: backends.b.fallback: fallback cycle "a" → "b" → "a"; a call could go round it forever, remove one of them`,

@@ -92,9 +92,14 @@ func callFields() []field[Backend] {
 
 // durationOrOff is duration that also accepts "off", stored as 0.
 func (d *decoder) durationOrOff(at keyPath, v any, dst *time.Duration) bool {
-	if s, ok := v.(string); ok && s == "off" {
+	s, ok := v.(string)
+	if ok && s == "off" {
 		*dst = 0
 		return true
+	}
+	if dur, err := time.ParseDuration(s); ok && err == nil && dur <= 0 {
+		d.fail(at, `duration %q is not positive; write "off" to turn this off, or a value such as "30s"`, s)
+		return false
 	}
 	return d.duration(at, v, dst)
 }

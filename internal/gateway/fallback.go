@@ -8,6 +8,7 @@ import (
 
 	"github.com/mcpgate/mcpgate/internal/backend"
 	"github.com/mcpgate/mcpgate/internal/catalog"
+	"github.com/mcpgate/mcpgate/internal/journal"
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
 )
 
@@ -64,11 +65,23 @@ func (fb *fallback) try(s *Session, from *backend.Backend, err error) bool {
 		}
 		params := jsonrpc.Replace(fb.msg.Params, span, jsonrpc.AppendString(nil, entry.Original))
 		fb.primary.CountFallback()
-		s.g.log.Info("tools/call sent to a fallback backend", "backend", from.Name(), "fallback", name, "tool", fb.tool, "reason", err.Error())
+		s.g.log.Info("tools/call sent to a fallback backend", "backend", from.Name(), "fallback", name, "tool", fb.tool, "reason", err.Error(),
+			journal.MessageFallback.Attr())
 		s.forwardVia(fb.msg, fb.stream, name, params, nil, fb)
 		return true
 	}
 	return false
+}
+
+// answering marks the calls of sess on conn as partly answered: the
+// backend asked the client something for one of them (which one, the
+// request does not say), so none of them may be sent again.
+func answering(conn *backend.Conn, sess *Session) {
+	conn.Calls(func(bc *backend.Call) {
+		if c, ok := bc.Owner.(*call); ok && c.sess == sess {
+			c.answering.Store(true)
+		}
+	})
 }
 
 // canFallBack reports whether a call that ended with err may go to a

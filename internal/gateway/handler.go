@@ -196,7 +196,9 @@ func (g *Gateway) Request(b *backend.Backend, conn *backend.Conn, msg *jsonrpc.M
 	}
 	if err := s.relay(conn, msg, via); err != nil {
 		refuse(jsonrpc.CodeInternalError, "mcpgate cannot relay %s: %v", msg.Method, err)
+		return
 	}
+	answering(conn, s)
 }
 
 func rootsResult(roots []string) json.RawMessage {

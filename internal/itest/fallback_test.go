@@ -7,6 +7,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/mcpgate/mcpgate/internal/journal"
 	"github.com/mcpgate/mcpgate/internal/testutil"
 )
 
@@ -38,6 +39,7 @@ command = "FAKE"
 		t.Fatalf("result %s; want _meta io.mcpgate/servedBy = b and the echo", a.Result)
 	}
 	awaitLog(t, d, "tools/call sent to a fallback backend")
+	awaitLog(t, d, "message_id="+journal.MessageFallback.String())
 }
 
 // A call that got part of its answer (progress) is never sent again: the

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mcpgate/mcpgate/internal/journal"
 	"github.com/mcpgate/mcpgate/internal/testutil"
 )
 
@@ -96,6 +97,7 @@ func TestUnansweredPingsOpenTheCircuitAndRestart(t *testing.T) {
 				t.Cleanup(func() { syscall.Kill(before.PID, syscall.SIGCONT) })
 			}
 			awaitLog(t, d, "circuit open, calls fail at once")
+			awaitLog(t, d, "message_id="+journal.MessageCircuitOpen.String())
 			t.Logf("circuit opened %s after the child stopped (bound 500ms)", logTime(t, d, "circuit open, calls fail at once").Sub(stopped).Round(time.Millisecond))
 
 			d.AwaitNotify(t, 0, 30*time.Second, "STATUS= counting the unhealthy backend", func(msg string) bool {
