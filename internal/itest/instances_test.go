@@ -209,3 +209,17 @@ func TestInstanceSubscriptionsAreTheSessions(t *testing.T) {
 		}
 	}
 }
+
+// A request from a dedicated instance reaches its session even when no call
+// of the session is in flight on it: a shared backend would have to refuse
+// it, not knowing whose it is.
+func TestInstanceRequestWithoutCallInFlight(t *testing.T) {
+	d := lifecycleGateway(t, t.TempDir(), pooledBackend)
+	ev := testutil.NewClientEvents("own")
+	cs := d.Connect(t, ev.ClientOptions())
+	testutil.MustCallTool(t, cs, "ded__request", map[string]any{
+		"method": "sampling/createMessage", "detach": true,
+		"params": map[string]any{"messages": []any{map[string]any{"role": "user", "content": map[string]any{"type": "text", "text": "hi"}}}, "maxTokens": 10},
+	})
+	ev.Await(t, 1, 30*time.Second, "the instance's sampling request with no call in flight", testutil.Method("sampling/createMessage"))
+}

@@ -100,7 +100,10 @@
 //	roots {params, id}         as the client sent them, isError when an error;
 //	request {method, params, id}  elicitation/create, roots/list, or any method.
 //	                           params replaces the default params; id replaces
-//	                           the default id "fakeserver-N" (any JSON value)
+//	                           the default id "fakeserver-N" (any JSON value).
+//	                           request with detach true answers the call first
+//	                           and sends the request after, with no call in
+//	                           flight
 //	notify {method, params}    send any notification to the client
 //	log {level, logger, data}  send notifications/message (level default "info")
 //	loglevel {}                structuredContent {level}: the last logging/setLevel

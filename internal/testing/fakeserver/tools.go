@@ -61,8 +61,8 @@ func builtinTools() []tool {
 				`{"message":"What is your name?","requestedSchema":{"type":"object","properties":{"name":{"type":"string"}},"required":["name"]}}`)},
 		{name: "roots", description: "Sends roots/list to the client and returns its answer.",
 			schema: clientRequestSchema, run: clientRequestTool("roots/list", "")},
-		{name: "request", description: "Sends any request to the client and returns its answer.",
-			schema: `{"type":"object","properties":{"method":{"type":"string"},"params":{},"id":{}},"required":["method"]}`, run: (*server).toolRequest},
+		{name: "request", description: "Sends any request to the client and returns its answer; with detach, answers first and sends the request after, with no call in flight.",
+			schema: `{"type":"object","properties":{"method":{"type":"string"},"params":{},"id":{},"detach":{"type":"boolean"}},"required":["method"]}`, run: (*server).toolRequest},
 		{name: "notify", description: "Sends any notification to the client.",
 			schema: `{"type":"object","properties":{"method":{"type":"string"},"params":{}},"required":["method"]}`, run: (*server).toolNotify},
 		{name: "log", description: "Sends notifications/message.",
@@ -404,12 +404,20 @@ func (s *server) toolRequest(c *call) (any, error) {
 		Method string          `json:"method"`
 		Params json.RawMessage `json:"params"`
 		ID     json.RawMessage `json:"id"`
+		Detach bool            `json:"detach"`
 	}
 	if err := c.decodeArgs(&a); err != nil {
 		return nil, err
 	}
 	if a.Method == "" {
 		return nil, invalidParams("request needs a method")
+	}
+	if a.Detach {
+		// The answer is written before the request: when the client reads
+		// the request, no call of it is in flight here any more.
+		s.respond(c.id, textResult("sending "+a.Method+" after this answer", nil))
+		go s.clientRequest(a.Method, a.ID, a.Params)
+		return nil, errNoReply
 	}
 	return s.relayClientRequest(a.Method, a.ID, a.Params)
 }
