@@ -224,6 +224,9 @@ func (d *daemon) run(ctx context.Context) int {
 	}
 	defer stopBus()
 	d.sup.Start(d.cfg)
+	// A backend that settles at once (idle on demand, from its catalog
+	// cache) may have changed before the supervisor listed it.
+	d.gw.Refresh()
 	d.updateStatus()
 
 	if code, stop := d.awaitBackends(ctx, sigs); stop {
