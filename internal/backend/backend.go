@@ -28,9 +28,10 @@ const (
 	Unhealthy              // running, but a call timed out and it is being probed
 	Stopped                // not running, by configuration or operator
 	Failed                 // gave up after too many restarts
+	Idle                   // not running; starts on its first call (start = "on-demand", idle_stop)
 )
 
-var stateNames = [...]string{"starting", "healthy", "unhealthy", "stopped", "failed"}
+var stateNames = [...]string{"starting", "healthy", "unhealthy", "stopped", "failed", "idle"}
 
 func (s State) String() string { return stateNames[s] }
 
@@ -74,6 +75,20 @@ type Options struct {
 	// OnCall, if set, is called once per call with its outcome ("ok",
 	// "error" or "refused") and how long it took.
 	OnCall func(b *Backend, outcome string, d time.Duration)
+	// CatalogCache, if set, is the file where the backend keeps the catalog
+	// of its last handshake, for start = "on-demand" and idle_stop.
+	CatalogCache string
+	// InUse, if set, reports whether clients hold something on the backend
+	// besides calls (subscriptions), which keeps idle_stop from stopping it.
+	InUse func(*Backend) bool
+	// Instance is this backend's number within its pool (instance =
+	// "session"), from 1; 0 for a backend that is not an instance.
+	Instance int
+	// InstanceOptions returns the options of a pool's instance number n.
+	InstanceOptions func(n int) Options
+	// Release, if set, is called once an instance's Run returned, to free
+	// what InstanceOptions allocated for it.
+	Release func()
 }
 
 // Backend is one configured MCP server. Run supervises it: spawns it,
@@ -98,6 +113,8 @@ type Backend struct {
 	lim        *limiter    // max_concurrent_calls and rate_limit
 	graceUntil time.Time   // a restarting backend stays listed until then; guarded by mu
 	graceTimer *time.Timer // drops it from the catalog when the grace ends; guarded by mu
+
+	lc lifecycle
 }
 
 type op int
@@ -106,6 +123,7 @@ const (
 	opStart op = iota
 	opStop
 	opRestart
+	opDemand // a call wants the backend running (start = "on-demand")
 )
 
 type command struct {
@@ -129,11 +147,15 @@ func New(cfg *config.Backend, opts Options) *Backend {
 	if opts.Stderr == nil {
 		opts.Stderr = logSink{opts.Logger.With("backend", cfg.Name)}
 	}
+	log := opts.Logger.With("backend", cfg.Name)
+	if opts.Instance > 0 {
+		log = log.With("instance", opts.Instance)
+	}
 	b := &Backend{
 		name:    cfg.Name,
 		cfg:     cfg,
 		opts:    opts,
-		log:     opts.Logger.With("backend", cfg.Name),
+		log:     log,
 		stderr:  newRing(),
 		cmds:    make(chan command),
 		settled: make(chan struct{}),
@@ -144,6 +166,9 @@ func New(cfg *config.Backend, opts Options) *Backend {
 		b.st.URL = DisplayURL(cfg.URL)
 	}
 	b.lists.Store(&Lists{})
+	if cfg.Pooled() && opts.Instance == 0 {
+		b.lc.pool = newPool(b)
+	}
 	return b
 }
 
@@ -217,8 +242,13 @@ func (b *Backend) Run(ctx context.Context) {
 		b.drainCommands()
 		return
 	}
+	if b.lc.pool != nil {
+		b.lc.pool.run(ctx)
+		return
+	}
 	s := supervision{b: b, want: b.cfg.Enabled, backoff: b.cfg.RestartBackoffInitial}
-	if !s.want {
+	s.startIdle()
+	if !b.cfg.Enabled {
 		b.setState(Stopped, func(st *Status) { st.LastError = "" })
 		b.settle()
 	}
@@ -245,12 +275,14 @@ func (b *Backend) drainCommands() {
 
 // supervision is the state of Run's loop; only Run's goroutine touches it.
 type supervision struct {
-	b       *Backend
-	want    bool        // the backend should be running
-	crashes []time.Time // crashes within the restart window
-	backoff time.Duration
-	waiters []chan error // commands waiting for the next start attempt
-	prereq  *managedPrereq
+	b        *Backend
+	want     bool        // the backend should be running
+	crashes  []time.Time // crashes within the restart window
+	backoff  time.Duration
+	waiters  []chan error // commands waiting for the next start attempt
+	prereq   *managedPrereq
+	fill     bool // started only to fill the catalog cache (start = "on-demand")
+	demanded bool // a call asked for the child while it was starting
 }
 
 func (s *supervision) loop(ctx context.Context) {
@@ -277,6 +309,9 @@ func (s *supervision) loop(ctx context.Context) {
 		case errors.Is(err, errCommand):
 			continue
 		case err == nil:
+			if s.afterStart(conn) {
+				continue // back to idle with its catalog cached
+			}
 			if !s.serve(ctx, conn) {
 				continue // ended by a command or the shutdown
 			}
@@ -339,6 +374,7 @@ func (s *supervision) start(ctx context.Context) (*Conn, time.Time, error) {
 			}
 			b.cameBack(r.lists)
 			b.lists.Store(r.lists)
+			b.saveCache(conn.Server(), r.lists)
 			b.setState(Healthy, func(st *Status) { st.Server = conn.Server(); st.LastError = "" })
 			go b.watch(conn)
 			b.log.Info("backend ready", conn.ident(), "tools", len(r.lists.Tools), "protocol_version", conn.Server().ProtocolVersion, journal.MessageBackendReady.Attr())
@@ -346,7 +382,8 @@ func (s *supervision) start(ctx context.Context) (*Conn, time.Time, error) {
 			b.settle()
 			return conn, started, nil
 		case cmd := <-b.cmds:
-			if cmd.op == opStart {
+			if cmd.op == opStart || cmd.op == opDemand {
+				s.demanded = true
 				s.waiters = append(s.waiters, cmd.done) // answered when the attempt is decided
 				continue
 			}
@@ -368,15 +405,24 @@ func (s *supervision) start(ctx context.Context) (*Conn, time.Time, error) {
 // otherwise a command or the shutdown ended it.
 func (s *supervision) serve(ctx context.Context, conn *Conn) (died bool) {
 	b := s.b
+	conn.touch()
+	idle, idleC := s.idleTicker()
+	if idle != nil {
+		defer idle.Stop()
+	}
 	for {
 		select {
+		case <-idleC:
+			if s.checkIdle(conn) {
+				return false
+			}
 		case <-ctx.Done():
-			s.stopConn(conn, "the gateway is shutting down")
+			s.stopConn(conn, stopReason(ctx))
 			return false
 		case <-conn.Done():
 			return true
 		case cmd := <-b.cmds:
-			if cmd.op == opStart {
+			if cmd.op == opStart || cmd.op == opDemand {
 				cmd.done <- nil // already running
 				continue
 			}
@@ -422,6 +468,13 @@ func (s *supervision) obey(cmd command) {
 // idleCommand handles a command while the backend is stopped or failed.
 func (s *supervision) idleCommand(cmd command) {
 	switch cmd.op {
+	case opDemand:
+		if s.b.Status().State != Idle {
+			cmd.done <- ErrStopped // stopped by the operator, or failed
+			return
+		}
+		s.want = true
+		s.waiters = append(s.waiters, cmd.done)
 	case opStop:
 		s.b.setState(Stopped, nil)
 		cmd.done <- nil
@@ -479,7 +532,7 @@ func (s *supervision) crashed(ctx context.Context, started time.Time, startErr e
 			reason = why + " (" + exit.Text + ")"
 		}
 		journal.LogBackendExit(context.Background(), b.opts.Logger, journal.BackendExit{
-			Backend: b.name, PID: conn.PID(), State: exit.State, StderrTail: tail, Reason: why,
+			Backend: b.name, PID: conn.PID(), State: exit.State, StderrTail: tail, Reason: why, Instance: b.instanceLabel(),
 		})
 	}
 	if startErr != nil && !errors.Is(startErr, errDied) {
@@ -548,6 +601,8 @@ func (s *supervision) crashed(ctx context.Context, started time.Time, startErr e
 			case opStart:
 				s.waiters = append(s.waiters, cmd.done)
 				return // an explicit start skips the wait
+			case opDemand:
+				s.waiters = append(s.waiters, cmd.done) // answered after the wait
 			}
 		}
 	}
@@ -602,6 +657,7 @@ func (b *Backend) publishLists(conn *Conn, lists *Lists) {
 	b.mu.Unlock()
 	if current {
 		b.lists.Store(lists)
+		b.saveCache(conn.Server(), lists)
 		b.changed()
 	}
 }

@@ -14,6 +14,12 @@ import (
 // call itself while the backend is healthy.
 func (b *Backend) IsCLI() bool { return b.cfg.Transport == "cli" }
 
+// cliServer is what a cli backend offers, as if a server had said so in
+// its handshake: tools, whose list changes only with the configuration.
+func cliServer() *ServerInfo {
+	return &ServerInfo{Name: "mcpgate-cli", Capabilities: Capabilities{Tools: &ListCapability{}}}
+}
+
 // runCLI is Run for a cli backend: healthy, with its tools listed, while
 // it is wanted; nothing is spawned until a tool is called.
 func (b *Backend) runCLI(ctx context.Context) {

@@ -55,6 +55,8 @@ type Conn struct {
 	server atomic.Pointer[ServerInfo] // set by the handshake
 	lists  *refresher
 	reads  atomic.Uint64 // lines read from the child, a sign of life
+
+	lastActive atomic.Int64 // unix nanoseconds of the last call sent or answered, for idle_stop
 }
 
 // Call is one request in flight on a child.
@@ -278,6 +280,7 @@ func (c *Conn) dispatch(msg *jsonrpc.Message) {
 			c.log.Warn("dropped a response with an unknown id", "id", string(msg.ID))
 			return
 		}
+		c.touch()
 		c.b.heardFrom()
 		call.deliver(msg, nil)
 	case msg.IsNotification():
@@ -322,6 +325,7 @@ func (c *Conn) fail(err error) {
 // once. Params must not contain line breaks (see jsonrpc.Compact).
 func (c *Conn) Go(ctx context.Context, method string, params json.RawMessage, owner any, deliver func(*jsonrpc.Message, error)) (*Call, error) {
 	call := &Call{ID: c.nextID.Add(1), Method: method, Owner: owner, deliver: deliver}
+	c.touch()
 	c.mu.Lock()
 	if c.gone != nil {
 		c.mu.Unlock()

@@ -177,6 +177,9 @@ func (b *Backend) Admit(ctx context.Context, wait bool) (*Admission, error) {
 }
 
 func (b *Backend) admit(ctx context.Context, wait bool) (*Admission, error) {
+	if b.lc.pool != nil {
+		return nil, fmt.Errorf("backend %q has an instance per session: calls go to the session's instance (Acquire)", b.name)
+	}
 	start := time.Now()
 	var deadline <-chan time.Time // armed at the first wait for a start
 	for {

@@ -51,6 +51,7 @@ type Gateway struct {
 	StatusResources     bool          // serve mcpgate://health and mcpgate://backend/NAME; default false
 	Health                            // defaults of every backend's health keys
 	Limits                            // sessions, requests in flight, idle times
+	IdleExit            time.Duration // 0 (default, "off"): never exit for being idle
 }
 
 // RateLimit limits how many log lines a backend may emit per interval.
@@ -103,7 +104,8 @@ type Backend struct {
 
 	Health // default Gateway.Health
 	Calls
-	Remote // url and the keys of a remote backend; see remote.go
+	Remote    // url and the keys of a remote backend; see remote.go
+	Lifecycle // when children run and whom they serve
 }
 
 // defaultGateway is the one place that knows the gateway defaults.
@@ -147,6 +149,7 @@ func defaultBackend(name string, g *Gateway) *Backend {
 		PrerequisiteTimeout:   60 * time.Second,
 		Health:                g.Health,
 		Calls:                 defaultCalls(),
+		Lifecycle:             defaultLifecycle(),
 	}
 }
 
@@ -208,7 +211,8 @@ func (b *Backend) Equal(o *Backend) bool {
 		b.QueueTimeout == o.QueueTimeout &&
 		b.RateLimit == o.RateLimit &&
 		slices.Equal(b.Fallback, o.Fallback) &&
-		b.remoteEqual(&o.Remote)
+		b.remoteEqual(&o.Remote) &&
+		b.Lifecycle == o.Lifecycle
 }
 
 // String returns the TOML spelling of r: "off" when unlimited, otherwise

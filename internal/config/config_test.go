@@ -73,6 +73,7 @@ func wantBackend(file string) *Backend {
 		PrerequisiteTimeout:   60 * time.Second,
 		Health:                wantHealth(),
 		Calls:                 Calls{QueueTimeout: 30 * time.Second},
+		Lifecycle:             defaultLifecycle(),
 	}
 }
 
@@ -149,6 +150,8 @@ func TestGatewayKeys(t *testing.T) {
 		{`http_read_timeout = "5m"`, func(g *Gateway) { g.HTTPReadTimeout = 5 * time.Minute }},
 		{`http_idle_timeout = "30s"`, func(g *Gateway) { g.HTTPIdleTimeout = 30 * time.Second }},
 		{`sse_keepalive_interval = "5s"`, func(g *Gateway) { g.SSEKeepAliveInterval = 5 * time.Second }},
+		{`idle_exit = "15m"`, func(g *Gateway) { g.IdleExit = 15 * time.Minute }},
+		{`idle_exit = "off"`, func(g *Gateway) {}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.toml, func(t *testing.T) {
@@ -207,6 +210,13 @@ func TestBackendKeys(t *testing.T) {
 		}},
 		{"log_rate_limit", "", `log_rate_limit = "off"`, func(b *Backend) { b.LogRateLimit = RateLimit{} }},
 		{"relay_client_requests", "", `relay_client_requests = false`, func(b *Backend) { b.RelayClientRequests = false }},
+		{"start", "", `start = "on-demand"`, func(b *Backend) { b.Start = StartOnDemand }},
+		{"idle_stop", "", `idle_stop = "10m"`, func(b *Backend) { b.IdleStop = 10 * time.Minute }},
+		{"idle_stop off", "", `idle_stop = "off"`, func(b *Backend) {}},
+		{"instance pool", "", "instance = \"session\"\npool_min_idle = 0\npool_max = 3\npool_acquire_timeout = \"5s\"\npool_replenish_delay = \"100ms\"", func(b *Backend) {
+			b.Instance, b.PoolMinIdle, b.PoolMax = InstanceSession, 0, 3
+			b.PoolAcquireTimeout, b.PoolReplenishDelay = 5*time.Second, 100*time.Millisecond
+		}},
 		{"roots", "", `roots = ["file:///srv/a", "file:///home/u/My%20Docs"]`, func(b *Backend) {
 			b.Roots = []string{"file:///srv/a", "file:///home/u/My%20Docs"}
 		}},

@@ -91,7 +91,8 @@ func gatewayFields() []field[Gateway] {
 	}
 	fields = append(fields, limitFields()...)
 	fields = append(fields, accessFields()...)
-	return append(fields, healthFields(func(g *Gateway) *Health { return &g.Health })...)
+	fields = append(fields, healthFields(func(g *Gateway) *Health { return &g.Health })...)
+	return append(fields, idleExitField())
 }
 
 func backendFields() []field[Backend] {
@@ -168,7 +169,8 @@ func backendFields() []field[Backend] {
 	fields = append(fields, prerequisiteBackendFields()...)
 	fields = append(fields, healthFields(func(b *Backend) *Health { return &b.Health })...)
 	fields = append(fields, callFields()...)
-	return append(fields, remoteFields()...)
+	fields = append(fields, remoteFields()...)
+	return append(fields, lifecycleFields()...)
 }
 
 // decodeTable decodes every key of t into dst, reporting unknown keys, and
@@ -451,6 +453,7 @@ func (d *decoder) backend(at keyPath, v any, g *Gateway) *Backend {
 		d.fail(blame, "restart_backoff_initial (%v) is greater than restart_backoff_max (%v); lower the first or raise the second",
 			b.RestartBackoffInitial, b.RestartBackoffMax)
 	}
+	d.checkLifecycle(at, t, refused, b)
 	return b
 }
 

@@ -87,7 +87,7 @@ func TestLoadErrors(t *testing.T) {
 			`mcpgate.toml:2:1: gateway.Request-Timeout: unknown key (did you mean "request_timeout"?)`,
 		}},
 		{"unknown gateway key without suggestion", map[string]string{"mcpgate.toml": "[gateway]\ncolour = 1\n"}, []string{
-			`mcpgate.toml:2:1: gateway.colour: unknown key; valid keys here: listen, endpoint, request_timeout, shutdown_grace_period, drain_timeout, max_message_bytes, page_size, max_stream_events, allowed_origins, allowed_hosts, bus, log_target, log_level, log_rate_limit, composite_prefix, metrics_listen, status_resources, max_sessions, session_idle_timeout, resume_window, max_concurrent_requests, http_read_timeout, http_idle_timeout, sse_keepalive_interval, auth, audit, credentials_directory, health_interval, health_timeout, failure_threshold, recovery_multiplier, start_wait, catalog_grace, catalog_refresh`,
+			`mcpgate.toml:2:1: gateway.colour: unknown key; valid keys here: listen, endpoint, request_timeout, shutdown_grace_period, drain_timeout, max_message_bytes, page_size, max_stream_events, allowed_origins, allowed_hosts, bus, log_target, log_level, log_rate_limit, composite_prefix, metrics_listen, status_resources, max_sessions, session_idle_timeout, resume_window, max_concurrent_requests, http_read_timeout, http_idle_timeout, sse_keepalive_interval, auth, audit, credentials_directory, health_interval, health_timeout, failure_threshold, recovery_multiplier, start_wait, catalog_grace, catalog_refresh, idle_exit`,
 		}},
 		{"unknown top-level key", map[string]string{"mcpgate.toml": "[gatway]\nbus = \"none\"\ncommand = \"x\"\n"}, []string{
 			`mcpgate.toml:1:2: gatway: unknown key (did you mean "gateway"?)`,
@@ -164,6 +164,18 @@ restart_backoff_max = true
 		}},
 		{"backoff max below default initial", map[string]string{"mcpgate.toml": gh + "restart_backoff_max = \"500ms\"\n"}, []string{
 			`mcpgate.toml:3:1: backends.gh.restart_backoff_max: restart_backoff_initial (1s) is greater than restart_backoff_max (500ms); lower the first or raise the second`,
+		}},
+		{"pool min idle above max", map[string]string{"mcpgate.toml": gh + "instance = \"session\"\npool_min_idle = 5\npool_max = 2\n"}, []string{
+			`mcpgate.toml:4:1: backends.gh.pool_min_idle: pool_min_idle (5) is greater than pool_max (2); lower the first or raise the second`,
+		}},
+		{"on-demand pool", map[string]string{"mcpgate.toml": gh + "instance = \"session\"\nstart = \"on-demand\"\n"}, []string{
+			`mcpgate.toml:4:1: backends.gh.start: start = "on-demand" does not combine with instance = "session"; use pool_min_idle = 0 to start no instance before a session needs one`,
+		}},
+		{"idle_stop on a pool", map[string]string{"mcpgate.toml": gh + "instance = \"session\"\nidle_stop = \"1m\"\n"}, []string{
+			`mcpgate.toml:4:1: backends.gh.idle_stop: idle_stop does not apply to instance = "session": a session's instance stops when the session ends; remove idle_stop`,
+		}},
+		{"bad start", map[string]string{"mcpgate.toml": gh + "start = \"lazy\"\n"}, []string{
+			`mcpgate.toml:3:1: backends.gh.start: "lazy" is not a valid value; use one of "eager", "on-demand"`,
 		}},
 
 		// Rate limits.

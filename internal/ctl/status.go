@@ -109,7 +109,7 @@ func printOverview(w io.Writer, s statusJSON, colour bool) {
 			overall = "failed"
 			break
 		}
-		if b.State != "healthy" && b.State != "stopped" {
+		if b.State != "healthy" && b.State != "stopped" && b.State != "idle" {
 			overall = "starting"
 		}
 	}
@@ -200,6 +200,7 @@ func printBackend(w io.Writer, b dbusapi.BackendStatus, now time.Time, colour bo
 			fmt.Fprintf(w, "%12s  %s: %s\n", "", t.Tool, outputSaving(t.Processed, t.Returned))
 		}
 	}
+	printInstances(w, b, row)
 	if len(b.StderrTail) > 0 {
 		fmt.Fprintln(w)
 		tail := b.StderrTail
@@ -289,4 +290,20 @@ func (c *cli) tools(_ []string) int {
 	}
 	tw.Flush()
 	return exitOK
+}
+
+// printInstances lists the instances of a backend with instance =
+// "session", one line each, the way systemctl lists a unit's processes.
+func printInstances(w io.Writer, b dbusapi.BackendStatus, row func(label, value string)) {
+	if len(b.Instances) == 0 {
+		return
+	}
+	row("Instances", fmt.Sprintf("%d busy, %d idle", b.NBusy, b.NIdle))
+	for _, in := range b.Instances {
+		session := "idle"
+		if in.Session != "" {
+			session = "session " + in.Session
+		}
+		fmt.Fprintf(w, "%14s%s  %s  %s  %s\n", "", in.Name, pid(in.PID), in.State, session)
+	}
 }

@@ -157,3 +157,42 @@ func TestCommandsAreDispatchedAndListed(t *testing.T) {
 		}
 	}
 }
+
+func TestPrintBackendInstances(t *testing.T) {
+	b := dbusapi.BackendStatus{
+		Name: "browser", State: "healthy", Command: []string{"browser-mcp"},
+		Instances: []dbusapi.Instance{
+			{PID: 4242, Session: "018c322d5bdc", State: "healthy", Name: "browser-1"},
+			{PID: 4250, State: "healthy", Name: "browser-3"},
+			{State: "starting", Name: "browser-4"},
+		},
+		NBusy: 1, NIdle: 1,
+	}
+	var out bytes.Buffer
+	printBackend(&out, b, time.Now(), false)
+	want := `   Instances: 1 busy, 1 idle
+              browser-1  4242  healthy  session 018c322d5bdc
+              browser-3  4250  healthy  idle
+              browser-4  -  starting  idle
+`
+	if !strings.HasSuffix(out.String(), want) {
+		t.Errorf("got:\n%s\nwant it to end with:\n%s", out.String(), want)
+	}
+}
+
+// An idle on-demand backend does not make the gateway look like it is
+// starting: like a stopped one, it is not expected to run.
+func TestPrintOverviewIdle(t *testing.T) {
+	s := statusJSON{
+		Gateway: dbusapi.ManagerStatus{Version: "1.0", Status: "1/1 backend healthy, 1 idle on demand, 3 tools"},
+		Backends: []dbusapi.BackendStatus{
+			{Name: "alpha", State: "healthy", MainPID: 1234},
+			{Name: "lazy", State: "idle"},
+		},
+	}
+	var out bytes.Buffer
+	printOverview(&out, s, true)
+	if lines := strings.Split(out.String(), "\n"); !strings.HasPrefix(lines[0], ansiGreen+"●"+ansiReset+" mcpgate") || !strings.HasPrefix(lines[5], "● lazy") {
+		t.Errorf("coloured:\n%q", out.String())
+	}
+}

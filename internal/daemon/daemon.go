@@ -122,7 +122,7 @@ type daemon struct {
 	stopWatchdog context.CancelFunc
 
 	sinksMu sync.Mutex
-	sinks   map[*config.Backend]*journal.BackendLog // journal sinks, per backend instance
+	sinks   map[sinkKey]*journal.BackendLog // journal sinks, per backend and instance
 	// prereqSinks are the journal sinks of prerequisite processes.
 	prereqSinks map[*config.Backend]*journal.BackendLog
 	units       *lazyUnits // watches requires_units
@@ -163,7 +163,7 @@ func run(ctx context.Context, opts options) int {
 		log:     log,
 		output:  output,
 		notify:  sdnotify.FromEnv(log),
-		sinks:   map[*config.Backend]*journal.BackendLog{},
+		sinks:   map[sinkKey]*journal.BackendLog{},
 		reloads: make(chan chan error),
 		ping:    make(chan chan struct{}),
 	}
@@ -245,6 +245,9 @@ func (d *daemon) run(ctx context.Context) int {
 	}
 	defer stopBus()
 	d.sup.Start(d.cfg)
+	// A backend that settles at once (idle on demand, from its catalog
+	// cache) may have changed before the supervisor listed it.
+	d.gw.Refresh()
 	d.updateStatus()
 
 	if code, stop := d.awaitBackends(ctx, sigs); stop {
@@ -284,7 +287,7 @@ func (d *daemon) awaitBackends(ctx context.Context, sigs <-chan os.Signal) (code
 		select {
 		case <-settled:
 			for _, b := range d.sup.Backends() {
-				if st := b.Status(); b.Config().Required && st.State != backend.Healthy {
+				if st := b.Status(); b.Config().Required && st.State != backend.Healthy && !b.Config().OnDemand() {
 					err := fmt.Errorf("required backend %q could not start: %s", b.Name(), st.LastError)
 					d.finalStatus("failed: " + err.Error())
 					d.notify.Errno(int(unix.EHOSTDOWN))
@@ -348,8 +351,14 @@ func (d *daemon) serve() error {
 // loop is the main loop: signals, reloads and liveness probes.
 func (d *daemon) loop(ctx context.Context, sigs <-chan os.Signal) int {
 	wedge := d.testHooks(ctx)
+	idle, stopIdle := d.idleExit(ctx)
+	defer stopIdle()
 	for {
 		select {
+		case <-idle:
+			d.log.Info(fmt.Sprintf("exiting: no client session and no backend process for %s (idle_exit); socket activation starts mcpgated again for the next client", d.cfg.Gateway.IdleExit),
+				journal.MessageStopping.Attr())
+			return d.stop()
 		case sig := <-sigs:
 			if sig == syscall.SIGHUP {
 				d.reload(ctx)
@@ -546,7 +555,16 @@ func runHooks[T any](hooks []func(T), v T) {
 
 // backendOptions gives each backend its stderr sink and the shared settings.
 func (d *daemon) backendOptions(cfg *config.Backend) backend.Options {
+	opts := d.instanceOptions(cfg, 0)
+	d.lifecycleOptions(cfg, &opts)
+	return opts
+}
+
+// instanceOptions gives a backend, or instance n of a pool, its stderr sink
+// and the shared settings.
+func (d *daemon) instanceOptions(cfg *config.Backend, n int) backend.Options {
 	opts := backend.Options{
+		Instance:        n,
 		Version:         Version,
 		GracePeriod:     d.cfg.Gateway.ShutdownGracePeriod,
 		MaxMessageBytes: d.cfg.Gateway.MaxMessageBytes,
@@ -570,6 +588,7 @@ func (d *daemon) backendOptions(cfg *config.Backend) backend.Options {
 	if d.output.Writer != nil {
 		sink := journal.NewBackendLog(d.output.Writer, journal.BackendLogOptions{
 			Backend:   cfg.Name,
+			Instance:  instanceLabel(n),
 			RateLimit: journal.RateLimit{Burst: cfg.LogRateLimit.Burst, Interval: cfg.LogRateLimit.Interval},
 			ErrorLog:  d.log,
 		})
@@ -580,7 +599,7 @@ func (d *daemon) backendOptions(cfg *config.Backend) backend.Options {
 		// MCP log messages share the sink and its rate limit; the sink is
 		// closed when the backend is gone.
 		d.sinksMu.Lock()
-		d.sinks[cfg] = sink
+		d.sinks[sinkKey{cfg, n}] = sink
 		d.sinksMu.Unlock()
 	}
 	return opts
@@ -596,11 +615,16 @@ func (p pidSink) Line(pid int, line []byte, partial bool) {
 
 // releaseSink closes the journal sink of a backend that stopped for good.
 func (d *daemon) releaseSink(b *backend.Backend) {
+	d.releaseInstanceSink(b.Config(), b.Instance())
+}
+
+// releaseInstanceSink closes the journal sink of a backend or instance.
+func (d *daemon) releaseInstanceSink(cfg *config.Backend, n int) {
 	d.sinksMu.Lock()
-	sink := d.sinks[b.Config()]
-	delete(d.sinks, b.Config())
-	prereq := d.prereqSinks[b.Config()]
-	delete(d.prereqSinks, b.Config())
+	sink := d.sinks[sinkKey{cfg, n}]
+	delete(d.sinks, sinkKey{cfg, n})
+	prereq := d.prereqSinks[cfg]
+	delete(d.prereqSinks, cfg)
 	d.sinksMu.Unlock()
 	if sink != nil {
 		sink.Close()
@@ -612,20 +636,19 @@ func (d *daemon) releaseSink(b *backend.Backend) {
 
 // mcpLog writes a backend's notifications/message to the journal, or to
 // the daemon's log when not running under the journal.
-func (d *daemon) mcpLog(name string, params []byte) {
-	if b := d.sup.Backend(name); b != nil {
-		d.sinksMu.Lock()
-		sink := d.sinks[b.Config()]
-		d.sinksMu.Unlock()
-		if sink != nil {
-			// The sink learns the pid from stderr lines; a child that
-			// never wrote one still gets its MCPGATE_BACKEND_PID.
-			if pid := b.Status().PID; pid > 0 {
-				sink.SetPID(pid)
-			}
-			sink.MCPMessage(params)
-			return
+func (d *daemon) mcpLog(b *backend.Backend, params []byte) {
+	name := b.Name()
+	d.sinksMu.Lock()
+	sink := d.sinks[sinkKey{b.Config(), b.Instance()}]
+	d.sinksMu.Unlock()
+	if sink != nil {
+		// The sink learns the pid from stderr lines; a child that never
+		// wrote one still gets its MCPGATE_BACKEND_PID.
+		if pid := b.Status().PID; pid > 0 {
+			sink.SetPID(pid)
 		}
+		sink.MCPMessage(params)
+		return
 	}
 	m, err := journal.ParseMCPLog(params)
 	if err != nil {
@@ -637,6 +660,9 @@ func (d *daemon) mcpLog(name string, params []byte) {
 	attrs := []slog.Attr{slog.String("backend", name), slog.String("mcp_level", m.Level)}
 	if m.Logger != "" {
 		attrs = append(attrs, slog.String("logger", m.Logger))
+	}
+	if n := b.Instance(); n > 0 {
+		attrs = append(attrs, slog.Int("instance", n))
 	}
 	d.log.LogAttrs(context.Background(), m.SlogLevel, m.Message, attrs...)
 }

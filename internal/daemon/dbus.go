@@ -142,7 +142,7 @@ func backendStatus(b *backend.Backend, tools []string) dbusapi.BackendStatus {
 	if !st.Since.IsZero() {
 		since = uint64(st.Since.UnixMicro())
 	}
-	return dbusapi.BackendStatus{
+	out := dbusapi.BackendStatus{
 		Name:                 b.Name(),
 		State:                st.State.String(),
 		MainPID:              uint32(st.PID),
@@ -163,6 +163,8 @@ func backendStatus(b *backend.Backend, tools []string) dbusapi.BackendStatus {
 		NFailedCalls:         h.NFailedCalls,
 		NFallbacks:           h.NFallbacks,
 	}
+	out.Instances, out.NIdle, out.NBusy = instanceRows(b)
+	return out
 }
 
 // command is the command line a backend runs; none for a cli backend,

@@ -163,6 +163,7 @@ func (c *Client) Backend(ctx context.Context, name string) (BackendStatus, error
 		"NCalls": &b.NCalls, "NFailedCalls": &b.NFailedCalls, "NFallbacks": &b.NFallbacks,
 		"NBytesProcessed": &b.NBytesProcessed, "NBytesReturned": &b.NBytesReturned,
 		"ToolOutputBytes": &b.ToolOutputBytes,
+		"Instances":       &b.Instances, "NIdle": &b.NIdle, "NBusy": &b.NBusy,
 	})
 	return b, err
 }

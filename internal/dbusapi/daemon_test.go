@@ -68,7 +68,7 @@ func startGatewayEnv(t *testing.T, busOpts dbustest.Options, backends, gatewayLi
 			g.signals.Add(s)
 		}
 	}()
-	g.daemon = testutil.StartDaemon(t, toml, url, testutil.DaemonOptions{Env: append([]string{"DBUS_SYSTEM_BUS_ADDRESS=" + g.bus.Address}, env...)})
+	g.daemon = testutil.StartDaemon(t, toml, url, testutil.DaemonOptions{Env: append([]string{"DBUS_SYSTEM_BUS_ADDRESS=" + g.bus.Address, "STATE_DIRECTORY=" + t.TempDir()}, env...)})
 	return g
 }
 

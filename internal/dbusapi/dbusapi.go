@@ -116,6 +116,21 @@ type BackendStatus struct {
 	NCalls               uint64 `json:"calls"`
 	NFailedCalls         uint64 `json:"failed_calls"`
 	NFallbacks           uint64 `json:"fallbacks"` // calls a fallback served for it
+
+	// Instances of a backend with instance = "session", by number; empty
+	// for others.
+	Instances []Instance `json:"instances"`
+	NIdle     uint32     `json:"idle_instances"` // started, bound to no session
+	NBusy     uint32     `json:"busy_instances"` // bound to a session
+}
+
+// Instance is one instance of a backend with instance = "session", on
+// D-Bus a (usss) in the Backend property Instances.
+type Instance struct {
+	PID     uint32 `json:"pid"`     // 0 while no child runs
+	Session string `json:"session"` // a hash of its session's id; "" while idle
+	State   string `json:"state"`   // as the Backend's State
+	Name    string `json:"name"`    // NAME-N: instance N of backend NAME
 }
 
 // ToolOutputBytes is one element of the ToolOutputBytes property, a(stt):

@@ -308,7 +308,17 @@ func watchedBackend(b BackendStatus) map[string]dbus.Variant {
 		"NCalls":               dbus.MakeVariant(b.NCalls),
 		"NFailedCalls":         dbus.MakeVariant(b.NFailedCalls),
 		"NFallbacks":           dbus.MakeVariant(b.NFallbacks),
+		"Instances":            dbus.MakeVariant(nonNilInstances(b.Instances)),
+		"NIdle":                dbus.MakeVariant(b.NIdle),
+		"NBusy":                dbus.MakeVariant(b.NBusy),
 	}
+}
+
+func nonNilInstances(s []Instance) []Instance {
+	if s == nil {
+		return []Instance{}
+	}
+	return s
 }
 
 // watchedManager returns the manager properties announced with
@@ -336,6 +346,10 @@ func diff(last, now map[string]dbus.Variant) map[string]dbus.Variant {
 func variantEqual(a, b dbus.Variant) bool {
 	if as, ok := a.Value().([]string); ok {
 		bs, ok := b.Value().([]string)
+		return ok && slices.Equal(as, bs)
+	}
+	if as, ok := a.Value().([]Instance); ok {
+		bs, ok := b.Value().([]Instance)
 		return ok && slices.Equal(as, bs)
 	}
 	return a.Signature() == b.Signature() && a.Value() == b.Value()

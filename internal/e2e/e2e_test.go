@@ -137,6 +137,7 @@ func TestInstalledPackage(t *testing.T) {
 	r.step("7-watchdog", g.checkWatchdog)
 	r.step("8-stop", g.checkStop)
 	r.step("9-upgrade", g.checkUpgrade)
+	r.step("9b-idle-host", g.checkIdleHost)
 	r.step("10-purge", g.checkPurge)
 }
 

@@ -70,9 +70,9 @@ type Options struct {
 	// responses are kept besides. Default DefaultMaxStreamEvents.
 	MaxStreamEvents int
 	Logger          *slog.Logger
-	// OnLog, if set, receives every notifications/message from a backend,
-	// e.g. to write it to the journal.
-	OnLog func(backend string, params []byte)
+	// OnLog, if set, receives every notifications/message from a backend
+	// (or an instance of one), e.g. to write it to the journal.
+	OnLog func(b *backend.Backend, params []byte)
 	// OnCatalog, if set, is called after the catalog changed.
 	OnCatalog func(*catalog.Catalog)
 	// Audit journals every tools/call, prompts/get and resources/read.
@@ -157,10 +157,11 @@ func (g *Gateway) Refresh() {
 		sources = append(sources, g.statusSource())
 	}
 	for _, b := range g.registry.Backends() {
-		if !serving(b) {
-			continue // cli backends when healthy; others also through a restart, for catalog_grace
+		lists, server := b.Catalog()
+		if server == nil {
+			continue // not running, nor kept through a restart (catalog_grace) or idle (on-demand)
 		}
-		sources = append(sources, catalog.Source{Backend: b.Name(), Prefix: b.Config().ToolPrefix, Lists: b.Lists()})
+		sources = append(sources, catalog.Source{Backend: b.Name(), Prefix: b.Config().ToolPrefix, Lists: lists})
 	}
 	// Composites come last: a backend's tool keeps a name both claim.
 	sources = append(sources, g.compositeSource())

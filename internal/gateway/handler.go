@@ -34,7 +34,7 @@ func (g *Gateway) Notification(b *backend.Backend, conn *backend.Conn, msg *json
 		c.sess.send(jsonrpc.AppendNotification(nil, msg.Method, params), c.stream)
 	case "notifications/message":
 		if g.opts.OnLog != nil {
-			g.opts.OnLog(b.Name(), msg.Params)
+			g.opts.OnLog(b, msg.Params)
 		}
 		g.logMessage(b.Name(), conn, msg)
 	case "notifications/resources/updated":
@@ -43,11 +43,12 @@ func (g *Gateway) Notification(b *backend.Backend, conn *backend.Conn, msg *json
 			return
 		}
 		data := jsonrpc.AppendNotification(nil, msg.Method, msg.Params)
+		dedicated := ownerSession(conn) // an instance's updates are its session's alone
 		g.eachSession(func(s *Session) {
 			s.mu.Lock()
 			owner, subscribed := s.subs[uri]
 			s.mu.Unlock()
-			if subscribed && owner == b.Name() {
+			if subscribed && owner == b.Name() && (dedicated == nil || dedicated == s) {
 				s.standalone.push(data, false)
 			}
 		})
@@ -112,8 +113,17 @@ func (g *Gateway) logMessage(name string, conn *backend.Conn, msg *jsonrpc.Messa
 // attribute finds the one session with calls in flight on conn, and the
 // stream of its most recent call there. It returns nil when no session or
 // several sessions have calls in flight: a backend's own message does not
-// say which request it belongs to.
+// say which request it belongs to. A dedicated instance's messages belong
+// to its session, with or without a call in flight.
 func attribute(conn *backend.Conn) (*Session, *Stream) {
+	s, via := attributeByCalls(conn)
+	if owner := ownerSession(conn); owner != nil && s != owner {
+		return owner, nil
+	}
+	return s, via
+}
+
+func attributeByCalls(conn *backend.Conn) (*Session, *Stream) {
 	var sess *Session
 	var latest *call
 	var latestID int64

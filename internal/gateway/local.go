@@ -135,14 +135,6 @@ func (g *Gateway) maxMessageBytes() int64 {
 	return config.Default().Gateway.MaxMessageBytes
 }
 
-// serving reports whether a backend contributes to the catalog.
-func serving(b *backend.Backend) bool {
-	if b.IsCLI() {
-		return b.Status().State == backend.Healthy
-	}
-	return b.Listed()
-}
-
 // rawJSON encodes values that always encode.
 func rawJSON(v any) json.RawMessage {
 	b, err := json.Marshal(v)

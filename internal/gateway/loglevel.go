@@ -28,7 +28,7 @@ func (s *Session) setLevel(msg *jsonrpc.Message, stream *Stream) {
 	// the last one to end answers, so no goroutine waits for them.
 	var conns []*backend.Conn
 	for _, b := range s.g.registry.Backends() {
-		if conn := b.Conn(); conn != nil && conn.Server().Capabilities.Logging != nil {
+		if conn := s.connOf(b); conn != nil && conn.Server().Capabilities.Logging != nil {
 			conns = append(conns, conn)
 		}
 	}
@@ -49,11 +49,12 @@ func (s *Session) setLevel(msg *jsonrpc.Message, stream *Stream) {
 	}
 }
 
-// notifyAll sends a notification to each given backend that is running,
-// waiting at most a second for each one's input to take it.
-func notifyAll(backends []*backend.Backend, method string, params json.RawMessage) {
+// notifyAll sends a notification to each given backend that is running
+// (to the session's own instance of a pooled one), waiting at most a second
+// for each one's input to take it.
+func (s *Session) notifyAll(backends []*backend.Backend, method string, params json.RawMessage) {
 	for _, b := range backends {
-		if conn := b.Conn(); conn != nil {
+		if conn := s.connOf(b); conn != nil {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 			conn.Notify(ctx, method, params)
 			cancel()

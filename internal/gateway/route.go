@@ -111,7 +111,7 @@ func (s *Session) HandleRequest(msg *jsonrpc.Message, stream *Stream) {
 func (g *Gateway) soleBackend() *backend.Backend {
 	var only *backend.Backend
 	for _, b := range g.registry.Backends() {
-		if b.Conn() != nil {
+		if _, server := b.Catalog(); server != nil {
 			if only != nil {
 				return nil
 			}
@@ -179,6 +179,29 @@ func (s *Session) forwardVia(msg *jsonrpc.Message, stream *Stream, name string, 
 		stream.push(jsonrpc.AppendError(nil, msg.ID, &jsonrpc.Error{Code: CodeBackendUnavailable, Message: fmt.Sprintf("backend %q was removed", name)}), true)
 		return
 	}
+	if b.Pooled() {
+		inst := s.boundInstance(b)
+		if inst == nil {
+			// Binding an instance may wait for one (pool_acquire_timeout).
+			go func() {
+				inst, err := s.bindInstance(b)
+				if err != nil {
+					s.sendAdmitted(msg, stream, b, nil, err, params, then, fb)
+					return
+				}
+				s.admit(msg, stream, inst, params, then, fb)
+			}()
+			return
+		}
+		b = inst // the session's own instance
+	}
+	s.admit(msg, stream, b, params, then, fb)
+}
+
+// admit has the backend (or instance) admit the call, waiting on a
+// goroutine of its own if need be, and sends it.
+func (s *Session) admit(msg *jsonrpc.Message, stream *Stream, b *backend.Backend, params json.RawMessage, then func(ok bool, size int), fb *fallback) {
+	b.Wake() // an idle backend starts on its first call (start = "on-demand")
 	adm, err := b.Admit(context.Background(), false)
 	if errors.Is(err, backend.ErrWouldWait) {
 		// The wait counts as a request in flight, for Drain, and ends

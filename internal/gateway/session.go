@@ -34,6 +34,9 @@ type Session struct {
 	streams    map[int64]*Stream // open streams, by key
 	nextStream int64
 	standalone *Stream
+	instances  map[string]*backend.Backend // this session's own instances, by backend name
+
+	bindMu sync.Mutex // serialises binding instances, see instanceConn
 }
 
 type clientCaps struct {
@@ -83,6 +86,7 @@ func (g *Gateway) NewSession(params json.RawMessage, client *access.Client) (*Se
 		calls:      map[string]*call{},
 		relays:     map[int64]*relayed{},
 		streams:    map[int64]*Stream{},
+		instances:  map[string]*backend.Backend{},
 	}
 	s.standalone = newStream(0, true, g.opts.MaxStreamEvents)
 	s.streams[0] = s.standalone
@@ -105,17 +109,10 @@ func (g *Gateway) initializeResult(s *Session) json.RawMessage {
 	var tools, prompts, resources, subscribe, logging, completions bool
 	var instructions []string
 	for _, b := range g.registry.Backends() {
-		conn := b.Conn()
-		if conn == nil {
-			if b.Listed() { // restarting within catalog_grace: offer what it lists
-				l := b.Lists()
-				tools = tools || len(l.Tools) > 0
-				prompts = prompts || len(l.Prompts) > 0
-				resources = resources || len(l.Resources)+len(l.Templates) > 0
-			}
+		_, info := b.Catalog()
+		if info == nil {
 			continue
 		}
-		info := conn.Server()
 		c := info.Capabilities
 		tools = tools || c.Tools != nil
 		prompts = prompts || c.Prompts != nil
@@ -271,11 +268,11 @@ func (s *Session) HandleNotification(msg *jsonrpc.Message) {
 				relaying = append(relaying, b)
 			}
 		}
-		notifyAll(relaying, msg.Method, nil)
+		s.notifyAll(relaying, msg.Method, nil)
 	default:
 		// Unknown notifications pass through where they cannot be misrouted.
 		if b := s.g.soleBackend(); b != nil {
-			notifyAll([]*backend.Backend{b}, msg.Method, jsonrpc.Compact(msg.Params))
+			s.notifyAll([]*backend.Backend{b}, msg.Method, jsonrpc.Compact(msg.Params))
 		}
 	}
 }
@@ -340,7 +337,10 @@ func (s *Session) close(why string) {
 	// while the loop below runs.
 	streams := s.streams
 	s.streams = map[int64]*Stream{}
+	instances := s.instances
+	s.instances = map[string]*backend.Backend{}
 	s.mu.Unlock()
+	defer s.releaseInstances(instances)
 	for _, c := range calls {
 		c.cancel(why)
 	}

@@ -37,8 +37,10 @@ func (s *Session) subscription(msg *jsonrpc.Message, stream *Stream, cat *catalo
 	g := s.g
 	g.subsMu.Lock()
 	k := subKey{owner, uri}
-	first := subscribe && g.subs[k] == 0
-	last := !subscribe && g.subs[k] == 1
+	// A session's own instance hears of each of its subscriptions.
+	pooled := g.pooled(owner)
+	first := subscribe && (g.subs[k] == 0 || pooled)
+	last := !subscribe && (g.subs[k] == 1 || pooled)
 	if subscribe {
 		g.subs[k]++
 	} else if g.subs[k]--; g.subs[k] <= 0 {
@@ -93,7 +95,7 @@ func (g *Gateway) resourceOwner(cat *catalog.Catalog, uri string) (string, bool)
 	}
 	only := ""
 	for _, b := range g.registry.Backends() {
-		if conn := b.Conn(); conn != nil && conn.Server().Capabilities.Resources != nil {
+		if _, server := b.Catalog(); server != nil && server.Capabilities.Resources != nil {
 			if only != "" {
 				return "", false
 			}

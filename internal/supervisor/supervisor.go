@@ -218,15 +218,21 @@ func (s *Supervisor) Shutdown() {
 // StatusLine summarises the backends in one line, as for systemd's STATUS=:
 // "5/6 backends healthy, 42 tools; github restarting (2/5)", with the
 // number of unhealthy ones when there are any: "4/6 backends healthy,
-// 1 unhealthy, 42 tools; …".
+// 1 unhealthy, 42 tools; …". Backends idle until their first call (start =
+// "on-demand", idle_stop) are counted on their own: "2/2 backends healthy,
+// 3 idle on demand, 42 tools".
 func StatusLine(backends []*backend.Backend, tools int) string {
-	healthy, unhealthy, total := 0, 0, 0
+	healthy, unhealthy, total, idle := 0, 0, 0, 0
 	var notes []string
 	for _, b := range backends {
 		st := b.Status()
 		cfg := b.Config()
 		if !cfg.Enabled && st.State == backend.Stopped {
 			continue // disabled in the configuration: not expected to run
+		}
+		if st.State == backend.Idle {
+			idle++
+			continue
 		}
 		total++
 		switch {
@@ -255,6 +261,10 @@ func StatusLine(backends []*backend.Backend, tools int) string {
 	if unhealthy > 0 {
 		head, tail, _ := strings.Cut(line, ", ")
 		line = fmt.Sprintf("%s, %d unhealthy, %s", head, unhealthy, tail)
+	}
+	if idle > 0 {
+		i := strings.LastIndex(line, ", ") // before the tools
+		line = fmt.Sprintf("%s, %d idle on demand%s", line[:i], idle, line[i:])
 	}
 	if len(notes) > 0 {
 		line += "; " + strings.Join(notes, ", ")

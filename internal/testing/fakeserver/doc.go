@@ -100,7 +100,10 @@
 //	roots {params, id}         as the client sent them, isError when an error;
 //	request {method, params, id}  elicitation/create, roots/list, or any method.
 //	                           params replaces the default params; id replaces
-//	                           the default id "fakeserver-N" (any JSON value)
+//	                           the default id "fakeserver-N" (any JSON value).
+//	                           request with detach true answers the call first
+//	                           and sends the request after, with no call in
+//	                           flight
 //	notify {method, params}    send any notification to the client
 //	log {level, logger, data}  send notifications/message (level default "info")
 //	loglevel {}                structuredContent {level}: the last logging/setLevel
@@ -117,7 +120,8 @@
 //	                           --sleeper) in the same process group, sharing
 //	                           stderr; with double_fork its parent exits so it is
 //	                           reparented. structuredContent {pid, pgid}
-//	pid {}                     structuredContent {pid, pgid, ppid}
+//	pid {}                     structuredContent {pid, pgid, ppid, count}: count is how often
+//	                           pid was called in this process
 //
 // Unknown tools get JSON-RPC error -32602, unknown methods -32601.
 package main

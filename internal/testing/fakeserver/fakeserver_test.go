@@ -911,6 +911,19 @@ func TestPID(t *testing.T) {
 	}
 }
 
+func TestPIDCountIsPerProcess(t *testing.T) {
+	a, b := start(t, nil), start(t, nil)
+	a.initialize()
+	b.initialize()
+	for i, p := range []*proc{a, a, b, a} {
+		want := []int{1, 2, 1, 3}[i]
+		out := p.callTool("pid", "{}")
+		if field[int](t, out, "count") != want || field[int](t, out, "pid") != p.cmd.Process.Pid {
+			t.Errorf("call %d: pid answered %s, want count %d from pid %d", i, out.StructuredContent, want, p.cmd.Process.Pid)
+		}
+	}
+}
+
 func TestGrandchildren(t *testing.T) {
 	tests := []struct {
 		name string

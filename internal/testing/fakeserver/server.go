@@ -81,6 +81,7 @@ type server struct {
 
 	toolCalls atomic.Int64
 	nextID    atomic.Int64
+	counter   atomic.Int64 // calls of the pid tool: per-process state
 
 	inFlight sync.WaitGroup // request handlers
 	eof      chan struct{}  // closed when stdin ends: no answer can arrive any more

@@ -61,8 +61,8 @@ func builtinTools() []tool {
 				`{"message":"What is your name?","requestedSchema":{"type":"object","properties":{"name":{"type":"string"}},"required":["name"]}}`)},
 		{name: "roots", description: "Sends roots/list to the client and returns its answer.",
 			schema: clientRequestSchema, run: clientRequestTool("roots/list", "")},
-		{name: "request", description: "Sends any request to the client and returns its answer.",
-			schema: `{"type":"object","properties":{"method":{"type":"string"},"params":{},"id":{}},"required":["method"]}`, run: (*server).toolRequest},
+		{name: "request", description: "Sends any request to the client and returns its answer; with detach, answers first and sends the request after, with no call in flight.",
+			schema: `{"type":"object","properties":{"method":{"type":"string"},"params":{},"id":{},"detach":{"type":"boolean"}},"required":["method"]}`, run: (*server).toolRequest},
 		{name: "notify", description: "Sends any notification to the client.",
 			schema: `{"type":"object","properties":{"method":{"type":"string"},"params":{}},"required":["method"]}`, run: (*server).toolNotify},
 		{name: "log", description: "Sends notifications/message.",
@@ -79,7 +79,7 @@ func builtinTools() []tool {
 			schema: `{"type":"object","properties":{"uri":{"type":"string"}},"required":["uri"]}`, run: (*server).toolTouch},
 		{name: "spawn_grandchild", description: "Starts a sleeping grandchild in the same process group.",
 			schema: `{"type":"object","properties":{"double_fork":{"type":"boolean"},"ignore_sigterm":{"type":"boolean"}}}`, run: (*server).toolSpawnGrandchild},
-		{name: "pid", description: "Returns the process's pid, pgid and ppid.",
+		{name: "pid", description: "Returns the process's pid, pgid and ppid, and count: how often pid was called in this process, state a shared server would leak between sessions.",
 			schema: `{"type":"object"}`, run: (*server).toolPID},
 	}
 }
@@ -404,12 +404,20 @@ func (s *server) toolRequest(c *call) (any, error) {
 		Method string          `json:"method"`
 		Params json.RawMessage `json:"params"`
 		ID     json.RawMessage `json:"id"`
+		Detach bool            `json:"detach"`
 	}
 	if err := c.decodeArgs(&a); err != nil {
 		return nil, err
 	}
 	if a.Method == "" {
 		return nil, invalidParams("request needs a method")
+	}
+	if a.Detach {
+		// The answer is written before the request: when the client reads
+		// the request, no call of it is in flight here any more.
+		s.respond(c.id, textResult("sending "+a.Method+" after this answer", nil))
+		go s.clientRequest(a.Method, a.ID, a.Params)
+		return nil, errNoReply
 	}
 	return s.relayClientRequest(a.Method, a.ID, a.Params)
 }
@@ -549,5 +557,6 @@ func (s *server) toolPID(*call) (any, error) {
 	if err != nil {
 		return nil, fmt.Errorf("getpgid: %w", err)
 	}
-	return textResult(fmt.Sprint(pid), map[string]any{"pid": pid, "pgid": pgid, "ppid": os.Getppid()}), nil
+	count := s.counter.Add(1)
+	return textResult(fmt.Sprint(pid), map[string]any{"pid": pid, "pgid": pgid, "ppid": os.Getppid(), "count": count}), nil
 }
