@@ -181,6 +181,9 @@ func (b *Backend) admit(ctx context.Context, wait bool) (*Admission, error) {
 		return nil, fmt.Errorf("backend %q has an instance per session: calls go to the session's instance (Acquire)", b.name)
 	}
 	start := time.Now()
+	if b.IsCLI() {
+		return b.admitCLI(ctx, wait, start)
+	}
 	var deadline <-chan time.Time // armed at the first wait for a start
 	for {
 		changes := b.changes()
@@ -264,4 +267,19 @@ func (a *Admission) Then(then func(ok bool)) func(ok bool) {
 			then(ok)
 		}
 	}
+}
+
+// admitCLI admits a call of a cli backend's tool. There is no server to
+// check or restart, so no breaker and no start_wait; its call limits
+// (max_concurrent_calls, queue_timeout, rate_limit) apply to each
+// invocation. The Admission has no Conn.
+func (b *Backend) admitCLI(ctx context.Context, wait bool, start time.Time) (*Admission, error) {
+	if b.Status().State != Healthy {
+		return nil, ErrNotRunning
+	}
+	if err := b.lim.acquire(ctx, wait, b); err != nil {
+		return nil, err
+	}
+	b.callsChanged()
+	return &Admission{b: b, started: start}, nil
 }

@@ -119,10 +119,18 @@ func (s *Session) callCLI(msg *jsonrpc.Message, stream *Stream, b *backend.Backe
 	args, _, _ := jsonrpc.Lookup(msg.Params, "arguments")
 	opts := clitool.Options{Env: backend.MinimalEnv(os.Environ(), b.Config().InheritEnv), MaxOutputBytes: s.g.maxMessageBytes(), ReservedEnvVars: config.ReservedEnv()}
 	s.runLocal(msg, stream, then, func(ctx context.Context) []byte {
+		// The backend's call limits apply to each invocation; waiting in
+		// line ends with the call when its client goes away.
+		adm, err := b.Admit(ctx, true)
+		if err != nil {
+			return jsonrpc.AppendError(nil, msg.ID, jsonrpc.AsError(asRPCError(CodeBackendUnavailable, err)))
+		}
 		result, err := clitool.Call(ctx, tool, args, opts)
 		if err != nil {
+			adm.Done("error")
 			return jsonrpc.AppendError(nil, msg.ID, jsonrpc.AsError(err))
 		}
+		adm.Done("ok")
 		return jsonrpc.AppendResult(nil, msg.ID, s.g.processOutput(b.Name(), name, result))
 	})
 }

@@ -184,6 +184,52 @@ command = ["sh", "-c", "echo $$ > $0; exec sleep 1000", "`+filepath.Join(dir, "s
 	})
 }
 
+// TestCLICallLimits: a cli backend's max_concurrent_calls and
+// queue_timeout apply to each invocation of its programs.
+func TestCLICallLimits(t *testing.T) {
+	dir := t.TempDir()
+	started, release := filepath.Join(dir, "started"), filepath.Join(dir, "release")
+	d := gateway(t, `
+[backends.sh]
+transport = "cli"
+max_concurrent_calls = 1
+queue_timeout = "200ms"
+
+[backends.sh.tools.hold]
+command = ["sh", "-c", "touch \"$0\"; while [ ! -e \"$1\" ]; do sleep 0.05; done; echo held", "`+started+`", "`+release+`"]
+
+[backends.sh.tools.quick]
+command = ["echo", "quick"]
+`)
+	cs := d.Connect(t, nil)
+	held := make(chan string, 1)
+	go func() {
+		res, err := testutil.CallTool(t, cs, "sh__hold", nil)
+		if err != nil {
+			held <- err.Error()
+			return
+		}
+		held <- strings.TrimSpace(testutil.ToolText(res))
+	}()
+	testutil.Eventually(t, 10*time.Second, "the first program to run", func() bool {
+		_, err := os.Stat(started)
+		return err == nil
+	})
+	_, err := testutil.CallTool(t, cs, "sh__quick", nil)
+	if err == nil || !strings.Contains(err.Error(), "max_concurrent_calls") {
+		t.Errorf("a second call while the only slot is taken: %v, want the queue_timeout error naming max_concurrent_calls", err)
+	}
+	if err := os.WriteFile(release, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if got := <-held; got != "held" {
+		t.Errorf("the first call = %q, want held", got)
+	}
+	if got := strings.TrimSpace(testutil.ToolText(testutil.MustCallTool(t, cs, "sh__quick", nil))); got != "quick" {
+		t.Errorf("a call once the slot is free = %q", got)
+	}
+}
+
 func TestComposites(t *testing.T) {
 	config := `
 [backends.alpha]
