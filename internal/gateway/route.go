@@ -296,7 +296,10 @@ func (s *Session) sendAdmitted(msg *jsonrpc.Message, stream *Stream, b *backend.
 	bcall, err := conn.Go(ctx, msg.Method, jsonrpc.Compact(params), c, c.deliver)
 	if err != nil {
 		if c.end() && !fb.try(s, b, err) {
-			answer(CodeBackendUnavailable, fmt.Errorf("backend %q: %v", name, err))
+			if prefix := fmt.Sprintf("backend %q", name); !strings.HasPrefix(err.Error(), prefix) {
+				err = fmt.Errorf("%s: %w", prefix, err) // most of Go's errors name the backend already
+			}
+			answer(CodeBackendUnavailable, err)
 		}
 		return
 	}

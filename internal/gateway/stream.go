@@ -213,13 +213,6 @@ func (s *Stream) Attach() {
 	s.mu.Unlock()
 }
 
-// isAttached reports whether a connection is writing this stream.
-func (s *Stream) isAttached() bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.attached > 0
-}
-
 // Detach records that a connection stopped writing this stream. Unless a
 // client resumes a request's stream within grace (0: at once), its
 // requests still in flight are cancelled and the stream is forgotten. A
