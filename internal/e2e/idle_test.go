@@ -9,7 +9,7 @@ import (
 	"time"
 )
 
-// idleConfig replaces every drop-in for the idle-host step: both backends
+// idleConfig replaces every drop-in but the clients' for the idle-host step: both backends
 // start on demand and stop when idle, and the gateway exits when nothing
 // is left to serve.
 var idleConfig = fmt.Sprintf(`# Written by internal/e2e (TestInstalledPackage, idle host).
@@ -35,7 +35,8 @@ idle_stop = "2s"
 // backend, and the first call starts the backend it needs.
 func (g *installedGateway) checkIdleHost(t *testing.T) string {
 	c := g.c
-	c.Run(t, "sh", "-c", "rm -f /etc/mcpgate/conf.d/*.toml")
+	// Every drop-in but the clients': the token of checkFirstClient stays.
+	c.Run(t, "find", "/etc/mcpgate/conf.d", "-name", "*.toml", "!", "-name", "client-*.toml", "-delete")
 	c.WriteFile(t, "/etc/mcpgate/conf.d/e2e.toml", []byte(idleConfig), 0o644)
 	c.Run(t, "systemctl", "restart", "mcpgate.service") // fills the caches, then has nothing to do
 	g.awaitIdleHost(t)
