@@ -172,6 +172,7 @@ func (b *Backend) Admit(ctx context.Context, wait bool) (*Admission, error) {
 	if err != nil && !errors.Is(err, ErrWouldWait) {
 		b.mon.failed.Add(1)
 		b.callDone("refused", 0)
+		b.callsChanged() // NCalls and NFailedCalls changed: announce them now
 	}
 	return adm, err
 }
