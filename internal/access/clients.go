@@ -14,6 +14,7 @@ import (
 	"strings"
 
 	"github.com/mcpgate/mcpgate/internal/config"
+	"github.com/mcpgate/mcpgate/internal/unixuser"
 )
 
 // Client is an identity the gateway recognises, with what it may do.
@@ -268,16 +269,5 @@ func peerGroups(uid uint32, pid int32) []uint32 {
 			}
 		}
 	}
-	u, err := user.LookupId(strconv.Itoa(int(uid)))
-	if err != nil {
-		return nil
-	}
-	ids, _ := u.GroupIds()
-	var out []uint32
-	for _, id := range ids {
-		if n, err := strconv.ParseUint(id, 10, 32); err == nil {
-			out = append(out, uint32(n))
-		}
-	}
-	return out
+	return unixuser.Groups(uid)
 }

@@ -9,6 +9,8 @@ import (
 	"strings"
 
 	"github.com/godbus/dbus/v5"
+
+	"github.com/mcpgate/mcpgate/internal/unixuser"
 )
 
 // OutputAuthorizer decides who may read what backends printed (StderrTail):
@@ -119,7 +121,7 @@ func (a *BusAuthorizer) MayReadOutput(ctx context.Context, sender string) error 
 	}
 	groups := c.groups
 	if groups == nil {
-		groups = userGroups(c.uid)
+		groups = unixuser.Groups(c.uid)
 	}
 	for _, name := range OutputGroups() {
 		g, err := user.LookupGroup(name)
@@ -135,20 +137,4 @@ func (a *BusAuthorizer) MayReadOutput(ctx context.Context, sender string) error 
 	}
 	return fmt.Errorf("%w: what backends print may hold secrets; only root, the gateway's user and members of %s may read it (as they may read the journal)",
 		ErrAccessDenied, strings.Join(OutputGroups(), " or "))
-}
-
-// userGroups returns the groups of uid in the group database.
-func userGroups(uid uint32) []uint32 {
-	u, err := user.LookupId(strconv.Itoa(int(uid)))
-	if err != nil {
-		return nil
-	}
-	ids, _ := u.GroupIds()
-	var out []uint32
-	for _, id := range ids {
-		if n, err := strconv.ParseUint(id, 10, 32); err == nil {
-			out = append(out, uint32(n))
-		}
-	}
-	return out
 }
