@@ -152,8 +152,8 @@ func (s *Session) viewChanged(prev, next *catalog.Catalog, method string) bool {
 // how long it took, how it ended and how big it was, never the arguments
 // or the result.
 func (s *Session) audited(msg *jsonrpc.Message, backend, what, name string) func(ok bool, size int) {
-	if !s.g.opts.Audit {
-		return nil
+	if !s.g.opts.Audit || !s.g.log.Enabled(context.Background(), slog.LevelInfo) {
+		return nil // nothing would be journaled: no work per call
 	}
 	start := time.Now()
 	client := s.Client().Name

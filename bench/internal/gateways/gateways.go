@@ -101,6 +101,10 @@ bus = "none"
 # The peers take no credentials either; with a token mcpgate would also
 # compare it per request (under a microsecond).
 auth = "none"
+# The peers bound neither sessions nor requests in flight; the idle
+# scenario holds 1016 sessions and the largest load 256 calls at once.
+max_sessions = 4096
+max_concurrent_requests = 1024
 log_target = "stderr"
 log_level = "warn"
 # The 50 MB result must fit in one message.
