@@ -16,6 +16,7 @@ import (
 	"github.com/mcpgate/mcpgate/internal/config"
 	"github.com/mcpgate/mcpgate/internal/journal"
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
+	"github.com/mcpgate/mcpgate/internal/unitrun"
 )
 
 // State is a backend's public state.
@@ -66,6 +67,9 @@ type Options struct {
 	OnChange func(*Backend)
 	// Units waits for requires_units; nil makes such backends fail to start.
 	Units UnitWaiter
+	// UnitRunner starts the servers of backends with runner = "unit"; nil
+	// makes such backends fail to start.
+	UnitRunner *unitrun.Runner
 	// PrerequisiteStderr receives the output lines of the backend's
 	// prerequisite process; may be nil.
 	PrerequisiteStderr LineSink
@@ -531,9 +535,11 @@ func (s *supervision) crashed(ctx context.Context, started time.Time, startErr e
 			why = *r
 			reason = why + " (" + exit.Text + ")"
 		}
-		journal.LogBackendExit(context.Background(), b.opts.Logger, journal.BackendExit{
-			Backend: b.name, PID: conn.PID(), State: exit.State, StderrTail: tail, Reason: why, Instance: b.instanceLabel(),
-		})
+		x := journal.BackendExit{
+			Backend: b.name, PID: conn.PID(), StderrTail: tail, Reason: why, Instance: b.instanceLabel(), Unit: conn.proc.unitName(),
+		}
+		exit.journalExit(&x)
+		journal.LogBackendExit(context.Background(), b.opts.Logger, x)
 	}
 	if startErr != nil && !errors.Is(startErr, errDied) {
 		reason = startErr.Error()

@@ -77,6 +77,33 @@ func childCommand(cfg *config.Backend, opts Options) (argv, env []string, err er
 // starts with: the minimal set of the daemon's, the variables named in
 // inherit_env, and the backend's env with its credentials filled in.
 func childEnv(cfg *config.Backend, opts Options) ([]string, error) {
+	extra, err := configuredEnv(cfg, opts)
+	if err != nil {
+		return nil, err
+	}
+	return ChildEnv(MinimalEnv(opts.Env, cfg.InheritEnv), extra), nil
+}
+
+// unitEnv returns what a server under runner = "unit" gets on top of its
+// unit's own environment (which sets HOME, PATH and the caches): the
+// variables of the daemon's named in inherit_env, and the backend's env
+// with its credentials filled in.
+func unitEnv(cfg *config.Backend, opts Options) ([]string, error) {
+	extra, err := configuredEnv(cfg, opts)
+	if err != nil {
+		return nil, err
+	}
+	var inherited []string
+	for _, kv := range opts.Env {
+		if name, _, _ := strings.Cut(kv, "="); slices.Contains(cfg.InheritEnv, name) {
+			inherited = append(inherited, kv)
+		}
+	}
+	return ChildEnv(inherited, extra), nil
+}
+
+// configuredEnv returns the backend's env with its credentials filled in.
+func configuredEnv(cfg *config.Backend, opts Options) (map[string]string, error) {
 	extra := make(map[string]string, len(cfg.Env))
 	for k, v := range cfg.Env {
 		var err error
@@ -84,5 +111,5 @@ func childEnv(cfg *config.Backend, opts Options) ([]string, error) {
 			return nil, fmt.Errorf("env %s: %w", k, err)
 		}
 	}
-	return ChildEnv(MinimalEnv(opts.Env, cfg.InheritEnv), extra), nil
+	return extra, nil
 }

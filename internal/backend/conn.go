@@ -34,8 +34,8 @@ var (
 // each response back to whoever sent the request.
 type Conn struct {
 	b      *Backend
-	proc   *process // the child; nil for a remote server
-	remote *remote  // the session with a remote server; nil for a child
+	proc   child   // the child; nil for a remote server
+	remote *remote // the session with a remote server; nil for a child
 	log    *slog.Logger
 
 	writeq     chan []byte
@@ -89,11 +89,11 @@ type Handler interface {
 	Exited(b *Backend, c *Conn)
 }
 
-func newConn(b *Backend, proc *process) *Conn {
+func newConn(b *Backend, proc child) *Conn {
 	c := &Conn{
 		b:          b,
 		proc:       proc,
-		log:        b.log.With("backend_pid", proc.pid),
+		log:        b.log.With("backend_pid", proc.id()),
 		writeq:     make(chan []byte, 256),
 		closeStdin: make(chan struct{}),
 		pending:    make(map[int64]*Call),
@@ -125,7 +125,7 @@ func (c *Conn) PID() int {
 	if c.proc == nil {
 		return 0
 	}
-	return c.proc.pid
+	return c.proc.id()
 }
 
 // URL returns a remote server's URL as it may be shown (see DisplayURL),
@@ -162,7 +162,7 @@ func (c *Conn) start() {
 	}()
 	go func() {
 		defer close(stderrDone)
-		readStderr(c.proc.stderr, c.proc.pid, c.b.stderr, c.b.opts.Stderr)
+		readStderr(c.proc.streams().stderr, c.proc.id(), c.b.stderr, c.b.opts.Stderr)
 	}()
 	go func() {
 		c.exit = c.proc.wait()
@@ -176,8 +176,8 @@ func (c *Conn) start() {
 			case <-time.After(2 * time.Second):
 			}
 		}
-		c.proc.stdout.Close()
-		c.proc.stderr.Close()
+		c.proc.streams().stdout.Close()
+		c.proc.streams().stderr.Close()
 		why := c.exit.Text
 		if r := c.reason.Load(); r != nil {
 			why = *r
@@ -189,8 +189,8 @@ func (c *Conn) start() {
 }
 
 func (c *Conn) writeLoop() {
-	w := bufio.NewWriterSize(c.proc.stdin, 64<<10)
-	defer c.proc.stdin.Close()
+	w := bufio.NewWriterSize(c.proc.streams().stdin, 64<<10)
+	defer c.proc.streams().stdin.Close()
 	var failed bool
 	write := func(msg []byte) {
 		if failed {
@@ -226,7 +226,7 @@ func (c *Conn) writeLoop() {
 }
 
 func (c *Conn) readLoop() {
-	lr := jsonrpc.NewLineReader(c.proc.stdout, c.b.opts.MaxMessageBytes)
+	lr := jsonrpc.NewLineReader(c.proc.streams().stdout, c.b.opts.MaxMessageBytes)
 	for {
 		line, err := lr.Next()
 		if err == nil || errors.As(err, new(*jsonrpc.ErrLineTooLong)) {
@@ -503,7 +503,7 @@ func (c *Conn) shutdown(grace time.Duration) {
 		case <-timer.C:
 		}
 		c.log.Info("child did not exit in time; signalling its process group", "signal", unix.SignalName(sig), "grace_period", grace)
-		c.proc.signalGroup(sig)
+		c.proc.signal(sig)
 	}
 	<-c.done
 }
@@ -514,7 +514,7 @@ func (c *Conn) kill() {
 		c.remote.kill()
 		return
 	}
-	c.proc.signalGroup(unix.SIGKILL)
+	c.proc.signal(unix.SIGKILL)
 	<-c.done
 }
 

@@ -1,7 +1,6 @@
 package backend
 
 import (
-	"fmt"
 	"log/slog"
 	"strings"
 
@@ -24,12 +23,16 @@ func (b *Backend) connect() (*Conn, error) {
 		if err != nil {
 			return nil, err
 		}
-		proc, err := spawn(childArgv, childEnv, b.cfg.Cwd)
+		proc, err := b.startChild(childArgv, childEnv)
 		if err != nil {
-			return nil, fmt.Errorf("spawn %s: %w", b.cfg.Command, err)
+			return nil, err
 		}
 		conn = newConn(b, proc)
-		b.log.Info("spawned backend", "backend_pid", proc.pid, "command", strings.Join(argv, " "), journal.MessageSpawn.Attr())
+		attrs := []any{"backend_pid", proc.id(), "command", strings.Join(argv, " "), journal.MessageSpawn.Attr()}
+		if u := proc.unitName(); u != "" {
+			attrs = append(attrs, "unit", u)
+		}
+		b.log.Info("spawned backend", attrs...)
 	}
 	b.mu.Lock()
 	b.conn = conn
@@ -59,5 +62,5 @@ func (c *Conn) ident() slog.Attr {
 	if c.remote != nil {
 		return slog.String("backend_url", c.remote.url)
 	}
-	return slog.Int("backend_pid", c.proc.pid)
+	return slog.Int("backend_pid", c.proc.id())
 }

@@ -189,9 +189,7 @@ func (p *process) waitLeader() ExitInfo {
 	if err != nil {
 		return ExitInfo{Code: -1, Text: "wait: " + err.Error()}
 	}
-	info := exitInfo(state)
-	info.State = state
-	return info
+	return exitInfo(state)
 }
 
 // reapGroup waits for the members of the process group that are our

@@ -12,6 +12,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/mcpgate/mcpgate/internal/config"
+	"github.com/mcpgate/mcpgate/internal/journal"
 )
 
 // ChildEnv returns base without the variables systemd hands the daemon
@@ -39,11 +40,9 @@ func ChildEnv(base []string, extra map[string]string) []string {
 // process is one spawned child: the leader of its own process group, with
 // its three standard streams connected to pipes owned by us.
 type process struct {
-	cmd    *exec.Cmd
-	pid    int
-	stdin  *os.File // write end of the child's stdin
-	stdout *os.File // read end of the child's stdout
-	stderr *os.File // read end of the child's stderr
+	stdio
+	cmd *exec.Cmd
+	pid int
 }
 
 // spawn starts argv in its own process group. The child gets SIGKILL if the
@@ -54,34 +53,26 @@ func spawn(argv []string, env []string, dir string) (*process, error) {
 	cmd.Dir = dir
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 
-	var parentEnds, childEnds []*os.File
-	closeAll := func(fs []*os.File) {
-		for _, f := range fs {
-			f.Close()
-		}
-	}
-	for i := 0; i < 3; i++ {
-		r, w, err := os.Pipe()
-		if err != nil {
-			closeAll(parentEnds)
-			closeAll(childEnds)
-			return nil, fmt.Errorf("create pipe: %w", err)
-		}
-		if i == 0 {
-			childEnds, parentEnds = append(childEnds, r), append(parentEnds, w)
-		} else {
-			childEnds, parentEnds = append(childEnds, w), append(parentEnds, r)
-		}
-	}
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = childEnds[0], childEnds[1], childEnds[2]
-	err := cmd.Start()
-	closeAll(childEnds)
+	ours, theirs, err := newStdio()
 	if err != nil {
-		closeAll(parentEnds)
 		return nil, err
 	}
-	return &process{cmd: cmd, pid: cmd.Process.Pid, stdin: parentEnds[0], stdout: parentEnds[1], stderr: parentEnds[2]}, nil
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = theirs[0], theirs[1], theirs[2]
+	err = cmd.Start()
+	closeFiles(theirs[:])
+	if err != nil {
+		ours.close()
+		return nil, err
+	}
+	return &process{stdio: ours, cmd: cmd, pid: cmd.Process.Pid}, nil
 }
+
+func (p *process) id() int          { return p.pid }
+func (p *process) streams() *stdio  { return &p.stdio }
+func (p *process) unitName() string { return "" }
+
+// signal sends sig to the child's whole process group.
+func (p *process) signal(sig unix.Signal) error { return p.signalGroup(sig) }
 
 // signalGroup sends sig to the child's whole process group. ESRCH (nothing
 // left) is not an error.
@@ -120,17 +111,32 @@ func (p *process) wait() ExitInfo {
 	if err != nil {
 		return ExitInfo{Code: -1, Text: "wait: " + err.Error()}
 	}
-	info := exitInfo(state)
-	info.State = state
-	return info
+	return exitInfo(state)
 }
 
 // ExitInfo describes how a child ended.
 type ExitInfo struct {
-	Code   int              // exit code, or -1 when killed by a signal
-	Signal string           // signal name when killed by a signal, e.g. "SIGKILL"
-	Text   string           // human-readable, e.g. "exited with status 3"
-	State  *os.ProcessState // nil if the child could not be waited for
+	Code   int    // exit code, or -1 when killed by a signal or unknown
+	Signal string // signal name when killed by a signal, e.g. "SIGKILL"
+	Dumped bool   // killed by a signal and dumped core
+	OOM    bool   // the kernel's OOM killer ended it (its memory_max)
+	Known  bool   // Code or Signal says how it ended
+	Text   string // human-readable, e.g. "exited with status 3"
+}
+
+// journalExit fills in how the child ended for its journal entry.
+func (e ExitInfo) journalExit(x *journal.BackendExit) {
+	x.OOM = e.OOM
+	switch {
+	case !e.Known:
+	case e.Signal != "":
+		x.ExitCode, x.ExitStatus, x.Signal = "killed", int(unix.SignalNum(e.Signal)), e.Signal
+		if e.Dumped {
+			x.ExitCode = "dumped"
+		}
+	default:
+		x.ExitCode, x.ExitStatus = "exited", e.Code
+	}
 }
 
 // Status returns the single number D-Bus and systemd-style tools report:
@@ -146,7 +152,14 @@ func exitInfo(state *os.ProcessState) ExitInfo {
 	ws, ok := state.Sys().(syscall.WaitStatus)
 	if ok && ws.Signaled() {
 		name := unix.SignalName(ws.Signal())
-		return ExitInfo{Code: -1, Signal: name, Text: "killed by signal " + name}
+		if name == "" {
+			name = fmt.Sprintf("signal %d", int(ws.Signal()))
+		}
+		e := ExitInfo{Code: -1, Signal: name, Dumped: ws.CoreDump(), Known: true, Text: "killed by signal " + name}
+		if e.Dumped {
+			e.Text += " (core dumped)"
+		}
+		return e
 	}
-	return ExitInfo{Code: state.ExitCode(), Text: fmt.Sprintf("exited with status %d", state.ExitCode())}
+	return ExitInfo{Code: state.ExitCode(), Known: true, Text: fmt.Sprintf("exited with status %d", state.ExitCode())}
 }

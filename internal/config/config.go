@@ -52,6 +52,7 @@ type Gateway struct {
 	Health                            // defaults of every backend's health keys
 	Limits                            // sessions, requests in flight, idle times
 	IdleExit            time.Duration // 0 (default, "off"): never exit for being idle
+	Runner              string        // default of every backend's runner: "process" (default) | "unit"
 }
 
 // RateLimit limits how many log lines a backend may emit per interval.
@@ -73,6 +74,7 @@ type Backend struct {
 	Args                  []string
 	Env                   map[string]string
 	Cwd                   string
+	Runner                string // "process" or "unit"; default [gateway] runner
 	Enabled               bool          // default true
 	Required              bool          // default false
 	Timeout               time.Duration // default Gateway.RequestTimeout
@@ -111,6 +113,7 @@ type Backend struct {
 // defaultGateway is the one place that knows the gateway defaults.
 func defaultGateway() Gateway {
 	return Gateway{
+		Runner:              RunnerProcess,
 		Listen:              []string{"127.0.0.1:7431", "unix:/run/mcpgate/mcpgate.sock"},
 		Endpoint:            "/mcp",
 		RequestTimeout:      60 * time.Second,
@@ -150,6 +153,7 @@ func defaultBackend(name string, g *Gateway) *Backend {
 		Health:                g.Health,
 		Calls:                 defaultCalls(),
 		Lifecycle:             defaultLifecycle(),
+		Runner:                g.Runner,
 	}
 }
 

@@ -14,6 +14,7 @@ import (
 // defaultGateway, so that a changed default fails a test.
 func wantGateway() Gateway {
 	return Gateway{
+		Runner:              RunnerProcess,
 		Listen:              []string{"127.0.0.1:7431", "unix:/run/mcpgate/mcpgate.sock"},
 		Endpoint:            "/mcp",
 		RequestTimeout:      60 * time.Second,
@@ -74,6 +75,7 @@ func wantBackend(file string) *Backend {
 		Health:                wantHealth(),
 		Calls:                 Calls{QueueTimeout: 30 * time.Second},
 		Lifecycle:             defaultLifecycle(),
+		Runner:                RunnerProcess,
 	}
 }
 
@@ -152,6 +154,7 @@ func TestGatewayKeys(t *testing.T) {
 		{`sse_keepalive_interval = "5s"`, func(g *Gateway) { g.SSEKeepAliveInterval = 5 * time.Second }},
 		{`idle_exit = "15m"`, func(g *Gateway) { g.IdleExit = 15 * time.Minute }},
 		{`idle_exit = "off"`, func(g *Gateway) {}},
+		{`runner = "unit"`, func(g *Gateway) { g.Runner = RunnerUnit }},
 	}
 	for _, tt := range tests {
 		t.Run(tt.toml, func(t *testing.T) {
@@ -211,6 +214,9 @@ func TestBackendKeys(t *testing.T) {
 		{"log_rate_limit", "", `log_rate_limit = "off"`, func(b *Backend) { b.LogRateLimit = RateLimit{} }},
 		{"relay_client_requests", "", `relay_client_requests = false`, func(b *Backend) { b.RelayClientRequests = false }},
 		{"start", "", `start = "on-demand"`, func(b *Backend) { b.Start = StartOnDemand }},
+		{"runner", "", `runner = "unit"`, func(b *Backend) { b.Runner = RunnerUnit }},
+		{"runner from gateway", `runner = "unit"`, "", func(b *Backend) { b.Runner = RunnerUnit }},
+		{"own runner beats gateway", `runner = "unit"`, `runner = "process"`, func(b *Backend) {}},
 		{"idle_stop", "", `idle_stop = "10m"`, func(b *Backend) { b.IdleStop = 10 * time.Minute }},
 		{"idle_stop off", "", `idle_stop = "off"`, func(b *Backend) {}},
 		{"instance pool", "", "instance = \"session\"\npool_min_idle = 0\npool_max = 3\npool_acquire_timeout = \"5s\"\npool_replenish_delay = \"100ms\"", func(b *Backend) {

@@ -92,7 +92,7 @@ func gatewayFields() []field[Gateway] {
 	fields = append(fields, limitFields()...)
 	fields = append(fields, accessFields()...)
 	fields = append(fields, healthFields(func(g *Gateway) *Health { return &g.Health })...)
-	return append(fields, idleExitField())
+	return append(fields, idleExitField(), runnerField[Gateway](func(g *Gateway) *string { return &g.Runner }))
 }
 
 func backendFields() []field[Backend] {
@@ -170,6 +170,7 @@ func backendFields() []field[Backend] {
 	fields = append(fields, healthFields(func(b *Backend) *Health { return &b.Health })...)
 	fields = append(fields, callFields()...)
 	fields = append(fields, remoteFields()...)
+	fields = append(fields, runnerField[Backend](func(b *Backend) *string { return &b.Runner }))
 	return append(fields, lifecycleFields()...)
 }
 

@@ -85,7 +85,7 @@ func (d *decoder) checkLifecycle(at keyPath, t map[string]any, refused map[strin
 		d.fail(blame("pool_min_idle", "pool_max"), "pool_min_idle (%d) is greater than pool_max (%d); lower the first or raise the second", b.PoolMinIdle, b.PoolMax)
 	}
 	if kind := nonProcessKind(t, b); kind != "" {
-		for _, k := range []string{"start", "idle_stop", "instance", "pool_min_idle", "pool_max", "pool_acquire_timeout", "pool_replenish_delay"} {
+		for _, k := range []string{"start", "idle_stop", "instance", "pool_min_idle", "pool_max", "pool_acquire_timeout", "pool_replenish_delay", "runner"} {
 			if _, set := t[k]; set {
 				d.fail(at.child(k), "%s is for a backend whose server mcpgate runs as a process; a %s has none to start, stop or pool; remove it", k, kind)
 			}

@@ -50,6 +50,7 @@ func TestRemoteBackendErrors(t *testing.T) {
 		{"stdio transport on remote", `url = "https://h/mcp"` + "\n" + `transport = "stdio"`, `backends.r.transport: transport = "stdio" is for a backend mcpgate runs itself`},
 		{"remote transport on spawned", `command = "/bin/x"` + "\n" + `transport = "sse"`, `backends.r.transport: transport = "sse" is for a remote backend`},
 		{"pool on remote", `url = "https://h/mcp"` + "\n" + `instance = "session"`, `backends.r.instance: instance is for a backend whose server mcpgate runs as a process; a remote backend (url) has none`},
+		{"runner on remote", `url = "https://h/mcp"` + "\n" + `runner = "unit"`, `backends.r.runner: runner is for a backend whose server mcpgate runs as a process; a remote backend (url) has none`},
 		{"on-demand cli", `transport = "cli"` + "\n" + `start = "on-demand"` + "\n" + `tools.t = { command = ["true"] }`, `backends.r.start: start is for a backend whose server mcpgate runs as a process; a cli backend`},
 		{"cli with url", `transport = "cli"` + "\n" + `url = "https://h/mcp"` + "\n" + `tools.t = { command = ["true"] }`, `backends.r.url: a cli backend runs its tools' own commands`},
 		{"reserved header", `url = "https://h/mcp"` + "\n" + `headers = { mcp-session-id = "x" }`, "Mcp-Session-Id is set by the MCP transport itself"},

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"runtime"
@@ -149,28 +148,30 @@ func TestHandlerJournald(t *testing.T) {
 	}
 }
 
-// TestLogBackendExitJournald logs the exits of real processes.
+// TestLogBackendExitJournald logs exits the way a backend reports them.
 func TestLogBackendExitJournald(t *testing.T) {
 	j, w := realJournal(t)
 	log := slog.New(NewHandler(w, nil))
 
-	run := func(script string) (*os.ProcessState, int) {
-		cmd := exec.Command("/bin/sh", "-c", script)
-		err := cmd.Run()
-		var ee *exec.ExitError
-		if err != nil && !errors.As(err, &ee) {
-			t.Fatal(err)
-		}
-		return cmd.ProcessState, cmd.ProcessState.Pid()
-	}
-	st, pid := run("exit 3")
+	pid, pid2 := 4242, 4343
 	LogBackendExit(context.Background(), log, BackendExit{
-		Backend: "github", PID: pid, State: st, StderrTail: []string{"connecting…", "fatal: token expired"},
+		Backend: "github", PID: pid, ExitCode: "exited", ExitStatus: 3, StderrTail: []string{"connecting…", "fatal: token expired"},
 	})
-	st2, pid2 := run("kill -KILL $$")
-	LogBackendExit(context.Background(), log, BackendExit{Backend: "fs", Instance: "2", PID: pid2, State: st2})
+	LogBackendExit(context.Background(), log, BackendExit{Backend: "fs", Instance: "2", PID: pid2, ExitCode: "killed", ExitStatus: 9, Signal: "SIGKILL"})
 	LogBackendExit(context.Background(), log, BackendExit{Backend: "lost", PID: 9})
+	LogBackendExit(context.Background(), log, BackendExit{Backend: "big", PID: 10, Unit: "mcpgate-backend@big.service", ExitCode: "killed", ExitStatus: 9, Signal: "SIGKILL", OOM: true})
 
+	oom := j.AwaitMatch(t, 1, journaldtest.Entry{"MESSAGE_ID": string(MessageOOM)})[0]
+	for k, v := range map[string]string{
+		"MESSAGE":           `backend "big" (pid 10) was killed by the kernel's OOM killer: it reached its memory_max`,
+		"MCPGATE_REASON":    "oom",
+		"MCPGATE_UNIT":      "mcpgate-backend@big.service",
+		"MCPGATE_EXIT_CODE": "killed",
+	} {
+		if oom[k] != v {
+			t.Errorf("OOM entry: %s=%q, want %q", k, oom[k], v)
+		}
+	}
 	got := j.AwaitMatch(t, 3, journaldtest.Entry{"MESSAGE_ID": string(MessageExit)})
 	exited, killed, unknown := got[0], got[1], got[2]
 	for k, v := range map[string]string{
@@ -209,7 +210,8 @@ func TestLogBackendExitJournald(t *testing.T) {
 
 func TestMessageIDs(t *testing.T) {
 	ids := []MessageID{MessageSpawn, MessageBackendReady, MessageExit, MessageRestart, MessageGiveUp,
-		MessageStartFailed, MessageReady, MessageReload, MessageReloadFailed, MessageStopping, MessageSuppressed}
+		MessageStartFailed, MessageReady, MessageReload, MessageReloadFailed, MessageStopping, MessageSuppressed,
+		MessageOOM, MessageMemoryHigh}
 	hex := regexp.MustCompile(`^[0-9a-f]{32}$`)
 	seen := map[MessageID]bool{}
 	for _, id := range ids {

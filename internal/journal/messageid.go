@@ -4,13 +4,9 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"os"
 	"runtime"
 	"strings"
-	"syscall"
 	"time"
-
-	"golang.org/x/sys/unix"
 )
 
 // MessageID is a journal MESSAGE_ID: a stable 128-bit id, 32 lower-case hex
@@ -27,6 +23,11 @@ const (
 	MessageBackendReady MessageID = "458c1b16ec2944c2b4cd97d3702f5d3b"
 	// MessageExit: a backend's process exited unexpectedly (LogBackendExit).
 	MessageExit MessageID = "9b23901243df4482b4e136edd28fd45c"
+	// MessageOOM: a backend was killed by the kernel's OOM killer
+	// (LogBackendExit, with reason "oom").
+	MessageOOM MessageID = "5a8f3c1e9b7d4e62a0c4d81f6e2b9a37"
+	// MessageMemoryHigh: a backend uses more than 80% of its memory_max.
+	MessageMemoryHigh MessageID = "c2d94e7a1f6b4a3d8e05b7c9a1d3f268"
 	// MessageRestart: a backend is restarted after a failure.
 	MessageRestart MessageID = "397e27b2ad5845dc85b67159de296942"
 	// MessageGiveUp: a backend failed too often within its restart window
@@ -69,9 +70,16 @@ type BackendExit struct {
 	Backend  string
 	Instance string // "" when the backend has a single instance
 	PID      int
-	// State is what exec.Cmd.Wait left; nil when the process could not be
-	// waited for.
-	State *os.ProcessState
+	// Unit is the systemd unit it ran in (runner = "unit"), or "".
+	Unit string
+	// ExitCode is how it ended: "exited" with ExitStatus, "killed" or
+	// "dumped" by ExitStatus, the number of Signal; "" when unknown.
+	ExitCode   string
+	ExitStatus int
+	Signal     string
+	// OOM is set when the kernel's OOM killer ended it: the entry then has
+	// MessageOOM and reason "oom".
+	OOM bool
 	// StderrTail holds the last lines the process wrote to stderr, oldest
 	// first.
 	StderrTail []string
@@ -102,46 +110,40 @@ func LogBackendExit(ctx context.Context, logger *slog.Logger, e BackendExit) {
 	if e.Instance != "" {
 		attrs = append(attrs, slog.String("instance", e.Instance))
 	}
-	if ws, ok := waitStatus(e.State); ok {
-		switch {
-		case ws.Exited():
-			how = fmt.Sprintf("exited with status %d", ws.ExitStatus())
-			attrs = append(attrs, slog.String("exit_code", "exited"), slog.Int("exit_status", ws.ExitStatus()))
-		case ws.Signaled():
-			sig := ws.Signal()
-			name := unix.SignalName(sig)
-			if name == "" {
-				name = fmt.Sprintf("signal %d", int(sig))
-			}
-			code := "killed"
-			how = "killed by signal " + name
-			if ws.CoreDump() {
-				code = "dumped"
-				how += " (core dumped)"
-			}
-			attrs = append(attrs, slog.String("exit_code", code), slog.Int("exit_status", int(sig)), slog.String("signal", name))
+	if e.Unit != "" {
+		attrs = append(attrs, slog.String("unit", e.Unit))
+	}
+	switch e.ExitCode {
+	case "exited":
+		how = fmt.Sprintf("exited with status %d", e.ExitStatus)
+		attrs = append(attrs, slog.String("exit_code", e.ExitCode), slog.Int("exit_status", e.ExitStatus))
+	case "killed", "dumped":
+		how = "killed by signal " + e.Signal
+		if e.ExitCode == "dumped" {
+			how += " (core dumped)"
 		}
+		attrs = append(attrs, slog.String("exit_code", e.ExitCode), slog.Int("exit_status", e.ExitStatus), slog.String("signal", e.Signal))
+	}
+	id := MessageExit
+	reason := e.Reason
+	if e.OOM {
+		id, reason = MessageOOM, "oom"
+		how = "was killed by the kernel's OOM killer: it reached its memory_max"
 	}
 	msg := fmt.Sprintf("backend %q (pid %d) %s", e.Backend, e.PID, how)
 	if e.Reason != "" {
 		msg += " (" + e.Reason + ")"
-		attrs = append(attrs, slog.String("reason", e.Reason))
+	}
+	if reason != "" {
+		attrs = append(attrs, slog.String("reason", reason))
 	}
 	if len(e.StderrTail) > 0 {
 		tail := strings.Join(e.StderrTail, "\n")
 		msg += "; last stderr lines:\n" + tail
 		attrs = append(attrs, slog.String("stderr_tail", tail))
 	}
-	attrs = append(attrs, MessageExit.Attr())
+	attrs = append(attrs, id.Attr())
 	r := slog.NewRecord(time.Now(), slog.LevelWarn, msg, pcs[0])
 	r.AddAttrs(attrs...)
 	_ = h.Handle(ctx, r) // a failed log write has nowhere better to go
-}
-
-func waitStatus(s *os.ProcessState) (syscall.WaitStatus, bool) {
-	if s == nil {
-		return 0, false
-	}
-	ws, ok := s.Sys().(syscall.WaitStatus)
-	return ws, ok
 }

@@ -1,0 +1,102 @@
+package backend
+
+import (
+	"context"
+	"fmt"
+	"os/exec"
+	"strings"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/mcpgate/mcpgate/internal/unitrun"
+	"github.com/mcpgate/mcpgate/internal/unitrun/wire"
+)
+
+// startChild starts the backend's server with the runner its configuration
+// names: as our own child, or as a systemd unit of its own.
+func (b *Backend) startChild(argv, env []string) (child, error) {
+	if !b.cfg.UnitRunner() {
+		proc, err := spawn(argv, env, b.cfg.Cwd)
+		if err != nil {
+			return nil, fmt.Errorf("spawn %s: %w", b.cfg.Command, err)
+		}
+		return proc, nil
+	}
+	if b.opts.UnitRunner == nil {
+		return nil, fmt.Errorf(`runner = "unit": the gateway has no connection to systemd (it needs [gateway] bus = "system")`)
+	}
+	return b.startUnit(argv)
+}
+
+// UnitName returns the systemd unit the backend's server runs in under
+// runner = "unit", or "".
+func (b *Backend) UnitName() string {
+	if !b.cfg.UnitRunner() {
+		return ""
+	}
+	name := b.name
+	if l := b.instanceLabel(); l != "" {
+		name += "-" + l
+	}
+	return unitrun.UnitName(name)
+}
+
+// unitChild is a server that systemd runs in mcpgate-backend@NAME.service.
+type unitChild struct {
+	stdio
+	inst *unitrun.Instance
+}
+
+// startUnit starts the backend's unit and hands it the server: argv, the
+// variables of env the unit does not set itself (the configured env and
+// inherit_env: HOME, PATH and the caches are the unit's), and the pipes.
+func (b *Backend) startUnit(argv []string) (*unitChild, error) {
+	env, err := unitEnv(b.cfg, b.opts)
+	if err != nil {
+		return nil, err
+	}
+	if !strings.Contains(argv[0], "/") {
+		// Resolved here, as the process runner and --check-config do.
+		if argv[0], err = exec.LookPath(argv[0]); err != nil {
+			return nil, fmt.Errorf("spawn %s: %w", b.cfg.Command, err)
+		}
+	}
+	ours, theirs, err := newStdio()
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), b.cfg.Timeout)
+	defer cancel()
+	inst, err := b.opts.UnitRunner.Start(ctx, b.UnitName(), wire.Spec{Argv: argv, Env: env, Dir: b.cfg.Cwd}, theirs, unitProperties(b))
+	closeFiles(theirs[:])
+	if err != nil {
+		ours.close()
+		return nil, err
+	}
+	return &unitChild{stdio: ours, inst: inst}, nil
+}
+
+func (u *unitChild) id() int          { return u.inst.PID() }
+func (u *unitChild) streams() *stdio  { return &u.stdio }
+func (u *unitChild) unitName() string { return u.inst.Unit() }
+
+// signal stops the unit, whatever sig: systemd sends SIGTERM to all of it
+// and SIGKILL after the unit's TimeoutStopSec=.
+func (u *unitChild) signal(unix.Signal) error { return u.inst.Stop() }
+
+func (u *unitChild) kill() error { return u.inst.Stop() }
+
+func (u *unitChild) wait() ExitInfo {
+	e := u.inst.Wait()
+	info := ExitInfo{Code: -1, Text: e.Describe(), OOM: e.OOM()}
+	switch e.Code {
+	case 1: // CLD_EXITED
+		info.Code, info.Known = int(e.Status), true
+	case 2, 3: // CLD_KILLED, CLD_DUMPED
+		info.Signal, info.Dumped, info.Known = unix.SignalName(unix.Signal(e.Status)), e.Code == 3, true
+	}
+	return info
+}
+
+// unitProperties are the backend's limits as properties of its unit.
+func unitProperties(b *Backend) []unitrun.Property { return nil }

@@ -1,0 +1,23 @@
+package config
+
+// Values of [gateway] runner and a backend's runner: who is the parent of a
+// backend's server process.
+const (
+	// RunnerProcess: mcpgated spawns the server as its own child.
+	RunnerProcess = "process"
+	// RunnerUnit: systemd runs the server as mcpgate-backend@NAME.service,
+	// started by mcpgated over D-Bus.
+	RunnerUnit = "unit"
+)
+
+// runnerField is the runner key of [gateway] (every backend's default) or
+// of one backend.
+func runnerField[T any](runner func(*T) *string) field[T] {
+	return field[T]{"runner", func(d *decoder, at keyPath, v any, t *T) bool {
+		return d.str(at, v, runner(t), oneOf(RunnerProcess, RunnerUnit))
+	}}
+}
+
+// UnitRunner reports whether systemd runs the backend's server in a unit
+// of its own.
+func (b *Backend) UnitRunner() bool { return b.Runner == RunnerUnit && !b.IsRemote() && b.Transport != "cli" }

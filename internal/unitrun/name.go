@@ -1,0 +1,44 @@
+package unitrun
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"regexp"
+)
+
+// Template is the unit every backend runs in: mcpgate-backend@NAME.service.
+const Template = "mcpgate-backend@.service"
+
+// maxInstance is the longest instance name kept as it is: the template's
+// User=mcpgate-%i must stay within the 31 characters of a user name.
+const maxInstance = 31 - len("mcpgate-")
+
+// plainInstance matches what is valid both as a unit instance and as the
+// tail of a user name.
+var plainInstance = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9_-]*$`)
+
+// InstanceName returns the instance name of backend name: the name itself when
+// it fits a user name, otherwise its first 14 characters of that alphabet
+// and 8 hex digits of its SHA-256, which is short and stable.
+func InstanceName(name string) string {
+	if len(name) <= maxInstance && plainInstance.MatchString(name) {
+		return name
+	}
+	keep := make([]byte, 0, 14)
+	for i := 0; i < len(name) && len(keep) < 14; i++ {
+		c := name[i]
+		if c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-' {
+			keep = append(keep, c)
+		}
+	}
+	if len(keep) == 0 || keep[0] == '-' {
+		keep = append([]byte{'_'}, keep...)
+	}
+	sum := sha256.Sum256([]byte(name))
+	return string(keep) + "-" + hex.EncodeToString(sum[:4])
+}
+
+// UnitName returns the unit backend name runs in.
+func UnitName(name string) string {
+	return "mcpgate-backend@" + InstanceName(name) + ".service"
+}
