@@ -19,12 +19,8 @@ import (
 	"github.com/mcpgate/mcpgate/internal/unitrun/wire"
 )
 
-// defaultSocket is where mcpgated listens for its backend units (its
-// RuntimeDirectory=).
-const defaultSocket = "/run/mcpgate/backend.sock"
-
 func main() {
-	socket := defaultSocket
+	socket := wire.Socket
 	var args []string
 	for _, a := range os.Args[1:] {
 		if v, ok := strings.CutPrefix(a, "--socket="); ok {

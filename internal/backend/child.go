@@ -2,6 +2,7 @@ package backend
 
 import (
 	"fmt"
+	"math"
 	"os"
 
 	"golang.org/x/sys/unix"
@@ -24,6 +25,31 @@ type child interface {
 	kill() error
 	// unitName returns its systemd unit, or "".
 	unitName() string
+	// usage reads what its cgroup uses now.
+	usage() Usage
+}
+
+// Usage is what a backend's server uses now, from its cgroup; each is
+// math.MaxUint64 where unknown (no server runs, it has no cgroup of its
+// own, or nothing accounts for it), as systemd shows it.
+type Usage struct {
+	MemoryCurrent uint64 // bytes
+	TasksCurrent  uint64
+	CPUUsageNSec  uint64 // since the server started
+}
+
+// unknownUsage is a Usage with nothing known.
+var unknownUsage = Usage{math.MaxUint64, math.MaxUint64, math.MaxUint64}
+
+// Usage reads what the backend's running server uses now.
+func (b *Backend) Usage() Usage {
+	b.mu.Lock()
+	conn := b.conn
+	b.mu.Unlock()
+	if conn == nil || conn.proc == nil {
+		return unknownUsage
+	}
+	return conn.proc.usage()
 }
 
 // stdio are our ends of a child's standard streams.

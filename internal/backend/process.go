@@ -70,6 +70,7 @@ func spawn(argv []string, env []string, dir string) (*process, error) {
 func (p *process) id() int          { return p.pid }
 func (p *process) streams() *stdio  { return &p.stdio }
 func (p *process) unitName() string { return "" }
+func (p *process) usage() Usage     { return unknownUsage }
 
 // signal sends sig to the child's whole process group.
 func (p *process) signal(sig unix.Signal) error { return p.signalGroup(sig) }

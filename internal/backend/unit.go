@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os/exec"
 	"strings"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -85,6 +86,16 @@ func (u *unitChild) unitName() string { return u.inst.Unit() }
 func (u *unitChild) signal(unix.Signal) error { return u.inst.Stop() }
 
 func (u *unitChild) kill() error { return u.inst.Stop() }
+
+func (u *unitChild) usage() Usage {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	got, err := u.inst.Usage(ctx)
+	if err != nil {
+		return unknownUsage
+	}
+	return Usage(got)
+}
 
 func (u *unitChild) wait() ExitInfo {
 	e := u.inst.Wait()

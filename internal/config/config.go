@@ -74,7 +74,7 @@ type Backend struct {
 	Args                  []string
 	Env                   map[string]string
 	Cwd                   string
-	Runner                string // "process" or "unit"; default [gateway] runner
+	Runner                string        // "process" or "unit"; default [gateway] runner
 	Enabled               bool          // default true
 	Required              bool          // default false
 	Timeout               time.Duration // default Gateway.RequestTimeout

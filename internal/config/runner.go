@@ -20,4 +20,6 @@ func runnerField[T any](runner func(*T) *string) field[T] {
 
 // UnitRunner reports whether systemd runs the backend's server in a unit
 // of its own.
-func (b *Backend) UnitRunner() bool { return b.Runner == RunnerUnit && !b.IsRemote() && b.Transport != "cli" }
+func (b *Backend) UnitRunner() bool {
+	return b.Runner == RunnerUnit && !b.IsRemote() && b.Transport != "cli"
+}

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -160,6 +161,19 @@ func printBackend(w io.Writer, b dbusapi.BackendStatus, now time.Time, colour bo
 		row("Command", strings.Join(b.Command, " "))
 		row("Main PID", pid(b.MainPID))
 	}
+	if b.Unit != "" {
+		row("Unit", b.Unit)
+	}
+	// As systemctl status shows a unit's accounting: only what is known.
+	if b.TasksCurrent != math.MaxUint64 {
+		row("Tasks", strconv.FormatUint(b.TasksCurrent, 10))
+	}
+	if b.MemoryCurrent != math.MaxUint64 {
+		row("Memory", iecBytes(b.MemoryCurrent))
+	}
+	if b.CPUUsageNSec != math.MaxUint64 {
+		row("CPU", time.Duration(b.CPUUsageNSec).Round(time.Millisecond).String())
+	}
 	row("Restarts", strconv.Itoa(int(b.NRestarts)))
 	tools := strconv.Itoa(len(b.Tools))
 	if len(b.Tools) > 0 {
@@ -237,6 +251,19 @@ func checkLatency(b dbusapi.BackendStatus) string {
 		return "-"
 	}
 	return (time.Duration(b.LastCheckLatencyUSec) * time.Microsecond).String()
+}
+
+// iecBytes writes n as systemctl status does: 12.3M, 1.0G, 512B.
+func iecBytes(n uint64) string {
+	const units = "KMGTPE"
+	if n < 1024 {
+		return strconv.FormatUint(n, 10) + "B"
+	}
+	v, i := float64(n)/1024, 0
+	for v >= 1024 && i < len(units)-1 {
+		v, i = v/1024, i+1
+	}
+	return strconv.FormatFloat(v, 'f', 1, 64) + units[i:i+1]
 }
 
 func pid(p uint32) string {

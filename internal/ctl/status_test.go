@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 	"testing"
@@ -27,6 +28,7 @@ func TestPrintBackend(t *testing.T) {
 		LastCheckLatencyUSec: 1500,
 		CircuitOpenTimestamp: uint64(now.Add(-10 * time.Second).UnixMicro()),
 		CallsInFlight:        1, CallsQueued: 2, NCalls: 40, NFailedCalls: 4, NFallbacks: 3,
+		Unit: "mcpgate-backend@github.service", TasksCurrent: 7, MemoryCurrent: 12897485, CPUUsageNSec: 1234567890,
 	}
 	for _, tc := range []struct {
 		colour bool
@@ -36,6 +38,10 @@ func TestPrintBackend(t *testing.T) {
        State: failed since Tue 2025-03-04 10:02:25 UTC; 3min 5s ago
      Command: npx -y server-github
     Main PID: -
+        Unit: mcpgate-backend@github.service
+       Tasks: 7
+      Memory: 12.3M
+         CPU: 1.235s
     Restarts: 5
        Tools: 0
      Circuit: open since Tue 2025-03-04 10:05:20 UTC; 10s ago
@@ -96,6 +102,26 @@ func TestPrintOverview(t *testing.T) {
 	if lines := strings.Split(out.String(), "\n"); !strings.HasPrefix(lines[0], ansiYellow+"●"+ansiReset+" mcpgate") ||
 		!strings.HasPrefix(lines[4], ansiGreen+"●"+ansiReset+" alpha  ") || !strings.HasPrefix(lines[5], ansiYellow+"●"+ansiReset+" beta-long-name  starting") {
 		t.Errorf("coloured:\n%q", out.String())
+	}
+}
+
+// TestPrintBackendUnknownUsage: what no cgroup accounts for is not shown.
+func TestPrintBackendUnknownUsage(t *testing.T) {
+	var out bytes.Buffer
+	printBackend(&out, dbusapi.BackendStatus{Name: "x", State: "healthy",
+		MemoryCurrent: math.MaxUint64, TasksCurrent: math.MaxUint64, CPUUsageNSec: math.MaxUint64}, time.Now(), false)
+	for _, label := range []string{"Unit:", "Tasks:", "Memory:", "CPU:"} {
+		if strings.Contains(out.String(), label) {
+			t.Errorf("shows %s for a backend without a unit or cgroup:\n%s", label, out.String())
+		}
+	}
+}
+
+func TestIECBytes(t *testing.T) {
+	for n, want := range map[uint64]string{0: "0B", 1023: "1023B", 1024: "1.0K", 12897485: "12.3M", 3 << 30: "3.0G"} {
+		if got := iecBytes(n); got != want {
+			t.Errorf("iecBytes(%d) = %q, want %q", n, got, want)
+		}
 	}
 }
 

@@ -32,6 +32,7 @@ import (
 	"github.com/mcpgate/mcpgate/internal/listeners"
 	"github.com/mcpgate/mcpgate/internal/sdnotify"
 	"github.com/mcpgate/mcpgate/internal/supervisor"
+	"github.com/mcpgate/mcpgate/internal/unitrun"
 )
 
 // Version is the daemon's version, set at build time with
@@ -86,6 +87,12 @@ func checkConfig(path string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, p.err.Error())
 		failed = failed || !p.warning
 	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := checkUnits(ctx, cfg); err != nil {
+		fmt.Fprintln(stderr, err.Error())
+		failed = true
+	}
 	if failed {
 		return exitFailed
 	}
@@ -125,7 +132,8 @@ type daemon struct {
 	sinks   map[sinkKey]*journal.BackendLog // journal sinks, per backend and instance
 	// prereqSinks are the journal sinks of prerequisite processes.
 	prereqSinks map[*config.Backend]*journal.BackendLog
-	units       *lazyUnits // watches requires_units
+	units       *lazyUnits      // watches requires_units
+	runner      *unitrun.Runner // starts backends with runner = "unit"; nil if none
 
 	reloads chan chan error    // reload requests, answered when applied
 	ping    chan chan struct{} // liveness probes of the main loop
@@ -244,6 +252,11 @@ func (d *daemon) run(ctx context.Context) int {
 		return d.fail(err)
 	}
 	defer stopBus()
+	stopRunner, err := d.startUnitRunner(ctx)
+	if err != nil {
+		return d.fail(err)
+	}
+	defer stopRunner()
 	d.sup.Start(d.cfg)
 	// A backend that settles at once (idle on demand, from its catalog
 	// cache) may have changed before the supervisor listed it.
@@ -584,6 +597,9 @@ func (d *daemon) instanceOptions(cfg *config.Backend, n int) backend.Options {
 	}
 	if len(cfg.RequiresUnits) > 0 {
 		opts.Units = d.units
+	}
+	if cfg.UnitRunner() {
+		opts.UnitRunner = d.runner
 	}
 	if d.output.Writer != nil {
 		sink := journal.NewBackendLog(d.output.Writer, journal.BackendLogOptions{

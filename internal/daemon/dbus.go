@@ -117,6 +117,8 @@ func (g *dbusGateway) Backend(name string) (dbusapi.BackendStatus, bool) {
 	}
 	st := backendStatus(b, g.toolNames()[name])
 	st.StderrTail = b.StderrTail(math.MaxInt)
+	u := b.Usage()
+	st.MemoryCurrent, st.TasksCurrent, st.CPUUsageNSec = u.MemoryCurrent, u.TasksCurrent, u.CPUUsageNSec
 	total, byTool := g.d.gw.OutputBytes(name)
 	st.NBytesProcessed, st.NBytesReturned = total.Processed, total.Returned
 	for _, t := range byTool {
@@ -162,6 +164,7 @@ func backendStatus(b *backend.Backend, tools []string) dbusapi.BackendStatus {
 		NCalls:               h.NCalls,
 		NFailedCalls:         h.NFailedCalls,
 		NFallbacks:           h.NFallbacks,
+		Unit:                 b.UnitName(),
 	}
 	out.Instances, out.NIdle, out.NBusy = instanceRows(b)
 	return out

@@ -122,6 +122,14 @@ type BackendStatus struct {
 	Instances []Instance `json:"instances"`
 	NIdle     uint32     `json:"idle_instances"` // started, bound to no session
 	NBusy     uint32     `json:"busy_instances"` // bound to a session
+
+	// Unit is the systemd unit its server runs in (runner = "unit"), or "".
+	Unit string `json:"unit,omitempty"`
+	// What its server's cgroup uses now, read from the cgroup on every
+	// read; math.MaxUint64 where unknown, as systemd shows it.
+	MemoryCurrent uint64 `json:"memory_current"`
+	TasksCurrent  uint64 `json:"tasks_current"`
+	CPUUsageNSec  uint64 `json:"cpu_usage_nsec"`
 }
 
 // Instance is one instance of a backend with instance = "session", on

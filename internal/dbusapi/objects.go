@@ -111,6 +111,10 @@ func (b backendObject) properties() (string, map[string]dbus.Variant, *dbus.Erro
 	props["NBytesReturned"] = dbus.MakeVariant(st.NBytesReturned)
 	props["ToolOutputBytes"] = dbus.MakeVariant(nonNil(st.ToolOutputBytes))
 	props["URL"] = dbus.MakeVariant(st.URL)
+	props["Unit"] = dbus.MakeVariant(st.Unit)
+	props["MemoryCurrent"] = dbus.MakeVariant(st.MemoryCurrent)
+	props["TasksCurrent"] = dbus.MakeVariant(st.TasksCurrent)
+	props["CPUUsageNSec"] = dbus.MakeVariant(st.CPUUsageNSec)
 	return BackendInterface, props, nil
 }
 

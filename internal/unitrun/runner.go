@@ -62,8 +62,8 @@ type Runner struct {
 	done    chan struct{} // closed by Close
 
 	mu       sync.Mutex
-	starting map[dbus.ObjectPath]chan peer         // units whose helper we wait for
-	watched  map[dbus.ObjectPath]chan struct{}     // units whose changes we follow
+	starting map[dbus.ObjectPath]chan peer     // units whose helper we wait for
+	watched  map[dbus.ObjectPath]chan struct{} // units whose changes we follow
 	closed   bool
 	wg       sync.WaitGroup
 }

@@ -23,6 +23,10 @@ import (
 	"golang.org/x/sys/unix"
 )
 
+// Socket is where mcpgated listens for backend-exec: a directory of the
+// service's RuntimeDirectory=, which systemd removes when it stops.
+const Socket = "/run/mcpgate/backends/exec.sock"
+
 // MaxSpec bounds the JSON of a Spec: argv and environment, like the
 // kernel's ARG_MAX for execve, plus room for the encoding.
 const MaxSpec = 4 << 20

@@ -1,0 +1,85 @@
+package daemon
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/godbus/dbus/v5"
+
+	"github.com/mcpgate/mcpgate/internal/config"
+	"github.com/mcpgate/mcpgate/internal/unitrun"
+	"github.com/mcpgate/mcpgate/internal/unitrun/wire"
+)
+
+// usesUnits reports whether some backend runs, or may after a reload run,
+// as a systemd unit of its own.
+func usesUnits(cfg *config.Config) bool {
+	if cfg.Gateway.Runner == config.RunnerUnit {
+		return true
+	}
+	for _, b := range cfg.Backends {
+		if b.UnitRunner() {
+			return true
+		}
+	}
+	return false
+}
+
+// unitNames returns the units of the enabled backends with runner =
+// "unit" (a pool's first instance stands for its others).
+func unitNames(cfg *config.Config) []string {
+	var names []string
+	for _, b := range cfg.EnabledBackends() {
+		if b.UnitRunner() {
+			name := b.Name
+			if b.Pooled() {
+				name += "-1"
+			}
+			names = append(names, unitrun.UnitName(name))
+		}
+	}
+	return names
+}
+
+// checkUnits connects to systemd and checks that the units of the
+// configuration's enabled backends can run (unitrun.Check); for
+// --check-config.
+func checkUnits(ctx context.Context, cfg *config.Config) error {
+	names := unitNames(cfg)
+	if len(names) == 0 {
+		return nil
+	}
+	conn, err := dbus.ConnectSystemBus(dbus.WithContext(ctx))
+	if err != nil {
+		return fmt.Errorf("runner = \"unit\": cannot reach systemd on the system bus: %w", err)
+	}
+	defer conn.Close()
+	return unitrun.Check(ctx, conn, names)
+}
+
+// startUnitRunner connects to systemd and listens for the backend units'
+// backend-exec, when the configuration uses units; stop ends both once the
+// backends are stopped.
+func (d *daemon) startUnitRunner(ctx context.Context) (stop func(), err error) {
+	if !usesUnits(d.cfg) {
+		return func() {}, nil
+	}
+	conn, err := dbus.ConnectSystemBus(dbus.WithContext(ctx))
+	if err != nil {
+		return nil, fmt.Errorf("runner = \"unit\": cannot reach systemd on the system bus: %w", err)
+	}
+	if err := unitrun.Check(ctx, conn, unitNames(d.cfg)); err != nil {
+		conn.Close()
+		return nil, err
+	}
+	r, err := unitrun.New(conn, wire.Socket, d.log)
+	if err != nil {
+		conn.Close()
+		return nil, err
+	}
+	d.runner = r
+	return func() {
+		r.Close()
+		conn.Close()
+	}, nil
+}

@@ -1,0 +1,38 @@
+package unitrun
+
+import (
+	"context"
+	"fmt"
+	"os"
+
+	"github.com/godbus/dbus/v5"
+)
+
+// Check reports why units could not run here, or nil: the template must
+// be installed, and systemd must let this process manage each unit (root
+// may; anyone else needs the package's polkit rule). The permission is
+// tried with ResetFailedUnit, which needs the same rule as the rest and
+// changes nothing that matters: a failed unit forgets its failure.
+func Check(ctx context.Context, bus *dbus.Conn, units []string) error {
+	manager := bus.Object(systemdName, systemdPath)
+	for _, unit := range units {
+		var path dbus.ObjectPath
+		if err := manager.CallWithContext(ctx, managerIface+".LoadUnit", 0, unit).Store(&path); err != nil {
+			return fmt.Errorf("runner = \"unit\": cannot ask systemd about %s: %w", unit, err)
+		}
+		state, err := getString(ctx, bus.Object(systemdName, path), unitIface, "LoadState")
+		if err != nil {
+			return fmt.Errorf("runner = \"unit\": cannot ask systemd about %s: %w", unit, err)
+		}
+		if state != "loaded" {
+			return fmt.Errorf("runner = \"unit\": %s is %s: the template %s is not installed (it comes with the mcpgate package); install it, or set runner = \"process\"", unit, state, Template)
+		}
+		if os.Geteuid() == 0 {
+			continue
+		}
+		if err := manager.CallWithContext(ctx, managerIface+".ResetFailedUnit", 0, unit).Err; err != nil {
+			return fmt.Errorf("runner = \"unit\": systemd does not let this user manage %s: %w", unit, explain(err))
+		}
+	}
+	return nil
+}
