@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -1000,4 +1001,35 @@ func parentOf(pid int) (int, error) {
 		return 0, fmt.Errorf("process %d is a zombie", pid)
 	}
 	return ppid, nil
+}
+
+// TestGrandchildSetsid: a grandchild started with setsid leaves the
+// server's process group, as servers that daemonize do.
+func TestGrandchildSetsid(t *testing.T) {
+	p := start(t, nil)
+	p.initialize()
+	out := p.callTool("spawn_grandchild", `{"setsid":true}`)
+	pid, pgid := field[int](t, out, "pid"), field[int](t, out, "pgid")
+	t.Cleanup(func() { syscall.Kill(pid, syscall.SIGKILL) })
+	if pgid != pid || pgid == p.cmd.Process.Pid {
+		t.Errorf("grandchild %d in group %d, want a group of its own", pid, pgid)
+	}
+}
+
+// TestDial: dial connects, and says why when it cannot.
+func TestDial(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	p := start(t, nil)
+	p.initialize()
+	if out := p.callTool("dial", fmt.Sprintf(`{"address":%q}`, addr)); out.IsError || out.Content[0].Text != "connected to "+addr {
+		t.Errorf("dial %s: %+v", addr, out)
+	}
+	ln.Close()
+	if out := p.callTool("dial", fmt.Sprintf(`{"address":%q}`, addr)); !out.IsError || !strings.Contains(out.Content[0].Text, "connection refused") {
+		t.Errorf("dial %s after close: %+v", addr, out)
+	}
 }

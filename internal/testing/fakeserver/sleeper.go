@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 )
 
@@ -15,6 +16,7 @@ import (
 type sleeperSpec struct {
 	doubleFork    bool // start it through a parent that exits at once
 	ignoreSigterm bool
+	setsid        bool          // in a session (and process group) of its own
 	max           time.Duration // it exits on its own after this, as a safety net
 }
 
@@ -32,6 +34,7 @@ func startSleeper(self string, spec sleeperSpec, stderr io.Writer) (int, error) 
 		args = append(args, "--ignore-sigterm")
 	}
 	cmd := exec.Command(self, args...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: spec.setsid}
 	cmd.Env = withoutFakeEnv(os.Environ())
 	cmd.Stderr = stderr
 	out, err := cmd.StdoutPipe()

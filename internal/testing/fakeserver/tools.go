@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"net"
 	"os"
 	"slices"
 	"strings"
@@ -77,8 +78,10 @@ func builtinTools() []tool {
 			schema: `{"type":"object","properties":{"code":{"type":"integer"},"message":{"type":"string"},"data":{}}}`, run: (*server).toolError},
 		{name: "touch", description: "Sends notifications/resources/updated for uri.",
 			schema: `{"type":"object","properties":{"uri":{"type":"string"}},"required":["uri"]}`, run: (*server).toolTouch},
-		{name: "spawn_grandchild", description: "Starts a sleeping grandchild in the same process group.",
-			schema: `{"type":"object","properties":{"double_fork":{"type":"boolean"},"ignore_sigterm":{"type":"boolean"}}}`, run: (*server).toolSpawnGrandchild},
+		{name: "spawn_grandchild", description: "Starts a sleeping grandchild in the same process group, or with setsid in a session of its own.",
+			schema: `{"type":"object","properties":{"double_fork":{"type":"boolean"},"ignore_sigterm":{"type":"boolean"},"setsid":{"type":"boolean"}}}`, run: (*server).toolSpawnGrandchild},
+		{name: "dial", description: "Opens a TCP connection to address and closes it; an error result says why it failed.",
+			schema: `{"type":"object","properties":{"address":{"type":"string"}},"required":["address"]}`, run: (*server).toolDial},
 		{name: "pid", description: "Returns the process's pid, pgid and ppid, and count: how often pid was called in this process, state a shared server would leak between sessions.",
 			schema: `{"type":"object"}`, run: (*server).toolPID},
 	}
@@ -532,6 +535,7 @@ func (s *server) toolSpawnGrandchild(c *call) (any, error) {
 	var a struct {
 		DoubleFork    bool `json:"double_fork"`
 		IgnoreSigterm bool `json:"ignore_sigterm"`
+		Setsid        bool `json:"setsid"`
 	}
 	if err := c.decodeArgs(&a); err != nil {
 		return nil, err
@@ -539,6 +543,7 @@ func (s *server) toolSpawnGrandchild(c *call) (any, error) {
 	pid, err := startSleeper(s.self, sleeperSpec{
 		doubleFork:    a.DoubleFork,
 		ignoreSigterm: a.IgnoreSigterm,
+		setsid:        a.Setsid,
 		max:           s.opts.sleeperMax,
 	}, s.stderr)
 	if err != nil {
@@ -549,6 +554,21 @@ func (s *server) toolSpawnGrandchild(c *call) (any, error) {
 		return nil, fmt.Errorf("getpgid of grandchild %d: %w", pid, err)
 	}
 	return textResult(fmt.Sprintf("grandchild %d in group %d", pid, pgid), map[string]any{"pid": pid, "pgid": pgid}), nil
+}
+
+func (s *server) toolDial(c *call) (any, error) {
+	var a struct {
+		Address string `json:"address"`
+	}
+	if err := c.decodeArgs(&a); err != nil {
+		return nil, err
+	}
+	conn, err := net.DialTimeout("tcp", a.Address, 5*time.Second)
+	if err != nil {
+		return toolResult{Content: []textContent{{Type: "text", Text: err.Error()}}, IsError: true}, nil
+	}
+	conn.Close()
+	return textResult("connected to "+a.Address, nil), nil
 }
 
 func (s *server) toolPID(*call) (any, error) {
