@@ -57,8 +57,12 @@ const (
 
 // backendsConfig is step 2's drop-in: the fake server, slow to finish its
 // handshake, and the npm server installed by mkroot.sh. Both run as the
-// mcpgate user under the unit's sandbox.
+// mcpgate user under the unit's sandbox: this test covers runner =
+// "process", TestBackendUnits the package's default, "unit".
 var backendsConfig = fmt.Sprintf(`# Written by internal/e2e (TestInstalledPackage).
+[gateway]
+runner = "process"
+
 [backends.fake]
 command = %q
 args = ["--name", "fake", "--handshake-delay", %q, "--stderr-at-start", %q]
@@ -1061,20 +1065,33 @@ func toolNames(t *testing.T, cs *mcp.ClientSession) []string {
 // fails the test.
 func callText(t *testing.T, cs *mcp.ClientSession, name string, args map[string]any) string {
 	t.Helper()
+	res := callTool(t, cs, name, args)
+	if res.IsError {
+		t.Fatalf("tools/call %s: error result %q", name, contentText(res))
+	}
+	return contentText(res)
+}
+
+// callTool calls a tool; a failed call fails the test, an error result
+// does not.
+func callTool(t *testing.T, cs *mcp.ClientSession, name string, args map[string]any) *mcp.CallToolResult {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
 	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: name, Arguments: args})
 	if err != nil {
 		t.Fatalf("tools/call %s: %v", name, err)
 	}
+	return res
+}
+
+// contentText joins the text content of a result.
+func contentText(res *mcp.CallToolResult) string {
 	var text []string
 	for _, content := range res.Content {
 		if tc, ok := content.(*mcp.TextContent); ok {
 			text = append(text, tc.Text)
 		}
-	}
-	if res.IsError {
-		t.Fatalf("tools/call %s: error result %q", name, text)
 	}
 	return strings.Join(text, "\n")
 }

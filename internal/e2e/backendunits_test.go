@@ -1,0 +1,387 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mcpgate/mcpgate/internal/journal"
+)
+
+// unitsConfig is TestBackendUnits' drop-in: three backends under the
+// packaged runner = "unit", two of them with a secret in their environment
+// that the other must not read, one with limits, one cut off the network
+// by an operator's drop-in (unitsDropIn).
+var unitsConfig = fmt.Sprintf(`# Written by internal/e2e (TestBackendUnits).
+[backends.everything]
+command = "/usr/local/bin/mcp-server-everything"
+args = ["stdio"]
+
+[backends.fake]
+command = %[1]q
+args = ["--name", "fake", "--stderr-at-start", "fake unit starting"]
+env = { FAKE_SECRET = "fake-only" }
+memory_max = "256M"
+memory_high = "200M"
+tasks_max = 64
+cpu_weight = 50
+cpu_quota = "150%%"
+io_weight = 300
+
+[backends.isolated]
+command = %[1]q
+args = ["--name", "isolated"]
+env = { ISOLATED_SECRET = "isolated-only" }
+`, fakeBin)
+
+// unitsDropIn is what an operator writes with
+// `systemctl edit mcpgate-backend@isolated.service`.
+const unitsDropIn = "# Written by internal/e2e (TestBackendUnits).\n[Service]\nPrivateNetwork=yes\n"
+
+// dummyUnit is a unit polkit must not let user mcpgate start.
+const dummyUnit = "# Written by internal/e2e (TestBackendUnits).\n[Service]\nType=oneshot\nExecStart=/bin/true\n"
+
+// TestBackendUnits is issue 15's end-to-end test: with the package
+// installed and its configuration's runner = "unit", every backend is a
+// systemd service of its own, mcpgate-backend@NAME.service.
+func TestBackendUnits(t *testing.T) {
+	Require(t)
+	r := &runReport{t: t, start: time.Now()}
+	t.Cleanup(r.summary)
+
+	begin := time.Now()
+	deb, how := packageToInstall(t)
+	fake := buildStatic(t, "github.com/mcpgate/mcpgate/internal/testing/fakeserver", "fakeserver")
+	r.add("build", "ok", time.Since(begin), how+": "+deb)
+	root := PrepareRoot(t)
+	if !root.Cached {
+		r.exempt = root.Elapsed
+	}
+	begin = time.Now()
+	c := Boot(t, Config{Root: root.Dir})
+	r.add("boot", "ok", time.Since(begin), c.Name())
+	g := &installedGateway{c: c}
+	t.Cleanup(g.closeClient)
+	c.CopyFile(t, deb, "/root/mcpgate.deb", 0o644)
+	c.CopyFile(t, fake, fakeBin, 0o755)
+	g.deb = "/root/mcpgate.deb"
+	u := &unitsCheck{g: g}
+
+	r.step("u1-start", u.checkStart)
+	r.step("u2-uids", u.checkUIDs)
+	r.step("u3-limits", u.checkLimits)
+	r.step("u4-drop-in", u.checkDropIn)
+	r.step("u5-journal", u.checkJournal)
+	r.step("u6-setsid", u.checkSetsid)
+	r.step("u7-restart", u.checkRestart)
+	r.step("u8-crash", u.checkCrash)
+	r.step("u9-polkit", u.checkPolkit)
+	r.step("u10-stop", u.checkStopAll)
+}
+
+type unitsCheck struct {
+	g    *installedGateway
+	pids map[string]int
+}
+
+func unitOf(name string) string { return "mcpgate-backend@" + name + ".service" }
+
+// checkStart: the first client starts the gateway, which starts one unit
+// per backend; each unit's MainPID is the backend's server.
+func (u *unitsCheck) checkStart(t *testing.T) string {
+	g, c := u.g, u.g.c
+	res, err := c.Exec(t.Context(), nil, "dpkg", "-i", g.deb)
+	if err != nil {
+		t.Fatalf("%v\n%s%s", err, res.Stdout, res.Stderr)
+	}
+	c.WriteFile(t, "/etc/mcpgate/conf.d/units.toml", []byte(unitsConfig), 0o644)
+	c.WriteFile(t, "/etc/systemd/system/"+unitOf("isolated")+".d/e2e.conf", []byte(unitsDropIn), 0o644)
+	c.Run(t, "systemctl", "daemon-reload")
+	g.token = c.Run(t, "mcpgatectl", "token", "create", "e2e")
+	check := c.Run(t, "runuser", "-u", "mcpgate", "--", "mcpgated", "--check-config")
+
+	ctx, cancel := context.WithTimeout(t.Context(), 90*time.Second)
+	defer cancel()
+	cs, err := g.connect(ctx)
+	if err != nil {
+		t.Fatalf("first MCP client: %v", err)
+	}
+	g.client = cs
+	u.pids = map[string]int{}
+	for _, name := range []string{"everything", "fake", "isolated"} {
+		props := g.show(t, unitOf(name), "ActiveState", "MainPID", "User", "DynamicUser")
+		pid := g.backendPID(t, name)
+		if props["ActiveState"] != "active" || props["MainPID"] != strconv.Itoa(pid) || props["DynamicUser"] != "yes" || props["User"] != "mcpgate-"+name {
+			t.Errorf("%s is %v, want active with MainPID %d (the backend's on D-Bus) as dynamic user mcpgate-%s", unitOf(name), props, pid, name)
+		}
+		if got := c.Run(t, "busctl", "get-property", busName, backendPath(name), backendIf, "Unit"); got != fmt.Sprintf("s %q", unitOf(name)) {
+			t.Errorf("%s's Unit property is %s", name, got)
+		}
+		u.pids[name] = pid
+	}
+	if status, err := c.Exec(t.Context(), nil, "systemctl", "status", unitOf("everything")); err != nil || !strings.Contains(status.Stdout, "Active: active (running)") {
+		t.Errorf("systemctl status %s: %v\n%s", unitOf("everything"), err, status.Stdout)
+	}
+	ctl := c.Run(t, "mcpgatectl", "status", "fake")
+	if !strings.Contains(ctl, "Unit: "+unitOf("fake")) {
+		t.Errorf("mcpgatectl status fake does not show its unit:\n%s", ctl)
+	}
+	if got := callText(t, cs, "everything__get-sum", map[string]any{"a": 2, "b": 3}); !strings.Contains(got, "5") {
+		t.Errorf("everything__get-sum 2+3 answered %q", got)
+	}
+	if t.Failed() {
+		return ""
+	}
+	return fmt.Sprintf("%s; 3 units active, MainPIDs %v as on D-Bus, mcpgatectl status shows the unit", check, u.pids)
+}
+
+// checkUIDs: each backend runs under its own dynamic uid, neither
+// mcpgate's nor another backend's, and cannot read another's environment.
+func (u *unitsCheck) checkUIDs(t *testing.T) string {
+	g, c := u.g, u.g.c
+	uid := func(pid int) string {
+		return strings.Fields(parseColonFields(c.Run(t, "cat", fmt.Sprintf("/proc/%d/status", pid)))["Uid"])[0]
+	}
+	fake, isolated, gateway := uid(u.pids["fake"]), uid(u.pids["isolated"]), c.Run(t, "id", "-u", "mcpgate")
+	if fake == isolated || fake == gateway || isolated == gateway || fake == "0" || isolated == "0" {
+		t.Fatalf("uids: fake %s, isolated %s, mcpgated %s; want three different, none root", fake, isolated, gateway)
+	}
+	// The secret is there (root reads it), and the other backend's user
+	// cannot read it, in either direction.
+	if env := c.Run(t, "cat", fmt.Sprintf("/proc/%d/environ", u.pids["isolated"])); !strings.Contains(env, "ISOLATED_SECRET=isolated-only") {
+		t.Fatalf("isolated's environment lacks its secret")
+	}
+	var refusals []string
+	for _, pair := range [][2]string{{"fake", "isolated"}, {"isolated", "fake"}} {
+		as, other := uid(u.pids[pair[0]]), u.pids[pair[1]]
+		res, err := c.Exec(t.Context(), nil, "setpriv", "--reuid="+as, "--regid="+as, "--clear-groups", "--",
+			"cat", fmt.Sprintf("/proc/%d/environ", other))
+		if err == nil && res.ExitCode == 0 {
+			t.Errorf("uid %s (%s) read the environment of %s (PID %d)", as, pair[0], pair[1], other)
+		}
+		refusals = append(refusals, firstLine(strings.TrimSpace(res.Stderr)))
+	}
+	if t.Failed() {
+		return ""
+	}
+	_ = g
+	return fmt.Sprintf("uids fake %s, isolated %s, mcpgated %s; reading each other's environ: %s", fake, isolated, gateway, strings.Join(refusals, "; "))
+}
+
+// checkLimits: fake's limits are its unit's properties. Whether the kernel
+// enforces them depends on the host's cgroup v2 controllers.
+func (u *unitsCheck) checkLimits(t *testing.T) string {
+	g, c := u.g, u.g.c
+	props := g.show(t, unitOf("fake"), "MemoryMax", "MemoryHigh", "TasksMax", "CPUWeight", "CPUQuotaPerSecUSec", "IOWeight")
+	want := map[string]string{"MemoryMax": "268435456", "MemoryHigh": "209715200", "TasksMax": "64", "CPUWeight": "50", "CPUQuotaPerSecUSec": "1.500000s", "IOWeight": "300"}
+	for k, v := range want {
+		if props[k] != v {
+			t.Errorf("%s's %s is %q, want %q", unitOf("fake"), k, props[k], v)
+		}
+	}
+	if other := g.show(t, unitOf("isolated"), "MemoryMax")["MemoryMax"]; other != "infinity" {
+		t.Errorf("isolated, which sets no memory_max, has MemoryMax=%s", other)
+	}
+	enforced := "not run: the container's cgroup v2 has no memory controller (a property of this host), so no OOM kill can be shown"
+	if controllers := c.Run(t, "cat", "/sys/fs/cgroup/cgroup.controllers"); strings.Contains(controllers, "memory") {
+		enforced = "memory controller present: " + c.Run(t, "cat", "/sys/fs/cgroup/system.slice/"+unitOf("fake")+"/memory.max")
+	}
+	t.Log("enforcement: " + enforced)
+	if t.Failed() {
+		return ""
+	}
+	return fmt.Sprintf("%s has %v; enforcement %s", unitOf("fake"), props, enforced)
+}
+
+// checkDropIn: an operator's drop-in with PrivateNetwork=yes cuts isolated
+// off the network while fake still reaches it.
+func (u *unitsCheck) checkDropIn(t *testing.T) string {
+	g := u.g
+	if got := g.show(t, unitOf("isolated"), "PrivateNetwork")["PrivateNetwork"]; got != "yes" {
+		t.Fatalf("%s has PrivateNetwork=%s despite the drop-in", unitOf("isolated"), got)
+	}
+	args := map[string]any{"address": "127.0.0.1:7431"}
+	reached := callText(t, g.client, "fake__dial", args)
+	res := callTool(t, g.client, "isolated__dial", args)
+	if !res.IsError {
+		t.Errorf("isolated reached 127.0.0.1:7431 despite PrivateNetwork=yes")
+	}
+	if t.Failed() {
+		return ""
+	}
+	return fmt.Sprintf("fake: %s; isolated: %s", reached, contentText(res))
+}
+
+// checkJournal: the backends' stderr is in the journal with their fields.
+func (u *unitsCheck) checkJournal(t *testing.T) string {
+	g, c := u.g, u.g.c
+	var lines []string
+	for _, name := range []string{"everything", "fake"} {
+		res, err := c.Exec(t.Context(), nil, "journalctl", "MCPGATE_BACKEND="+name, "SYSLOG_IDENTIFIER=mcpgate-"+name, "-o", "cat", "--no-pager")
+		if err != nil || strings.TrimSpace(res.Stdout) == "" {
+			t.Errorf("journalctl MCPGATE_BACKEND=%s shows no stderr line: %v", name, err)
+			continue
+		}
+		lines = append(lines, name+": "+firstLine(res.Stdout))
+	}
+	if !strings.Contains(strings.Join(lines, "\n"), "fake unit starting") {
+		t.Errorf("fake's start line is not in the journal: %q", lines)
+	}
+	_ = g
+	return strings.Join(lines, "; ")
+}
+
+// checkSetsid: a grandchild that left the process group with setsid is
+// gone once the backend is stopped.
+func (u *unitsCheck) checkSetsid(t *testing.T) string {
+	g, c := u.g, u.g.c
+	res := callTool(t, g.client, "fake__spawn_grandchild", map[string]any{"setsid": true})
+	if res.IsError {
+		t.Fatalf("spawn_grandchild: %s", contentText(res))
+	}
+	grandchild := int(res.StructuredContent.(map[string]any)["pid"].(float64))
+	if !g.alive(t, grandchild) {
+		t.Fatalf("grandchild %d is not running", grandchild)
+	}
+	stop := c.Run(t, "mcpgatectl", "stop", "fake")
+	if g.alive(t, grandchild) {
+		t.Errorf("the setsid grandchild %d survived mcpgatectl stop fake", grandchild)
+	}
+	if state := g.show(t, unitOf("fake"), "ActiveState")["ActiveState"]; state != "inactive" {
+		t.Errorf("%s is %s after mcpgatectl stop", unitOf("fake"), state)
+	}
+	c.Run(t, "mcpgatectl", "start", "fake")
+	u.pids["fake"] = g.backendPID(t, "fake")
+	if t.Failed() {
+		return ""
+	}
+	return fmt.Sprintf("grandchild %d in a session of its own; mcpgatectl stop fake (%s) left nothing; started again as %d", grandchild, stop, u.pids["fake"])
+}
+
+// checkRestart: mcpgatectl restart and D-Bus Restart restart the unit.
+func (u *unitsCheck) checkRestart(t *testing.T) string {
+	g, c := u.g, u.g.c
+	inv := func(name string) string { return g.show(t, unitOf(name), "InvocationID")["InvocationID"] }
+	before, invBefore := g.backendPID(t, "everything"), inv("everything")
+	c.Run(t, "mcpgatectl", "restart", "everything")
+	after := g.backendPID(t, "everything")
+	if after == before || inv("everything") == invBefore || g.alive(t, before) {
+		t.Errorf("mcpgatectl restart everything: PID %d → %d, invocation %s → %s", before, after, invBefore, inv("everything"))
+	}
+	fakeBefore := g.backendPID(t, "fake")
+	c.Run(t, "busctl", "call", busName, backendPath("fake"), backendIf, "Restart")
+	fakeAfter := g.backendPID(t, "fake")
+	if fakeAfter == fakeBefore || g.show(t, unitOf("fake"), "MainPID")["MainPID"] != strconv.Itoa(fakeAfter) {
+		t.Errorf("D-Bus Restart of fake: PID %d → %d, unit MainPID %s", fakeBefore, fakeAfter, g.show(t, unitOf("fake"), "MainPID")["MainPID"])
+	}
+	if got := callText(t, g.client, "everything__echo", map[string]any{"message": "after restart"}); !strings.Contains(got, "after restart") {
+		t.Errorf("everything__echo after the restart answered %q", got)
+	}
+	if t.Failed() {
+		return ""
+	}
+	return fmt.Sprintf("everything %d → %d (mcpgatectl), fake %d → %d (D-Bus)", before, after, fakeBefore, fakeAfter)
+}
+
+// checkCrash: a server killed in its unit is seen on the unit, journaled
+// with its unit and signal, and restarted by mcpgate's policy.
+func (u *unitsCheck) checkCrash(t *testing.T) string {
+	g, c := u.g, u.g.c
+	old := g.backendPID(t, "fake")
+	restarts := g.backendProp(t, "fake", "NRestarts")
+	killed := time.Now()
+	c.Run(t, "kill", "-9", strconv.Itoa(old))
+	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+	defer cancel()
+	exit, err := c.AwaitJournal(ctx, func(e JournalEntry) bool { return e["MCPGATE_BACKEND_PID"] == strconv.Itoa(old) },
+		"--unit=mcpgate.service", "MESSAGE_ID="+journal.MessageExit.String(), "MCPGATE_BACKEND=fake")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if exit["MCPGATE_UNIT"] != unitOf("fake") || exit["MCPGATE_SIGNAL"] != "SIGKILL" || exit["MCPGATE_EXIT_CODE"] != "killed" {
+		t.Errorf("exit entry %q: MCPGATE_UNIT=%q MCPGATE_SIGNAL=%q MCPGATE_EXIT_CODE=%q", exit["MESSAGE"], exit["MCPGATE_UNIT"], exit["MCPGATE_SIGNAL"], exit["MCPGATE_EXIT_CODE"])
+	}
+	ready, err := c.AwaitJournal(ctx, func(e JournalEntry) bool {
+		return e["MCPGATE_BACKEND_PID"] != strconv.Itoa(old) && realtime(e).After(killed)
+	}, "--unit=mcpgate.service", "MESSAGE_ID="+journal.MessageBackendReady.String(), "MCPGATE_BACKEND=fake")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := g.backendProp(t, "fake", "NRestarts"); got != restarts+1 {
+		t.Errorf("fake's NRestarts is %d, was %d", got, restarts)
+	}
+	if t.Failed() {
+		return ""
+	}
+	return fmt.Sprintf("kill -9 %d: %q; ready again as %s after %v", old, exit["MESSAGE"], ready["MCPGATE_BACKEND_PID"], realtime(ready).Sub(killed).Round(time.Millisecond))
+}
+
+// checkPolkit: user mcpgate may manage mcpgate-backend@*.service and
+// nothing else; without the package's rule, --check-config says why the
+// units cannot run.
+func (u *unitsCheck) checkPolkit(t *testing.T) string {
+	c := u.g.c
+	asMcpgate := func(args ...string) (Result, error) {
+		return c.Exec(t.Context(), nil, append([]string{"runuser", "-u", "mcpgate", "--"}, args...)...)
+	}
+	if _, err := asMcpgate("systemctl", "--no-ask-password", "reset-failed", unitOf("fake")); err != nil {
+		t.Errorf("user mcpgate may not reset-failed %s: %v", unitOf("fake"), err)
+	}
+	c.WriteFile(t, "/etc/systemd/system/e2e-dummy.service", []byte(dummyUnit), 0o644)
+	c.Run(t, "systemctl", "daemon-reload")
+	var refused []string
+	for _, args := range [][]string{
+		{"systemctl", "--no-ask-password", "start", "e2e-dummy.service"},
+		{"systemctl", "--no-ask-password", "stop", "mcpgate.service"},
+		{"systemd-run", "--no-ask-password", "--unit=mcpgate-backend@evil.service", "/bin/true"},
+	} {
+		res, err := asMcpgate(args...)
+		if err == nil {
+			t.Errorf("user mcpgate may %s", strings.Join(args, " "))
+		}
+		refused = append(refused, firstLine(strings.TrimSpace(res.Stderr)))
+	}
+	if state := c.Run(t, "systemctl", "show", "--property=ActiveState", "--value", "mcpgate.service"); state != "active" {
+		t.Errorf("mcpgate.service is %s after user mcpgate tried to stop it", state)
+	}
+	// Without the rule, the check says what is missing.
+	const rule = "/usr/share/polkit-1/rules.d/50-mcpgate.rules"
+	c.Run(t, "mv", rule, "/root/rule.saved")
+	c.Run(t, "systemctl", "restart", "polkit.service")
+	res, err := asMcpgate("mcpgated", "--check-config")
+	c.Run(t, "mv", "/root/rule.saved", rule)
+	c.Run(t, "systemctl", "restart", "polkit.service")
+	if err == nil || !strings.Contains(res.Stderr, "polkit does not let this user manage mcpgate-backend@*.service") {
+		t.Errorf("--check-config without the polkit rule: %v, %q", err, res.Stderr)
+	}
+	if t.Failed() {
+		return ""
+	}
+	return fmt.Sprintf("reset-failed of a backend unit allowed; refused: %s; --check-config without the rule: %s", strings.Join(refused, " | "), firstLine(res.Stderr))
+}
+
+// checkStopAll: stopping the gateway stops every backend unit.
+func (u *unitsCheck) checkStopAll(t *testing.T) string {
+	g, c := u.g, u.g.c
+	g.closeClient()
+	res, err := c.Exec(t.Context(), nil, "systemctl", "stop", "mcpgate.service")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"everything", "fake", "isolated"} {
+		if state := g.show(t, unitOf(name), "ActiveState")["ActiveState"]; state != "inactive" {
+			t.Errorf("%s is %s after systemctl stop mcpgate", unitOf(name), state)
+		}
+	}
+	left := c.Run(t, "sh", "-c", "systemctl list-units --no-legend --plain 'mcpgate-backend@*' | grep -c running || true")
+	if left != "0" {
+		t.Errorf("%s backend units still run", left)
+	}
+	if t.Failed() {
+		return ""
+	}
+	return fmt.Sprintf("systemctl stop mcpgate in %v: every backend unit inactive", res.Elapsed.Round(time.Millisecond))
+}
