@@ -73,6 +73,7 @@ func TestBackendUnits(t *testing.T) {
 	r.step("u1-start", u.checkStart)
 	r.step("u2-uids", u.checkUIDs)
 	r.step("u3-limits", u.checkLimits)
+	r.step("u3b-limits-removed", u.checkLimitsRemoved)
 	r.step("u4-drop-in", u.checkDropIn)
 	r.step("u5-journal", u.checkJournal)
 	r.step("u6-setsid", u.checkSetsid)
@@ -194,6 +195,39 @@ func (u *unitsCheck) checkLimits(t *testing.T) string {
 		return ""
 	}
 	return fmt.Sprintf("%s has %v; enforcement %s", unitOf("fake"), props, enforced)
+}
+
+// checkLimitsRemoved: a reload that drops fake's limits restarts it
+// without them; systemd would keep runtime properties until reboot.
+func (u *unitsCheck) checkLimitsRemoved(t *testing.T) string {
+	g, c := u.g, u.g.c
+	before := g.backendPID(t, "fake")
+	var kept []string
+	for line := range strings.SplitSeq(unitsConfig, "\n") {
+		if k, _, _ := strings.Cut(line, " = "); strings.HasSuffix(k, "_max") || strings.HasSuffix(k, "_high") || strings.HasSuffix(k, "_weight") || k == "cpu_quota" {
+			continue
+		}
+		kept = append(kept, line)
+	}
+	c.WriteFile(t, "/etc/mcpgate/conf.d/units.toml", []byte(strings.Join(kept, "\n")), 0o644)
+	c.Run(t, "systemctl", "reload", "mcpgate")
+	after := g.backendPID(t, "fake")
+	if after == before {
+		t.Fatalf("fake was not restarted by the reload that changed its limits (PID %d)", after)
+	}
+	props := g.show(t, unitOf("fake"), "MemoryMax", "MemoryHigh", "TasksMax", "CPUWeight", "CPUQuotaPerSecUSec", "IOWeight")
+	defaultTasks := c.Run(t, "systemctl", "show", "--property=DefaultTasksMax", "--value")
+	want := map[string]string{"MemoryMax": "infinity", "MemoryHigh": "infinity", "TasksMax": defaultTasks, "CPUWeight": "[not set]", "CPUQuotaPerSecUSec": "infinity", "IOWeight": "[not set]"}
+	for k, v := range want {
+		if props[k] != v {
+			t.Errorf("after the limits were removed, %s's %s is %q, want %q", unitOf("fake"), k, props[k], v)
+		}
+	}
+	if t.Failed() {
+		return ""
+	}
+	u.pids["fake"] = after
+	return fmt.Sprintf("reload restarted fake (%d → %d) with %v", before, after, props)
 }
 
 // checkDropIn: an operator's drop-in with PrivateNetwork=yes cuts isolated

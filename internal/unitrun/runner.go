@@ -298,6 +298,7 @@ func (r *Runner) Start(ctx context.Context, unit string, spec wire.Spec, stdio [
 	if err != nil {
 		return nil, err
 	}
+	props = r.withResets(ctx, unit, props)
 	if len(props) > 0 {
 		values := make([]struct {
 			Name  string
