@@ -502,6 +502,13 @@ func (c *Conn) shutdown(grace time.Duration) {
 			return
 		case <-timer.C:
 		}
+		if u := c.proc.unitName(); u != "" {
+			if sig == unix.SIGTERM { // systemd escalates to SIGKILL itself
+				c.log.Info("child did not exit in time; stopping its unit", "unit", u, "grace_period", grace)
+				c.proc.signal(sig)
+			}
+			continue
+		}
 		c.log.Info("child did not exit in time; signalling its process group", "signal", unix.SignalName(sig), "grace_period", grace)
 		c.proc.signal(sig)
 	}

@@ -287,6 +287,19 @@ func (r *Runner) Start(ctx context.Context, unit string, spec wire.Spec, stdio [
 	if err != nil {
 		return nil, err
 	}
+	// A reference keeps systemd from unloading the unit once it is
+	// inactive, with how its run ended, until Wait has read it.
+	if err := u.CallWithContext(ctx, unitIface+".Ref", 0).Err; err != nil {
+		unwatch()
+		return nil, fmt.Errorf("unit %s: %w", unit, err)
+	}
+	release := unwatch
+	unwatch = func() {
+		ctx, cancel := context.WithTimeout(context.Background(), busTimeout)
+		defer cancel()
+		_ = u.CallWithContext(ctx, unitIface+".Unref", 0).Err
+		release()
+	}
 	inst := &Instance{r: r, unit: unit, path: path, changed: changed, unwatch: unwatch}
 	ok := false
 	defer func() {
