@@ -17,6 +17,8 @@ import (
 	"sync"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/mcpgate/mcpgate/internal/config"
 )
 
 // GatewayDir is the sub-cgroup the daemon moves itself into: cgroup v2
@@ -30,8 +32,8 @@ const groupPrefix = "backend-"
 
 // HowToDelegate says how to give mcpgated a delegated cgroup; it ends every
 // error that finds none.
-const HowToDelegate = "run mcpgated with Delegate=yes in its service unit (the packaged mcpgate.service has it), " +
-	"or by hand as systemd-run --user --scope -p Delegate=yes mcpgated ..."
+const HowToDelegate = "set Delegate=yes in mcpgated's service unit (systemctl edit mcpgate.service), " +
+	"or run it by hand as systemd-run --user --scope -p Delegate=yes mcpgated ..."
 
 // ErrNotDelegated is wrapped by the errors of Open that found no cgroup
 // delegated to the daemon.
@@ -61,6 +63,42 @@ type host struct {
 // cgroup is the root, is not writable, or (for root, who can write any
 // cgroup) lacks systemd's trusted.delegate or user.delegate mark.
 func Open() (*Tree, error) {
+	t, err := find()
+	if err != nil {
+		return nil, err
+	}
+	if err := t.enter(); err != nil {
+		return nil, err
+	}
+	return t, nil
+}
+
+// Check reports, without changing anything, what Open and New would refuse
+// for children with the limits rs: no delegated cgroup, or a controller
+// the limits need that it does not offer.
+func Check(rs ...config.Resources) error {
+	t, err := find()
+	if err != nil {
+		return err
+	}
+	return t.Check(rs...)
+}
+
+// Check reports a controller the limits rs need that t does not offer,
+// as New would.
+func (t *Tree) Check(rs ...config.Resources) error {
+	var missing []string
+	for _, r := range rs {
+		missing = t.missing(files(r, t.host), missing)
+	}
+	if len(missing) > 0 {
+		return t.missingError(missing)
+	}
+	return nil
+}
+
+// find locates the process's delegated cgroup.
+func find() (*Tree, error) {
 	mount, err := cgroup2Mount("/proc/self/mountinfo")
 	if err != nil {
 		return nil, err
@@ -69,10 +107,10 @@ func Open() (*Tree, error) {
 	if err != nil {
 		return nil, err
 	}
-	return open(mount, own)
+	return findAt(mount, own)
 }
 
-func open(mount, own string) (*Tree, error) {
+func findAt(mount, own string) (*Tree, error) {
 	if own == "/" {
 		return nil, fmt.Errorf("%w: mcpgated runs in the root cgroup of %s, which is not its own to divide; %s", ErrNotDelegated, mount, HowToDelegate)
 	}
@@ -93,11 +131,7 @@ func open(mount, own string) (*Tree, error) {
 	if err != nil {
 		return nil, err
 	}
-	t := &Tree{dir: dir, available: strings.Fields(string(controllers)), host: readHost(), enabled: map[string]bool{}}
-	if err := t.enter(); err != nil {
-		return nil, err
-	}
-	return t, nil
+	return &Tree{dir: dir, available: strings.Fields(string(controllers)), host: readHost(), enabled: map[string]bool{}}, nil
 }
 
 // enter moves the daemon, with all its threads, into GatewayDir.

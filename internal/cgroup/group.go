@@ -79,13 +79,7 @@ var accounting = []string{"memory", "pids"}
 // whose controller the daemon's cgroup does not offer.
 func (t *Tree) New(name string, r config.Resources) (*Group, error) {
 	limits := files(r, t.host)
-	var missing []string
-	for _, f := range limits {
-		if !slices.Contains(t.available, f.controller) && !slices.Contains(missing, f.controller) {
-			missing = append(missing, f.controller)
-		}
-	}
-	if len(missing) > 0 {
+	if missing := t.missing(limits, nil); len(missing) > 0 {
 		return nil, t.missingError(missing)
 	}
 	if err := t.enable(limits); err != nil {
@@ -115,6 +109,17 @@ func (t *Tree) New(name string, r config.Resources) (*Group, error) {
 		return nil, fmt.Errorf("open cgroup %s: %w", dir, err)
 	}
 	return &Group{dir: dir, fd: fd}, nil
+}
+
+// missing adds to have the controllers limits need that the daemon's
+// cgroup does not offer.
+func (t *Tree) missing(limits []file, have []string) []string {
+	for _, f := range limits {
+		if !slices.Contains(t.available, f.controller) && !slices.Contains(have, f.controller) {
+			have = append(have, f.controller)
+		}
+	}
+	return have
 }
 
 // missingError says which controllers limits need that the daemon's
