@@ -124,9 +124,10 @@ func unitProperties(b *Backend) []unitrun.Property {
 }
 
 // newCgroup makes the cgroup of a new child under the process runner: one
-// of its own, backend-NAME (backend-NAME-N for a pool's instance N), with
-// the backend's limits; nil when the daemon has no delegated cgroup. A
-// backend with limits needs one.
+// of its own, backend-NAME (backend-NAME@N for a pool's instance N: "@"
+// is in no backend name, so backend "a-1" and instance 1 of "a" differ),
+// with the backend's limits; nil when the daemon has no delegated cgroup.
+// A backend with limits needs one.
 func (b *Backend) newCgroup() (*cgroup.Group, error) {
 	if b.opts.Cgroups == nil {
 		if b.cfg.Limited() {
@@ -136,7 +137,7 @@ func (b *Backend) newCgroup() (*cgroup.Group, error) {
 	}
 	name := b.name
 	if l := b.instanceLabel(); l != "" {
-		name += "-" + l
+		name += "@" + l
 	}
 	g, err := b.opts.Cgroups.New(name, b.cfg.Resources)
 	if err != nil {

@@ -75,8 +75,9 @@ var accounting = []string{"memory", "pids"}
 
 // New creates the sub-cgroup backend-NAME for a child and writes r's limits
 // to it. A sub-cgroup left empty by an earlier child of the same name is
-// replaced; one still holding processes is an error. It refuses limits
-// whose controller the daemon's cgroup does not offer.
+// replaced; while one still holds processes, the new one is
+// backend-NAME~2 (and so on). It refuses limits whose controller the
+// daemon's cgroup does not offer.
 func (t *Tree) New(name string, r config.Resources) (*Group, error) {
 	limits := files(r, t.host)
 	if missing := t.missing(limits, nil); len(missing) > 0 {
@@ -85,17 +86,9 @@ func (t *Tree) New(name string, r config.Resources) (*Group, error) {
 	if err := t.enable(limits); err != nil {
 		return nil, err
 	}
-	dir := filepath.Join(t.dir, groupPrefix+name)
-	if err := os.Mkdir(dir, 0o755); errors.Is(err, fs.ErrExist) {
-		if rmErr := unix.Rmdir(dir); rmErr != nil {
-			return nil, fmt.Errorf("cgroup %s of an earlier child is still in use: %w", dir, rmErr)
-		}
-		err = os.Mkdir(dir, 0o755)
-		if err != nil {
-			return nil, fmt.Errorf("create cgroup %s: %w", dir, err)
-		}
-	} else if err != nil {
-		return nil, fmt.Errorf("create cgroup %s: %w", dir, err)
+	dir, err := t.mkdir(groupPrefix + name)
+	if err != nil {
+		return nil, err
 	}
 	for _, f := range limits {
 		if err := writeFile(filepath.Join(dir, f.name), f.value); err != nil {
@@ -109,6 +102,29 @@ func (t *Tree) New(name string, r config.Resources) (*Group, error) {
 		return nil, fmt.Errorf("open cgroup %s: %w", dir, err)
 	}
 	return &Group{dir: dir, fd: fd}, nil
+}
+
+// mkdir creates the sub-cgroup name, replacing an empty one left by an
+// earlier child. While an earlier child of the same name still runs (an
+// instance of a pool a reload replaced, say), it creates name~2, name~3, …
+// instead.
+func (t *Tree) mkdir(name string) (string, error) {
+	for i := 1; ; i++ {
+		dir := filepath.Join(t.dir, name)
+		if i > 1 {
+			dir += "~" + strconv.Itoa(i)
+		}
+		err := os.Mkdir(dir, 0o755)
+		if errors.Is(err, fs.ErrExist) && unix.Rmdir(dir) == nil {
+			err = os.Mkdir(dir, 0o755)
+		}
+		switch {
+		case err == nil:
+			return dir, nil
+		case !errors.Is(err, fs.ErrExist) || i == 1000:
+			return "", fmt.Errorf("create cgroup %s: %w", dir, err)
+		}
+	}
 }
 
 // missing adds to have the controllers limits need that the daemon's
