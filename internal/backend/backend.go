@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/mcpgate/mcpgate/internal/cgroup"
 	"github.com/mcpgate/mcpgate/internal/config"
 	"github.com/mcpgate/mcpgate/internal/journal"
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
@@ -70,6 +71,11 @@ type Options struct {
 	// UnitRunner starts the servers of backends with runner = "unit"; nil
 	// makes such backends fail to start.
 	UnitRunner *unitrun.Runner
+	// Cgroups, if set, is the daemon's delegated cgroup: each child of a
+	// backend with runner = "process" gets a sub-cgroup of its own there,
+	// with the backend's limits. Without it a backend with limits fails to
+	// start.
+	Cgroups *cgroup.Tree
 	// PrerequisiteStderr receives the output lines of the backend's
 	// prerequisite process; may be nil.
 	PrerequisiteStderr LineSink

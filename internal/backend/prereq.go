@@ -152,7 +152,7 @@ func runToCompletion(ctx context.Context, b *Backend, p *config.Prerequisite) er
 	if err != nil {
 		return fmt.Errorf("prerequisite %s: %w", p.Command, err)
 	}
-	proc, err := spawn(argv, env, b.cfg.Cwd)
+	proc, err := spawn(argv, env, b.cfg.Cwd, nil)
 	if err != nil {
 		return fmt.Errorf("prerequisite %s: %w", p.Command, err)
 	}
@@ -282,7 +282,7 @@ func (m *managedPrereq) once(ctx context.Context, b *Backend, argv []string) (st
 		b.log.Warn("cannot start the prerequisite: "+err.Error(), "command", argv[0], journal.MessageStartFailed.Attr())
 		return ctx.Err() != nil
 	}
-	proc, err := spawn(argv, env, b.cfg.Cwd)
+	proc, err := spawn(argv, env, b.cfg.Cwd, nil)
 	if err != nil {
 		b.log.Warn("cannot start the prerequisite: "+err.Error(), "command", argv[0], journal.MessageStartFailed.Attr())
 		return ctx.Err() != nil

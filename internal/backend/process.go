@@ -1,6 +1,7 @@
 package backend
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -11,6 +12,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/mcpgate/mcpgate/internal/cgroup"
 	"github.com/mcpgate/mcpgate/internal/config"
 	"github.com/mcpgate/mcpgate/internal/journal"
 )
@@ -38,23 +40,38 @@ func ChildEnv(base []string, extra map[string]string) []string {
 }
 
 // process is one spawned child: the leader of its own process group, with
-// its three standard streams connected to pipes owned by us.
+// its three standard streams connected to pipes owned by us, and with a
+// cgroup of its own when the daemon has a delegated one.
 type process struct {
 	stdio
-	cmd *exec.Cmd
-	pid int
+	cmd   *exec.Cmd
+	pid   int
+	group *cgroup.Group // nil without a delegated cgroup
 }
 
-// spawn starts argv in its own process group. The child gets SIGKILL if the
-// daemon dies, so a crashed or killed daemon never leaves it behind.
-func spawn(argv []string, env []string, dir string) (*process, error) {
+// spawn starts argv in its own process group, and in group unless it is
+// nil. The child gets SIGKILL if the daemon dies, so a crashed or killed
+// daemon never leaves it behind. The process owns group from then on, and
+// removes it in wait; spawn removes it if the child does not start.
+func spawn(argv []string, env []string, dir string, group *cgroup.Group) (*process, error) {
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Env = env
 	cmd.Dir = dir
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if group != nil {
+		// In its group from its first instruction: nothing it starts
+		// escapes the group's limits or its cgroup.kill.
+		cmd.SysProcAttr.UseCgroupFD, cmd.SysProcAttr.CgroupFD = true, group.FD()
+	}
+	removeGroup := func() {
+		if group != nil {
+			group.Remove(context.Background())
+		}
+	}
 
 	ours, theirs, err := newStdio()
 	if err != nil {
+		removeGroup()
 		return nil, err
 	}
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = theirs[0], theirs[1], theirs[2]
@@ -62,18 +79,33 @@ func spawn(argv []string, env []string, dir string) (*process, error) {
 	closeFiles(theirs[:])
 	if err != nil {
 		ours.close()
+		removeGroup()
 		return nil, err
 	}
-	return &process{stdio: ours, cmd: cmd, pid: cmd.Process.Pid}, nil
+	return &process{stdio: ours, cmd: cmd, pid: cmd.Process.Pid, group: group}, nil
 }
 
 func (p *process) id() int          { return p.pid }
 func (p *process) streams() *stdio  { return &p.stdio }
 func (p *process) unitName() string { return "" }
-func (p *process) usage() Usage     { return unknownUsage }
 
-// signal sends sig to the child's whole process group.
-func (p *process) signal(sig unix.Signal) error { return p.signalGroup(sig) }
+// usage reads the child's cgroup; unknown without one.
+func (p *process) usage() Usage {
+	if p.group == nil {
+		return unknownUsage
+	}
+	s, _ := p.group.Stats() // what could not be read stays unknown
+	return Usage{MemoryCurrent: s.MemoryCurrent, TasksCurrent: s.TasksCurrent, CPUUsageNSec: s.CPUUsageNSec}
+}
+
+// signal sends sig to the child's whole process group; SIGKILL goes to its
+// whole cgroup when it has one, reaching what left the process group.
+func (p *process) signal(sig unix.Signal) error {
+	if sig == unix.SIGKILL && p.group != nil {
+		return p.group.Kill()
+	}
+	return p.signalGroup(sig)
+}
 
 // signalGroup sends sig to the child's whole process group. ESRCH (nothing
 // left) is not an error.
@@ -85,21 +117,32 @@ func (p *process) signalGroup(sig unix.Signal) error {
 	return err
 }
 
-// kill sends SIGKILL to the group leader through its pidfd (os.Process uses
-// one on Linux), so it never reaches another process that reuses the pid of
-// a reaped child: it returns os.ErrProcessDone then. Reaping the leader
-// kills the rest of its group (see wait).
+// kill sends SIGKILL to the child's cgroup, or without one to the group
+// leader through its pidfd (os.Process uses one on Linux). Either never
+// reaches another process that reuses the pid of a reaped child (the
+// pidfd returns os.ErrProcessDone then). Reaping the leader kills the rest
+// of its group (see wait).
 func (p *process) kill() error {
+	if p.group != nil {
+		return p.group.Kill()
+	}
 	return p.cmd.Process.Signal(syscall.SIGKILL)
 }
 
-// wait reaps the group leader, kills whatever else is left in its group (the
-// server is gone; its helpers are orphans now) and reaps those members that
-// were reparented to us. The daemon is a child subreaper, so a double-forked
-// grandchild in the group comes back to us rather than to init.
+// wait reaps the group leader, kills whatever else is left in its process
+// group and its cgroup (the server is gone; its helpers are orphans now)
+// and reaps those that were reparented to us. The daemon is a child
+// subreaper, so a double-forked grandchild comes back to us rather than to
+// init. The child's cgroup is removed once empty; a kernel OOM kill in it
+// marks the exit as one.
 func (p *process) wait() ExitInfo {
 	state, err := p.cmd.Process.Wait()
 	_ = p.signalGroup(unix.SIGKILL)
+	var escaped []int // left the process group, still in the cgroup
+	if p.group != nil {
+		escaped, _ = p.group.Procs()
+		_ = p.group.Kill()
+	}
 	for {
 		var ws unix.WaitStatus
 		if _, err := unix.Wait4(-p.pid, &ws, 0, nil); err != nil {
@@ -109,10 +152,27 @@ func (p *process) wait() ExitInfo {
 			break // ECHILD: no member of the group is our child any more
 		}
 	}
-	if err != nil {
-		return ExitInfo{Code: -1, Text: "wait: " + err.Error()}
+	oom := false
+	if p.group != nil {
+		// Dead once the group is empty: reap those reparented to us.
+		_ = p.group.WaitEmpty(context.Background())
+		for _, pid := range escaped {
+			var ws unix.WaitStatus
+			_, _ = unix.Wait4(pid, &ws, unix.WNOHANG, nil)
+		}
+		n, _ := p.group.OOMKills()
+		oom = n > 0
+		_ = p.group.Remove(context.Background())
 	}
-	return exitInfo(state)
+	if err != nil {
+		return ExitInfo{Code: -1, OOM: oom, Text: "wait: " + err.Error()}
+	}
+	info := exitInfo(state)
+	if oom {
+		info.OOM = true
+		info.Text = "killed by the kernel's OOM killer at memory_max (" + info.Text + ")"
+	}
+	return info
 }
 
 // ExitInfo describes how a child ended.

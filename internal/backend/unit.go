@@ -9,6 +9,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/mcpgate/mcpgate/internal/cgroup"
 	"github.com/mcpgate/mcpgate/internal/unitrun"
 	"github.com/mcpgate/mcpgate/internal/unitrun/wire"
 )
@@ -17,7 +18,11 @@ import (
 // names: as our own child, or as a systemd unit of its own.
 func (b *Backend) startChild(argv, env []string) (child, error) {
 	if !b.cfg.UnitRunner() {
-		proc, err := spawn(argv, env, b.cfg.Cwd)
+		group, err := b.newCgroup()
+		if err != nil {
+			return nil, err
+		}
+		proc, err := spawn(argv, env, b.cfg.Cwd, group)
 		if err != nil {
 			return nil, fmt.Errorf("spawn %s: %w", b.cfg.Command, err)
 		}
@@ -110,4 +115,33 @@ func (u *unitChild) wait() ExitInfo {
 }
 
 // unitProperties are the backend's limits as properties of its unit.
-func unitProperties(b *Backend) []unitrun.Property { return nil }
+func unitProperties(b *Backend) []unitrun.Property {
+	var props []unitrun.Property
+	for _, p := range b.cfg.UnitProperties() {
+		props = append(props, unitrun.Property{Name: p.Name, Value: p.Value})
+	}
+	return props
+}
+
+// newCgroup makes the cgroup of a new child under the process runner: one
+// of its own, backend-NAME (backend-NAME@N for a pool's instance N: "@"
+// is in no backend name, so backend "a-1" and instance 1 of "a" differ),
+// with the backend's limits; nil when the daemon has no delegated cgroup.
+// A backend with limits needs one.
+func (b *Backend) newCgroup() (*cgroup.Group, error) {
+	if b.opts.Cgroups == nil {
+		if b.cfg.Limited() {
+			return nil, fmt.Errorf("the backend's resource limits need a cgroup delegated to mcpgated, and it has none; %s", cgroup.HowToDelegate)
+		}
+		return nil, nil
+	}
+	name := b.name
+	if l := b.instanceLabel(); l != "" {
+		name += "@" + l
+	}
+	g, err := b.opts.Cgroups.New(name, b.cfg.Resources)
+	if err != nil {
+		return nil, fmt.Errorf("cgroup of %s: %w", b.cfg.Command, err)
+	}
+	return g, nil
+}

@@ -108,6 +108,7 @@ type Backend struct {
 	Calls
 	Remote    // url and the keys of a remote backend; see remote.go
 	Lifecycle // when children run and whom they serve
+	Resources // cgroup limits of its children; see resources.go
 }
 
 // defaultGateway is the one place that knows the gateway defaults.
@@ -216,7 +217,8 @@ func (b *Backend) Equal(o *Backend) bool {
 		b.RateLimit == o.RateLimit &&
 		slices.Equal(b.Fallback, o.Fallback) &&
 		b.remoteEqual(&o.Remote) &&
-		b.Lifecycle == o.Lifecycle
+		b.Lifecycle == o.Lifecycle &&
+		b.Resources == o.Resources
 }
 
 // String returns the TOML spelling of r: "off" when unlimited, otherwise

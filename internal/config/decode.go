@@ -171,7 +171,8 @@ func backendFields() []field[Backend] {
 	fields = append(fields, callFields()...)
 	fields = append(fields, remoteFields()...)
 	fields = append(fields, runnerField[Backend](func(b *Backend) *string { return &b.Runner }))
-	return append(fields, lifecycleFields()...)
+	fields = append(fields, lifecycleFields()...)
+	return append(fields, resourceFields()...)
 }
 
 // decodeTable decodes every key of t into dst, reporting unknown keys, and
@@ -455,6 +456,7 @@ func (d *decoder) backend(at keyPath, v any, g *Gateway) *Backend {
 			b.RestartBackoffInitial, b.RestartBackoffMax)
 	}
 	d.checkLifecycle(at, t, refused, b)
+	d.checkResources(at, t, b)
 	return b
 }
 

@@ -25,6 +25,7 @@ import (
 	"github.com/mcpgate/mcpgate/internal/access"
 	"github.com/mcpgate/mcpgate/internal/backend"
 	"github.com/mcpgate/mcpgate/internal/catalog"
+	"github.com/mcpgate/mcpgate/internal/cgroup"
 	"github.com/mcpgate/mcpgate/internal/config"
 	"github.com/mcpgate/mcpgate/internal/front"
 	"github.com/mcpgate/mcpgate/internal/gateway"
@@ -93,6 +94,10 @@ func checkConfig(path string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, err.Error())
 		failed = true
 	}
+	if err := checkCgroups(cfg); err != nil {
+		fmt.Fprintln(stderr, err.Error())
+		failed = true
+	}
 	if failed {
 		return exitFailed
 	}
@@ -134,6 +139,7 @@ type daemon struct {
 	prereqSinks map[*config.Backend]*journal.BackendLog
 	units       *lazyUnits      // watches requires_units
 	runner      *unitrun.Runner // starts backends with runner = "unit"; nil if none
+	cgroups     *cgroup.Tree    // the delegated cgroup children get cgroups in; nil if none
 
 	reloads chan chan error    // reload requests, answered when applied
 	ping    chan chan struct{} // liveness probes of the main loop
@@ -257,6 +263,9 @@ func (d *daemon) run(ctx context.Context) int {
 		return d.fail(err)
 	}
 	defer stopRunner()
+	if err := d.openCgroups(); err != nil {
+		return d.fail(err)
+	}
 	d.sup.Start(d.cfg)
 	// A backend that settles at once (idle on demand, from its catalog
 	// cache) may have changed before the supervisor listed it.
@@ -423,6 +432,9 @@ func (d *daemon) reload(ctx context.Context) (err error) {
 	}()
 	cfg, err := config.Load(d.opts.configPath)
 	if err != nil {
+		return err
+	}
+	if err := d.checkReloadCgroups(cfg); err != nil {
 		return err
 	}
 	if !reflect.DeepEqual(cfg.Gateway, d.cfg.Gateway) {
@@ -600,6 +612,8 @@ func (d *daemon) instanceOptions(cfg *config.Backend, n int) backend.Options {
 	}
 	if cfg.UnitRunner() {
 		opts.UnitRunner = d.runner
+	} else {
+		opts.Cgroups = d.cgroups
 	}
 	if d.output.Writer != nil {
 		sink := journal.NewBackendLog(d.output.Writer, journal.BackendLogOptions{

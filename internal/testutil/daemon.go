@@ -210,6 +210,9 @@ type DaemonOptions struct {
 	// journal stream from journaldtest's Stream, passed with JOURNAL_STREAM
 	// in Env as systemd does.
 	Stderr *os.File
+	// Cgroup, if set, is the cgroup directory the daemon starts in, as
+	// systemd starts a service in a cgroup of its own (see cgrouptest.New).
+	Cgroup string
 }
 
 // Config returns a configuration whose gateway listens on a free port, with
@@ -295,6 +298,14 @@ func StartDaemon(t testing.TB, toml, url string, opts DaemonOptions) *Daemon {
 		d.Cmd.Stderr = opts.Stderr
 	}
 	d.Cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if opts.Cgroup != "" {
+		fd, err := syscall.Open(opts.Cgroup, syscall.O_RDONLY|syscall.O_DIRECTORY|syscall.O_CLOEXEC, 0)
+		if err != nil {
+			t.Fatalf("open cgroup %s: %v", opts.Cgroup, err)
+		}
+		defer syscall.Close(fd)
+		d.Cmd.SysProcAttr.UseCgroupFD, d.Cmd.SysProcAttr.CgroupFD = true, fd
+	}
 	if err := d.Cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
