@@ -73,7 +73,7 @@ func (b *Backend) startUnit(argv []string) (*unitChild, error) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), b.cfg.Timeout)
 	defer cancel()
-	inst, err := b.opts.UnitRunner.Start(ctx, b.UnitName(), wire.Spec{Argv: argv, Env: env, Dir: b.cfg.Cwd}, theirs, unitProperties(b))
+	inst, err := b.opts.UnitRunner.Start(ctx, b.UnitName(), wire.Spec{Argv: argv, Env: env, Dir: b.cfg.Cwd}, theirs, b.cfg.UnitProperties())
 	closeFiles(theirs[:])
 	if err != nil {
 		ours.close()
@@ -112,15 +112,6 @@ func (u *unitChild) wait() ExitInfo {
 		info.Signal, info.Dumped, info.Known = unix.SignalName(unix.Signal(e.Status)), e.Code == 3, true
 	}
 	return info
-}
-
-// unitProperties are the backend's limits as properties of its unit.
-func unitProperties(b *Backend) []unitrun.Property {
-	var props []unitrun.Property
-	for _, p := range b.cfg.UnitProperties() {
-		props = append(props, unitrun.Property{Name: p.Name, Value: p.Value})
-	}
-	return props
 }
 
 // newCgroup makes the cgroup of a new child under the process runner: one

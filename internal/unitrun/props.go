@@ -9,6 +9,8 @@ import (
 	"strings"
 
 	"github.com/godbus/dbus/v5"
+
+	"github.com/mcpgate/mcpgate/internal/config"
 )
 
 // controlDir is where systemd keeps what SetUnitProperties(runtime) set,
@@ -34,7 +36,7 @@ var limitProperties = map[string]struct {
 // earlier start set on unit and the configuration no longer has: systemd
 // keeps them until reboot. Limits nobody set are not touched, so an
 // operator's drop-in stays in charge of them.
-func (r *Runner) withResets(ctx context.Context, unit string, props []Property) []Property {
+func (r *Runner) withResets(ctx context.Context, unit string, props []config.UnitProperty) []config.UnitProperty {
 	out := props
 	for file, p := range limitProperties {
 		if setNow(props, p.property) {
@@ -56,12 +58,12 @@ func (r *Runner) withResets(ctx context.Context, unit string, props []Property) 
 		if strings.Contains(string(data), "\n"+p.unset+"\n") {
 			continue // undone already
 		}
-		out = append(out, Property{Name: p.property, Value: value})
+		out = append(out, config.UnitProperty{Name: p.property, Value: value})
 	}
 	return out
 }
 
-func setNow(props []Property, name string) bool {
+func setNow(props []config.UnitProperty, name string) bool {
 	for _, p := range props {
 		if p.Name == name || p.Name == name+"Scale" {
 			return true

@@ -28,6 +28,7 @@ import (
 	"github.com/godbus/dbus/v5"
 	"golang.org/x/sys/unix"
 
+	"github.com/mcpgate/mcpgate/internal/config"
 	"github.com/mcpgate/mcpgate/internal/unitrun/wire"
 )
 
@@ -44,12 +45,6 @@ const (
 	identifyTimeout = 5 * time.Second
 	maxIdentifying  = 32
 )
-
-// Property is a unit property set with SetUnitProperties.
-type Property struct {
-	Name  string
-	Value any // uint64 or uint32, as systemd's D-Bus API types it
-}
 
 // Runner starts backends as instances of the template. It is safe for
 // concurrent use.
@@ -271,7 +266,7 @@ func (r *Runner) watch(path dbus.ObjectPath) (<-chan struct{}, func(), error) {
 // Start starts unit (an instance of Template) with props set on it first,
 // waits until its backend-exec has connected, and hands it spec and stdio.
 // It returns once the server runs in the unit, or with why not.
-func (r *Runner) Start(ctx context.Context, unit string, spec wire.Spec, stdio [3]*os.File, props []Property) (*Instance, error) {
+func (r *Runner) Start(ctx context.Context, unit string, spec wire.Spec, stdio [3]*os.File, props []config.UnitProperty) (*Instance, error) {
 	manager := r.bus.Object(systemdName, systemdPath)
 	var path dbus.ObjectPath
 	if err := manager.CallWithContext(ctx, managerIface+".LoadUnit", 0, unit).Store(&path); err != nil {
