@@ -420,8 +420,17 @@ func (s *supervision) serve(ctx context.Context, conn *Conn) (died bool) {
 	if idle != nil {
 		defer idle.Stop()
 	}
+	var memoryC <-chan time.Time
+	mem := b.newMemoryWatch()
+	if mem != nil && conn.proc != nil {
+		t := time.NewTicker(memoryCheckInterval)
+		defer t.Stop()
+		memoryC = t.C
+	}
 	for {
 		select {
+		case <-memoryC:
+			b.checkMemory(mem, conn)
 		case <-idleC:
 			if s.checkIdle(conn) {
 				return false
