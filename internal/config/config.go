@@ -193,6 +193,7 @@ func (b *Backend) Equal(o *Backend) bool {
 		slices.Equal(b.Args, o.Args) &&
 		maps.Equal(b.Env, o.Env) &&
 		b.Cwd == o.Cwd &&
+		b.Runner == o.Runner &&
 		b.Enabled == o.Enabled &&
 		b.Required == o.Required &&
 		b.Timeout == o.Timeout &&

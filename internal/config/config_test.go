@@ -425,6 +425,8 @@ func TestBackendEqual(t *testing.T) {
 		{"log_rate_limit", func(b *Backend) { b.LogRateLimit.Burst++ }, false},
 		{"relay_client_requests", func(b *Backend) { b.RelayClientRequests = false }, false},
 		{"roots", func(b *Backend) { b.Roots = nil }, false},
+		{"runner", func(b *Backend) { b.Runner = RunnerUnit }, false},
+		{"memory_max", func(b *Backend) { b.MemoryMax = Infinity }, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
