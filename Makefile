@@ -20,6 +20,7 @@ DIST      ?= dist
 # /etc/mcpgate is where mcpgated looks by default, whatever the PREFIX.
 PREFIX     ?= /usr
 bindir     ?= $(PREFIX)/bin
+libexecdir ?= $(PREFIX)/libexec
 datadir    ?= $(PREFIX)/share
 mandir     ?= $(datadir)/man
 sysconfdir ?= /etc
@@ -54,7 +55,7 @@ MAN_PAGES := $(patsubst man/%.scd,man/build/%,$(wildcard man/*.scd))
 all: build
 
 build:
-	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/ ./cmd/mcpgated ./cmd/mcpgatectl
+	$(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/ ./cmd/mcpgated ./cmd/mcpgatectl ./cmd/mcpgate-backend-exec
 	$(GO) build -trimpath -o $(BIN)/mcpgate-demoserver ./examples/demoserver
 
 run: build
@@ -137,8 +138,8 @@ fuzz:
 
 
 build-release:
-	$(RELEASE_CGO) $(GO) build -trimpath -buildmode=pie -ldflags "$(RELEASE_LDFLAGS)" -o $(RELEASE)/ ./cmd/mcpgated ./cmd/mcpgatectl
-	strip --remove-section=.comment --remove-section=.note $(RELEASE)/mcpgated $(RELEASE)/mcpgatectl
+	$(RELEASE_CGO) $(GO) build -trimpath -buildmode=pie -ldflags "$(RELEASE_LDFLAGS)" -o $(RELEASE)/ ./cmd/mcpgated ./cmd/mcpgatectl ./cmd/mcpgate-backend-exec
+	strip --remove-section=.comment --remove-section=.note $(RELEASE)/mcpgated $(RELEASE)/mcpgatectl $(RELEASE)/mcpgate-backend-exec
 
 man: $(MAN_PAGES)
 
@@ -151,29 +152,36 @@ install: install-bin install-systemd install-dbus install-man install-config
 install-bin: build-release
 	install -d $(DESTDIR)$(bindir)
 	install -m 0755 $(RELEASE)/mcpgated $(RELEASE)/mcpgatectl $(DESTDIR)$(bindir)/
+	install -d $(DESTDIR)$(libexecdir)/mcpgate
+	install -m 0755 $(RELEASE)/mcpgate-backend-exec $(DESTDIR)$(libexecdir)/mcpgate/backend-exec
 
-# The units name /usr/bin; another bindir is substituted.
+# The units name /usr/bin and /usr/libexec; another bindir or libexecdir is
+# substituted.
 install-systemd:
 	install -d $(DESTDIR)$(SYSTEMDUNITDIR) $(DESTDIR)$(SYSUSERSDIR) $(DESTDIR)$(TMPFILESDIR)
-	for u in mcpgate.service mcpgate.socket; do \
-		sed 's|/usr/bin/mcpgate|$(bindir)/mcpgate|g' systemd/$$u > $(DESTDIR)$(SYSTEMDUNITDIR)/$$u && \
+	for u in mcpgate.service mcpgate.socket mcpgate-backend@.service; do \
+		sed -e 's|/usr/bin/mcpgate|$(bindir)/mcpgate|g' -e 's|/usr/libexec/mcpgate/|$(libexecdir)/mcpgate/|g' \
+			systemd/$$u > $(DESTDIR)$(SYSTEMDUNITDIR)/$$u && \
 		chmod 0644 $(DESTDIR)$(SYSTEMDUNITDIR)/$$u || exit 1; \
 	done
 	install -m 0644 systemd/mcpgate.sysusers $(DESTDIR)$(SYSUSERSDIR)/mcpgate.conf
 	install -m 0644 systemd/mcpgate.tmpfiles $(DESTDIR)$(TMPFILESDIR)/mcpgate.conf
 
 # The system bus policy, bus activation, introspection data and polkit
-# action of org.mcpgate.Gateway1. dbus-daemon and polkitd look only under
+# action of org.mcpgate.Gateway1, and the polkit rule that lets user mcpgate
+# manage the backend units. dbus-daemon and polkitd look only under
 # /usr/share (and /etc): with another PREFIX, also pass datadir=/usr/share.
 install-dbus:
 	install -d $(DESTDIR)$(datadir)/dbus-1/system.d $(DESTDIR)$(datadir)/dbus-1/system-services \
-		$(DESTDIR)$(datadir)/dbus-1/interfaces $(DESTDIR)$(datadir)/polkit-1/actions
+		$(DESTDIR)$(datadir)/dbus-1/interfaces $(DESTDIR)$(datadir)/polkit-1/actions \
+		$(DESTDIR)$(datadir)/polkit-1/rules.d
 	install -m 0644 packaging/dbus/org.mcpgate.Gateway1.conf $(DESTDIR)$(datadir)/dbus-1/system.d/
 	sed 's|/usr/bin/mcpgate|$(bindir)/mcpgate|g' packaging/dbus/org.mcpgate.Gateway1.service \
 		> $(DESTDIR)$(datadir)/dbus-1/system-services/org.mcpgate.Gateway1.service
 	chmod 0644 $(DESTDIR)$(datadir)/dbus-1/system-services/org.mcpgate.Gateway1.service
 	install -m 0644 packaging/dbus/org.mcpgate.Gateway1.xml $(DESTDIR)$(datadir)/dbus-1/interfaces/
 	install -m 0644 packaging/polkit/org.mcpgate.Gateway1.policy $(DESTDIR)$(datadir)/polkit-1/actions/
+	install -m 0644 packaging/polkit/mcpgate.rules $(DESTDIR)$(datadir)/polkit-1/rules.d/50-mcpgate.rules
 
 install-man: man
 	for p in $(MAN_PAGES); do \

@@ -340,14 +340,17 @@ func TestDeb(t *testing.T) {
 		for _, want := range []string{
 			"/usr/bin/mcpgated",
 			"/usr/bin/mcpgatectl",
+			"/usr/libexec/mcpgate/backend-exec",
 			unitDir + "/mcpgate.service",
 			unitDir + "/mcpgate.socket",
+			unitDir + "/mcpgate-backend@.service",
 			"/usr/lib/sysusers.d/mcpgate.conf",
 			"/usr/lib/tmpfiles.d/mcpgate.conf",
 			"/usr/share/dbus-1/system.d/org.mcpgate.Gateway1.conf",
 			"/usr/share/dbus-1/system-services/org.mcpgate.Gateway1.service",
 			"/usr/share/dbus-1/interfaces/org.mcpgate.Gateway1.xml",
 			"/usr/share/polkit-1/actions/org.mcpgate.Gateway1.policy",
+			"/usr/share/polkit-1/rules.d/50-mcpgate.rules",
 			"/usr/share/man/man1/mcpgatectl.1.gz",
 			"/usr/share/man/man5/mcpgate.toml.5.gz",
 			"/usr/share/man/man7/mcpgate-dbus.7.gz",
@@ -384,6 +387,7 @@ func TestDeb(t *testing.T) {
 			regexp.MustCompile(`(^|, )dbus(,|$)`),
 			regexp.MustCompile(`(^|, )systemd(,|$)`),
 			regexp.MustCompile(`(^|, )init-system-helpers \(>= [^)]+\)`),
+			regexp.MustCompile(`(^|, )polkitd(,|$)`),
 		} {
 			if !dep.MatchString(fields["Depends"]) {
 				t.Errorf("Depends: %q lacks %s", fields["Depends"], dep)
@@ -420,8 +424,8 @@ func TestDeb(t *testing.T) {
 	run(t, "", nil, "dpkg-deb", "--extract", deb, tree)
 
 	t.Run("binaries", func(t *testing.T) {
-		for _, name := range []string{"mcpgated", "mcpgatectl"} {
-			path := filepath.Join(tree, "usr/bin", name)
+		for _, name := range []string{"usr/bin/mcpgated", "usr/bin/mcpgatectl", "usr/libexec/mcpgate/backend-exec"} {
+			path := filepath.Join(tree, name)
 			f, err := elf.Open(path)
 			if err != nil {
 				t.Fatal(err)
@@ -459,8 +463,8 @@ func TestDeb(t *testing.T) {
 			t.Error("copyright is not in the machine-readable format")
 		}
 		// Every Go module compiled into the binaries has a stanza.
-		for _, name := range []string{"mcpgated", "mcpgatectl"} {
-			info, err := buildinfo.ReadFile(filepath.Join(tree, "usr/bin", name))
+		for _, name := range []string{"usr/bin/mcpgated", "usr/bin/mcpgatectl", "usr/libexec/mcpgate/backend-exec"} {
+			info, err := buildinfo.ReadFile(filepath.Join(tree, name))
 			if err != nil {
 				t.Fatal(err)
 			}

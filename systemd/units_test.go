@@ -16,8 +16,12 @@ import (
 	"github.com/mcpgate/mcpgate/internal/testutil"
 )
 
-// maxExposure is the worst "systemd-analyze security" score accepted.
-const maxExposure = 2.5
+// The worst "systemd-analyze security" scores accepted: of the gateway,
+// and of a backend's unit, which runs third-party code.
+const (
+	maxExposure        = 2.5
+	maxBackendExposure = 2.0
+)
 
 // installPath returns where a package installs the file name from here.
 func installPath(name string) string {
@@ -79,9 +83,9 @@ func unitRoot(t *testing.T) string {
 	if out, err := run(t, "cp", "-a", "/usr/lib/systemd/system", filepath.Join(root, "usr/lib/systemd/")); err != nil {
 		t.Fatalf("copy the host's units: %v\n%s", err, out)
 	}
-	install(t, root, "mcpgate.socket", "mcpgate.service")
+	install(t, root, "mcpgate.socket", "mcpgate.service", "mcpgate-backend@.service")
 	// The programs this project installs are stubs here.
-	for _, p := range []string{"usr/bin/mcpgated", "usr/bin/mcpgatectl"} {
+	for _, p := range []string{"usr/bin/mcpgated", "usr/bin/mcpgatectl", "usr/libexec/mcpgate/backend-exec"} {
 		if err := os.MkdirAll(filepath.Join(root, filepath.Dir(p)), 0o755); err != nil {
 			t.Fatal(err)
 		}
@@ -103,7 +107,7 @@ func TestVerify(t *testing.T) {
 	// Without --root verify would look for /usr/bin/mcpgated on this
 	// machine. It exits 0 on unknown keys and bad values and only prints
 	// them, so any output fails the test.
-	out, err := run(t, analyze, "verify", "--man=no", "--root="+root, "mcpgate.socket", "mcpgate.service")
+	out, err := run(t, analyze, "verify", "--man=no", "--root="+root, "mcpgate.socket", "mcpgate.service", "mcpgate-backend@github.service")
 	if err != nil || out != "" {
 		t.Fatalf("systemd-analyze verify: %v\n%s", err, out)
 	}
@@ -111,21 +115,30 @@ func TestVerify(t *testing.T) {
 
 func TestSecurity(t *testing.T) {
 	analyze := lookTool(t, "systemd-analyze")
-	out, err := run(t, analyze, "security", "--offline=yes", "--no-pager", "mcpgate.service")
-	if err != nil {
-		t.Fatalf("systemd-analyze security: %v\n%s", err, out)
-	}
-	m := regexp.MustCompile(`Overall exposure level for mcpgate\.service: ([0-9.]+)`).FindStringSubmatch(out)
-	if m == nil {
-		t.Fatalf("no overall exposure level in:\n%s", out)
-	}
-	score, err := strconv.ParseFloat(m[1], 64)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("systemd-analyze security --offline=yes mcpgate.service: exposure %.1f (want %.1f or better)", score, maxExposure)
-	if score > maxExposure {
-		t.Errorf("exposure %.1f, want %.1f or better:\n%s", score, maxExposure, out)
+	root := unitRoot(t)
+	for _, tc := range []struct {
+		unit string
+		max  float64
+	}{
+		{"mcpgate.service", maxExposure},
+		{"mcpgate-backend@github.service", maxBackendExposure},
+	} {
+		out, err := run(t, analyze, "security", "--offline=yes", "--no-pager", "--root="+root, tc.unit)
+		if err != nil {
+			t.Fatalf("systemd-analyze security %s: %v\n%s", tc.unit, err, out)
+		}
+		m := regexp.MustCompile(`Overall exposure level for ` + regexp.QuoteMeta(tc.unit) + `: ([0-9.]+)`).FindStringSubmatch(out)
+		if m == nil {
+			t.Fatalf("no overall exposure level in:\n%s", out)
+		}
+		score, err := strconv.ParseFloat(m[1], 64)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("systemd-analyze security --offline=yes %s: exposure %.1f (want %.1f or better)", tc.unit, score, tc.max)
+		if score > tc.max {
+			t.Errorf("%s: exposure %.1f, want %.1f or better:\n%s", tc.unit, score, tc.max, out)
+		}
 	}
 }
 
@@ -233,6 +246,7 @@ func unitFile(t *testing.T, name string) map[string][]string {
 func TestDecisions(t *testing.T) {
 	socket := unitFile(t, "mcpgate.socket")
 	service := unitFile(t, "mcpgate.service")
+	backend := unitFile(t, "mcpgate-backend@.service")
 	tests := []struct {
 		unit map[string][]string
 		key  string
@@ -256,9 +270,27 @@ func TestDecisions(t *testing.T) {
 		{service, "Service.RestrictAddressFamilies", []string{"AF_UNIX AF_INET AF_INET6"}},
 		{service, "Service.SystemCallFilter", []string{"@system-service pkey_alloc pkey_free pkey_mprotect"}},
 		{service, "Service.DynamicUser", nil},
-		{service, "Service.RuntimeDirectory", nil},       // would delete the socket's directory on stop
+		{service, "Service.RuntimeDirectory", []string{"mcpgate-backends"}}, // never mcpgate: stopping would delete the socket's directory
 		{service, "Service.MemoryDenyWriteExecute", nil}, // V8 needs W+X
 		{service, "Service.Environment", []string{"HOME=%S/mcpgate", "npm_config_cache=%C/mcpgate/npm", "XDG_CACHE_HOME=%C/mcpgate"}},
+		// Issue 15: each backend a unit of its own.
+		{backend, "Unit.PartOf", []string{"mcpgate.service"}},
+		{backend, "Unit.After", nil}, // any ordering with mcpgate.service deadlocks its start
+		{backend, "Unit.Before", nil},
+		{backend, "Service.Type", []string{"exec"}},
+		{backend, "Service.ExecStart", []string{"/usr/libexec/mcpgate/backend-exec %i"}},
+		{backend, "Service.Restart", []string{"no"}},
+		{backend, "Service.KillMode", []string{"control-group"}},
+		{backend, "Service.DynamicUser", []string{"yes"}},
+		{backend, "Service.User", []string{"mcpgate-%i"}},
+		{backend, "Service.StateDirectory", []string{"mcpgate-backend/%i"}},
+		{backend, "Service.CacheDirectory", []string{"mcpgate-backend/%i"}},
+		{backend, "Service.Environment", []string{"HOME=%S/mcpgate-backend/%i", "npm_config_cache=%C/mcpgate-backend/%i/npm", "XDG_CACHE_HOME=%C/mcpgate-backend/%i"}},
+		{backend, "Service.LogExtraFields", []string{"MCPGATE_BACKEND=%i"}},
+		{backend, "Service.SyslogIdentifier", []string{"mcpgate-%i"}},
+		{backend, "Service.CapabilityBoundingSet", []string{""}},
+		{backend, "Service.SystemCallFilter", service["Service.SystemCallFilter"]},
+		{backend, "Service.MemoryDenyWriteExecute", nil},
 	}
 	for _, tt := range tests {
 		if got := tt.unit[tt.key]; strings.Join(got, "\n") != strings.Join(tt.want, "\n") || (got == nil) != (tt.want == nil) {
@@ -268,8 +300,10 @@ func TestDecisions(t *testing.T) {
 	for _, key := range []string{"NoNewPrivileges", "ProtectHome", "PrivateTmp", "PrivateDevices",
 		"ProtectKernelTunables", "ProtectKernelModules", "ProtectKernelLogs", "ProtectControlGroups",
 		"RestrictNamespaces", "RestrictSUIDSGID", "LockPersonality"} {
-		if got := service["Service."+key]; len(got) != 1 || got[0] != "yes" {
-			t.Errorf("Service.%s = %q, want yes", key, got)
+		for name, unit := range map[string]map[string][]string{"mcpgate.service": service, "mcpgate-backend@.service": backend} {
+			if got := unit["Service."+key]; len(got) != 1 || got[0] != "yes" {
+				t.Errorf("%s: Service.%s = %q, want yes", name, key, got)
+			}
 		}
 	}
 	if got := service["Service.ProtectSystem"]; len(got) != 1 || got[0] != "strict" {

@@ -23,9 +23,10 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// Socket is where mcpgated listens for backend-exec: a directory of the
-// service's RuntimeDirectory=, which systemd removes when it stops.
-const Socket = "/run/mcpgate/backends/exec.sock"
+// Socket is where mcpgated listens for backend-exec, in mcpgate.service's
+// RuntimeDirectory=: readable by every backend's dynamic user, unlike
+// /run/mcpgate, and removed when the service stops.
+const Socket = "/run/mcpgate-backends/exec.sock"
 
 // MaxSpec bounds the JSON of a Spec: argv and environment, like the
 // kernel's ARG_MAX for execve, plus room for the encoding.
