@@ -271,7 +271,7 @@ func TestDecisions(t *testing.T) {
 		{service, "Service.SystemCallFilter", []string{"@system-service pkey_alloc pkey_free pkey_mprotect"}},
 		{service, "Service.DynamicUser", nil},
 		{service, "Service.RuntimeDirectory", []string{"mcpgate-backends"}}, // never mcpgate: stopping would delete the socket's directory
-		{service, "Service.MemoryDenyWriteExecute", nil}, // V8 needs W+X
+		{service, "Service.MemoryDenyWriteExecute", nil},                    // V8 needs W+X
 		{service, "Service.Environment", []string{"HOME=%S/mcpgate", "npm_config_cache=%C/mcpgate/npm", "XDG_CACHE_HOME=%C/mcpgate"}},
 		// Issue 15: each backend a unit of its own.
 		{backend, "Unit.PartOf", []string{"mcpgate.service"}},
