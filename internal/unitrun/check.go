@@ -11,8 +11,8 @@ import (
 // Check reports why units could not run here, or nil: the template must
 // be installed, and systemd must let this process manage each unit (root
 // may; anyone else needs the package's polkit rule). The permission is
-// tried with ResetFailedUnit, which needs the same rule as the rest and
-// changes nothing that matters: a failed unit forgets its failure.
+// tried with a SetUnitProperties that sets nothing: systemd asks polkit
+// about it like about the rest, and it changes nothing.
 func Check(ctx context.Context, bus *dbus.Conn, units []string) error {
 	manager := bus.Object(systemdName, systemdPath)
 	for _, unit := range units {
@@ -30,7 +30,11 @@ func Check(ctx context.Context, bus *dbus.Conn, units []string) error {
 		if os.Geteuid() == 0 {
 			continue
 		}
-		if err := manager.CallWithContext(ctx, managerIface+".ResetFailedUnit", 0, unit).Err; err != nil {
+		none := []struct {
+			Name  string
+			Value dbus.Variant
+		}{}
+		if err := manager.CallWithContext(ctx, managerIface+".SetUnitProperties", 0, unit, true, none).Err; err != nil {
 			return fmt.Errorf("runner = \"unit\": systemd does not let this user manage %s: %w", unit, explain(err))
 		}
 	}
