@@ -22,7 +22,7 @@ type Instance struct {
 	path         dbus.ObjectPath
 	pid          int
 	invocationID []byte // this run's InvocationID, which tells it from the run before
-	changed      <-chan struct{}
+	f            *follower
 	unwatch      func()
 }
 
@@ -60,33 +60,51 @@ func (i *Instance) Wait() Exit {
 		if err == nil && ended {
 			return exit
 		}
-		if _, ok := <-i.changed; !ok {
+		if _, ok := <-i.f.changed; !ok {
 			return Exit{Lost: true}
 		}
 	}
 }
 
-// ended reads the unit's state and reports whether this run is over.
+// ended reports whether this run is over, and how it ended: from the
+// unit while systemd has it loaded, else from the last signals it sent.
 func (i *Instance) ended(ctx context.Context) (Exit, bool, error) {
 	u := i.r.bus.Object(systemdName, i.path)
 	var unit map[string]dbus.Variant
-	if err := u.CallWithContext(ctx, propertiesIface+".GetAll", 0, unitIface).Store(&unit); err != nil {
+	err := u.CallWithContext(ctx, propertiesIface+".GetAll", 0, unitIface).Store(&unit)
+	if err == nil && i.over(unit["InvocationID"], unit["ActiveState"]) {
+		var svc map[string]dbus.Variant
+		if err := u.CallWithContext(ctx, propertiesIface+".GetAll", 0, serviceIface).Store(&svc); err != nil {
+			return Exit{}, false, err
+		}
+		return exitOf(svc["Result"], svc["ExecMainCode"], svc["ExecMainStatus"]), true, nil
+	}
+	// Unloaded once inactive: it reads as a fresh unit now.
+	id, _ := i.f.last("InvocationID")
+	state, _ := i.f.last("ActiveState")
+	if !i.over(id, state) {
 		return Exit{}, false, err
 	}
-	id, _ := unit["InvocationID"].Value().([]byte)
-	state, _ := unit["ActiveState"].Value().(string)
-	if !bytes.Equal(id, i.invocationID) || state != "inactive" && state != "failed" {
-		return Exit{}, false, nil
-	}
-	var svc map[string]dbus.Variant
-	if err := u.CallWithContext(ctx, propertiesIface+".GetAll", 0, serviceIface).Store(&svc); err != nil {
-		return Exit{}, false, err
-	}
-	e := Exit{}
-	e.Result, _ = svc["Result"].Value().(string)
-	e.Code, _ = svc["ExecMainCode"].Value().(int32)
-	e.Status, _ = svc["ExecMainStatus"].Value().(int32)
-	return e, true, nil
+	result, _ := i.f.last("Result")
+	code, _ := i.f.last("ExecMainCode")
+	status, _ := i.f.last("ExecMainStatus")
+	return exitOf(result, code, status), true, nil
+}
+
+// over reports whether a unit's InvocationID and ActiveState say that
+// this run has ended.
+func (i *Instance) over(id, state dbus.Variant) bool {
+	b, _ := id.Value().([]byte)
+	s, _ := state.Value().(string)
+	return bytes.Equal(b, i.invocationID) && (s == "inactive" || s == "failed")
+}
+
+func exitOf(result, code, status dbus.Variant) Exit {
+	var e Exit
+	e.Result, _ = result.Value().(string)
+	e.Code, _ = code.Value().(int32)
+	e.Status, _ = status.Value().(int32)
+	return e
 }
 
 // invocation returns the unit's current InvocationID (empty before its
@@ -108,14 +126,12 @@ func (i *Instance) failedStart(ctx context.Context, before []byte) string {
 		return ""
 	}
 	id, _ := unit["InvocationID"].Value().([]byte)
-	state, _ := unit["ActiveState"].Value().(string)
-	if bytes.Equal(id, before) || state != "failed" && state != "inactive" {
-		return ""
+	if len(id) == 0 || bytes.Equal(id, before) {
+		return "" // not started yet, or the run it replaces
 	}
-	saved := i.invocationID
 	i.invocationID = id
 	exit, ended, _ := i.ended(ctx)
-	i.invocationID = saved
+	i.invocationID = nil
 	if !ended {
 		return ""
 	}

@@ -57,8 +57,8 @@ type Runner struct {
 	done    chan struct{} // closed by Close
 
 	mu       sync.Mutex
-	starting map[dbus.ObjectPath]chan peer     // units whose helper we wait for
-	watched  map[dbus.ObjectPath]chan struct{} // units whose changes we follow
+	starting map[dbus.ObjectPath]chan peer // units whose helper we wait for
+	watched  map[dbus.ObjectPath]*follower // units whose changes we follow
 	closed   bool
 	wg       sync.WaitGroup
 }
@@ -98,7 +98,7 @@ func New(bus *dbus.Conn, socket string, log *slog.Logger) (*Runner, error) {
 		slots:    make(chan struct{}, maxIdentifying),
 		done:     make(chan struct{}),
 		starting: make(map[dbus.ObjectPath]chan peer),
-		watched:  make(map[dbus.ObjectPath]chan struct{}),
+		watched:  make(map[dbus.ObjectPath]*follower),
 	}
 	bus.Signal(r.signals)
 	r.wg.Add(2)
@@ -201,27 +201,53 @@ func peerCred(conn *net.UnixConn) (*unix.Ucred, error) {
 	return cred, credErr
 }
 
-// dispatch wakes the followers of each unit that changed.
+// follower is what is known of a unit from its PropertiesChanged signals:
+// systemd sends the values of its Service properties (Result,
+// ExecMainStatus, …) before those of the Unit (ActiveState, InvocationID)
+// for each change, and may unload an inactive unit at once, after which
+// its properties read as a fresh unit's.
+type follower struct {
+	changed chan struct{} // a wake-up per change; closed when the runner closes
+	mu      sync.Mutex
+	props   map[string]dbus.Variant
+}
+
+// last returns the value of name the signals last carried.
+func (f *follower) last(name string) (dbus.Variant, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	v, ok := f.props[name]
+	return v, ok
+}
+
+// dispatch records what changed on each followed unit and wakes its
+// follower.
 func (r *Runner) dispatch() {
 	defer r.wg.Done()
 	for {
 		select {
 		case <-r.done:
 			r.mu.Lock()
-			for path, ch := range r.watched {
-				close(ch)
+			for path, f := range r.watched {
+				close(f.changed)
 				delete(r.watched, path)
 			}
 			r.mu.Unlock()
 			return
 		case sig := <-r.signals:
-			if sig.Name != propertiesIface+".PropertiesChanged" {
+			if sig.Name != propertiesIface+".PropertiesChanged" || len(sig.Body) < 2 {
 				continue
 			}
+			changed, _ := sig.Body[1].(map[string]dbus.Variant)
 			r.mu.Lock()
-			if ch, ok := r.watched[sig.Path]; ok {
+			if f, ok := r.watched[sig.Path]; ok {
+				f.mu.Lock()
+				for k, v := range changed {
+					f.props[k] = v
+				}
+				f.mu.Unlock()
 				select {
-				case ch <- struct{}{}:
+				case f.changed <- struct{}{}:
 				default: // a wake-up is pending already
 				}
 			}
@@ -231,7 +257,7 @@ func (r *Runner) dispatch() {
 }
 
 // watch follows the unit at path until the returned function is called.
-func (r *Runner) watch(path dbus.ObjectPath) (<-chan struct{}, func(), error) {
+func (r *Runner) watch(path dbus.ObjectPath) (*follower, func(), error) {
 	match := []dbus.MatchOption{
 		dbus.WithMatchObjectPath(path),
 		dbus.WithMatchInterface(propertiesIface),
@@ -240,7 +266,7 @@ func (r *Runner) watch(path dbus.ObjectPath) (<-chan struct{}, func(), error) {
 	if err := r.bus.AddMatchSignal(match...); err != nil {
 		return nil, nil, fmt.Errorf("follow %s: %w", path, err)
 	}
-	ch := make(chan struct{}, 1)
+	f := &follower{changed: make(chan struct{}, 1), props: map[string]dbus.Variant{}}
 	r.mu.Lock()
 	if r.closed {
 		r.mu.Unlock()
@@ -251,11 +277,11 @@ func (r *Runner) watch(path dbus.ObjectPath) (<-chan struct{}, func(), error) {
 		_ = r.bus.RemoveMatchSignal(match...)
 		return nil, nil, fmt.Errorf("unit %s is in use already", path)
 	}
-	r.watched[path] = ch
+	r.watched[path] = f
 	r.mu.Unlock()
-	return ch, func() {
+	return f, func() {
 		r.mu.Lock()
-		if r.watched[path] == ch {
+		if r.watched[path] == f {
 			delete(r.watched, path)
 		}
 		r.mu.Unlock()
@@ -278,24 +304,11 @@ func (r *Runner) Start(ctx context.Context, unit string, spec wire.Spec, stdio [
 	} else if state != "loaded" {
 		return nil, fmt.Errorf("unit %s is %s: is the template %s installed? (it comes with the mcpgate package)", unit, state, Template)
 	}
-	changed, unwatch, err := r.watch(path)
+	f, unwatch, err := r.watch(path)
 	if err != nil {
 		return nil, err
 	}
-	// A reference keeps systemd from unloading the unit once it is
-	// inactive, with how its run ended, until Wait has read it.
-	if err := u.CallWithContext(ctx, unitIface+".Ref", 0).Err; err != nil {
-		unwatch()
-		return nil, fmt.Errorf("unit %s: %w", unit, err)
-	}
-	release := unwatch
-	unwatch = func() {
-		ctx, cancel := context.WithTimeout(context.Background(), busTimeout)
-		defer cancel()
-		_ = u.CallWithContext(ctx, unitIface+".Unref", 0).Err
-		release()
-	}
-	inst := &Instance{r: r, unit: unit, path: path, changed: changed, unwatch: unwatch}
+	inst := &Instance{r: r, unit: unit, path: path, f: f, unwatch: unwatch}
 	ok := false
 	defer func() {
 		if !ok {
@@ -337,7 +350,7 @@ func (r *Runner) Start(ctx context.Context, unit string, spec wire.Spec, stdio [
 	for p.conn == nil {
 		select {
 		case p = <-peers:
-		case <-changed:
+		case <-f.changed:
 			if why := inst.failedStart(ctx, before); why != "" {
 				return nil, fmt.Errorf("unit %s failed before its backend-exec connected: %s", unit, why)
 			}
