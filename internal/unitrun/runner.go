@@ -350,7 +350,10 @@ func (r *Runner) Start(ctx context.Context, unit string, spec wire.Spec, stdio [
 	for p.conn == nil {
 		select {
 		case p = <-peers:
-		case <-f.changed:
+		case _, open := <-f.changed:
+			if !open {
+				return nil, fmt.Errorf("unit %s: the gateway is shutting down", unit)
+			}
 			if why := inst.failedStart(ctx, before); why != "" {
 				return nil, fmt.Errorf("unit %s failed before its backend-exec connected: %s", unit, why)
 			}
