@@ -59,3 +59,20 @@ func TestCheckConfigRemoteBackend(t *testing.T) {
 		t.Errorf("exit %d, stderr %q; want 0 and nothing", code, stderr.String())
 	}
 }
+
+// TestCheckConfigUnitWithoutSystemd: runner = "unit" where no systemd
+// answers on the system bus is refused with the reason. (Where one does,
+// the e2e test checks the template and polkit refusals.)
+func TestCheckConfigUnitWithoutSystemd(t *testing.T) {
+	if _, err := os.Stat("/run/systemd/system"); err == nil {
+		t.Skip("systemd runs here; internal/e2e covers runner = \"unit\" under systemd")
+	}
+	t.Setenv("DBUS_SYSTEM_BUS_ADDRESS", "unix:path="+filepath.Join(t.TempDir(), "no-bus"))
+	cfg := filepath.Join(t.TempDir(), "mcpgate.toml")
+	os.WriteFile(cfg, []byte("[gateway]\nrunner = \"unit\"\n[backends.x]\ncommand = \"sh\"\n"), 0o644)
+	var stdout, stderr bytes.Buffer
+	code := checkConfig(cfg, &stdout, &stderr)
+	if code != 1 || !strings.Contains(stderr.String(), `runner = "unit": cannot reach systemd on the system bus`) {
+		t.Errorf("exit %d, stderr %q; want 1 and the reason", code, stderr.String())
+	}
+}
