@@ -15,6 +15,7 @@ import (
 var idleConfig = fmt.Sprintf(`# Written by internal/e2e (TestInstalledPackage, idle host).
 [gateway]
 idle_exit = "3s"
+runner = "process"
 
 [backends.fake]
 command = %q
