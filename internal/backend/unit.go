@@ -35,9 +35,10 @@ func (b *Backend) startChild(argv, env []string) (child, error) {
 }
 
 // UnitName returns the systemd unit the backend's server runs in under
-// runner = "unit", or "".
+// runner = "unit", or "": also for a pool, whose instances each have
+// their own (NAME-N).
 func (b *Backend) UnitName() string {
-	if !b.cfg.UnitRunner() {
+	if !b.cfg.UnitRunner() || b.cfg.Pooled() && b.opts.Instance == 0 {
 		return ""
 	}
 	name := b.name

@@ -35,6 +35,13 @@ io_weight = 300
 command = %[1]q
 args = ["--name", "isolated"]
 env = { ISOLATED_SECRET = "isolated-only" }
+
+[backends.pooled]
+command = %[1]q
+args = ["--name", "pooled"]
+instance = "session"
+pool_min_idle = 1
+pool_max = 2
 `, fakeBin)
 
 // unitsDropIn is what an operator writes with
@@ -122,6 +129,13 @@ func (u *unitsCheck) checkStart(t *testing.T) string {
 			t.Errorf("%s's Unit property is %s", name, got)
 		}
 		u.pids[name] = pid
+	}
+	// A pool's instance N runs as NAME-N; the pool itself has no unit.
+	if state := g.show(t, unitOf("pooled-1"), "ActiveState")["ActiveState"]; state != "active" {
+		t.Errorf("%s is %s, want active (the pool's idle instance)", unitOf("pooled-1"), state)
+	}
+	if got := c.Run(t, "busctl", "get-property", busName, backendPath("pooled"), backendIf, "Unit"); got != `s ""` {
+		t.Errorf("the pool's Unit property is %s, want empty", got)
 	}
 	if status, err := c.Exec(t.Context(), nil, "systemctl", "status", unitOf("everything")); err != nil || !strings.Contains(status.Stdout, "Active: active (running)") {
 		t.Errorf("systemctl status %s: %v\n%s", unitOf("everything"), err, status.Stdout)
