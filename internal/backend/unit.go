@@ -103,8 +103,10 @@ func (u *unitChild) usage() Usage {
 	return Usage(got)
 }
 
-func (u *unitChild) wait() ExitInfo {
-	e := u.inst.Wait()
+func (u *unitChild) wait() ExitInfo { return unitExit(u.inst.Wait()) }
+
+// unitExit is how a unit's run ended, as the backend reports exits.
+func unitExit(e unitrun.Exit) ExitInfo {
 	info := ExitInfo{Code: -1, Text: e.Describe(), OOM: e.OOM()}
 	switch e.Code {
 	case 1: // CLD_EXITED
