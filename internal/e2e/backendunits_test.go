@@ -202,13 +202,43 @@ func (u *unitsCheck) checkLimits(t *testing.T) string {
 	}
 	enforced := "not run: the container's cgroup v2 has no memory controller (a property of this host), so no OOM kill can be shown"
 	if controllers := c.Run(t, "cat", "/sys/fs/cgroup/cgroup.controllers"); strings.Contains(controllers, "memory") {
-		enforced = "memory controller present: " + c.Run(t, "cat", "/sys/fs/cgroup/system.slice/"+unitOf("fake")+"/memory.max")
+		enforced = u.oomKill(t)
 	}
 	t.Log("enforcement: " + enforced)
 	if t.Failed() {
 		return ""
 	}
 	return fmt.Sprintf("%s has %v; enforcement %s", unitOf("fake"), props, enforced)
+}
+
+// oomKill makes fake allocate past its memory_max (256M) and checks that
+// the kernel's OOM kill is reported as such and fake restarted.
+func (u *unitsCheck) oomKill(t *testing.T) string {
+	g, c := u.g, u.g.c
+	old := g.backendPID(t, "fake")
+	if max := c.Run(t, "cat", "/sys/fs/cgroup/system.slice/system-mcpgate\\x2dbackend.slice/"+unitOf("fake")+"/memory.max"); max != "268435456" {
+		t.Errorf("memory.max of %s is %q", unitOf("fake"), max)
+	}
+	killed := time.Now()
+	if res := callTool(t, g.client, "fake__allocate", map[string]any{"mib": 512}); !res.IsError {
+		t.Errorf("fake allocated 512 MiB past its memory_max: %s", contentText(res))
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+	defer cancel()
+	oom, err := c.AwaitJournal(ctx, func(e JournalEntry) bool { return e["MCPGATE_BACKEND_PID"] == strconv.Itoa(old) },
+		"--unit=mcpgate.service", "MESSAGE_ID="+journal.MessageOOM.String(), "MCPGATE_BACKEND=fake")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if oom["MCPGATE_REASON"] != "oom" || oom["MCPGATE_UNIT"] != unitOf("fake") {
+		t.Errorf("OOM entry %q: MCPGATE_REASON=%q MCPGATE_UNIT=%q", oom["MESSAGE"], oom["MCPGATE_REASON"], oom["MCPGATE_UNIT"])
+	}
+	if _, err := c.AwaitJournal(ctx, func(e JournalEntry) bool { return realtime(e).After(killed) && e["MCPGATE_BACKEND_PID"] != strconv.Itoa(old) },
+		"--unit=mcpgate.service", "MESSAGE_ID="+journal.MessageBackendReady.String(), "MCPGATE_BACKEND=fake"); err != nil {
+		t.Fatal(err)
+	}
+	u.pids["fake"] = g.backendPID(t, "fake")
+	return fmt.Sprintf("fake (PID %d) allocating 512 MiB was OOM-killed, journaled with reason oom, restarted as %d", old, u.pids["fake"])
 }
 
 // checkLimitsRemoved: a reload that drops fake's limits restarts it

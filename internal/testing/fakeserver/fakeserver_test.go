@@ -1033,3 +1033,15 @@ func TestDial(t *testing.T) {
 		t.Errorf("dial %s after close: %+v", addr, out)
 	}
 }
+
+// TestAllocate: allocate holds what it allocated.
+func TestAllocate(t *testing.T) {
+	p := start(t, nil)
+	p.initialize()
+	if out := p.callTool("allocate", `{"mib":2}`); out.IsError || out.Content[0].Text != "holding 2 MiB" {
+		t.Errorf("allocate 2: %+v", out)
+	}
+	if out := p.callTool("allocate", `{"mib":1}`); out.Content[0].Text != "holding 3 MiB" {
+		t.Errorf("allocate 1 more: %+v", out)
+	}
+}

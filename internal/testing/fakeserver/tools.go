@@ -80,6 +80,8 @@ func builtinTools() []tool {
 			schema: `{"type":"object","properties":{"uri":{"type":"string"}},"required":["uri"]}`, run: (*server).toolTouch},
 		{name: "spawn_grandchild", description: "Starts a sleeping grandchild in the same process group, or with setsid in a session of its own.",
 			schema: `{"type":"object","properties":{"double_fork":{"type":"boolean"},"ignore_sigterm":{"type":"boolean"},"setsid":{"type":"boolean"}}}`, run: (*server).toolSpawnGrandchild},
+		{name: "allocate", description: "Allocates and touches mib MiB of memory and keeps it, to meet a memory limit.",
+			schema: `{"type":"object","properties":{"mib":{"type":"integer","minimum":1}},"required":["mib"]}`, run: (*server).toolAllocate},
 		{name: "dial", description: "Opens a TCP connection to address and closes it; an error result says why it failed.",
 			schema: `{"type":"object","properties":{"address":{"type":"string"}},"required":["address"]}`, run: (*server).toolDial},
 		{name: "pid", description: "Returns the process's pid, pgid and ppid, and count: how often pid was called in this process, state a shared server would leak between sessions.",
@@ -554,6 +556,26 @@ func (s *server) toolSpawnGrandchild(c *call) (any, error) {
 		return nil, fmt.Errorf("getpgid of grandchild %d: %w", pid, err)
 	}
 	return textResult(fmt.Sprintf("grandchild %d in group %d", pid, pgid), map[string]any{"pid": pid, "pgid": pgid}), nil
+}
+
+// hoard keeps what allocate allocated.
+var hoard [][]byte
+
+func (s *server) toolAllocate(c *call) (any, error) {
+	var a struct {
+		MiB int `json:"mib"`
+	}
+	if err := c.decodeArgs(&a); err != nil {
+		return nil, err
+	}
+	for range a.MiB {
+		b := make([]byte, 1<<20)
+		for i := 0; i < len(b); i += 4096 {
+			b[i] = 1 // touch every page, so it is resident
+		}
+		hoard = append(hoard, b)
+	}
+	return textResult(fmt.Sprintf("holding %d MiB", len(hoard)), nil), nil
 }
 
 func (s *server) toolDial(c *call) (any, error) {
