@@ -32,7 +32,7 @@ const groupPrefix = "backend-"
 
 // HowToDelegate says how to give mcpgated a delegated cgroup; it ends every
 // error that finds none.
-const HowToDelegate = "set Delegate=yes in mcpgated's service unit (systemctl edit mcpgate.service), " +
+const HowToDelegate = "set Delegate=yes and ProtectControlGroups=no in mcpgated's service unit (systemctl edit mcpgate.service), " +
 	"or run it by hand as systemd-run --user --scope -p Delegate=yes mcpgated ..."
 
 // ErrNotDelegated is wrapped by the errors of Open that found no cgroup
