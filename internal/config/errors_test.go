@@ -232,6 +232,9 @@ listen = [
 			`mcpgate.toml:3:11: backends."": invalid backend name ""; use 1 to 64 letters, digits, "_" or "-"`,
 			`mcpgate.toml:5:11: backends.` + strings.Repeat("n", 65) + `: invalid backend name "` + strings.Repeat("n", 65) + `"; use 1 to 64 letters, digits, "_" or "-"`,
 		}},
+		{"unit of a pool's instance", map[string]string{"mcpgate.toml": "[gateway]\nrunner = \"unit\"\n[backends.fs]\ncommand = \"x\"\ninstance = \"session\"\n[backends.fs-2]\ncommand = \"x\"\n[backends.fs-b]\ncommand = \"x\"\n[backends.fs-3]\ncommand = \"x\"\nrunner = \"process\"\n"}, []string{
+			`mcpgate.toml:6:11: backends.fs-2.runner: backend "fs-2" would run in the unit of instance 2 of backend "fs" (instance = "session"): rename one, or give one runner = "process"`,
+		}},
 		{"missing command", map[string]string{"mcpgate.toml": "# gh\n[backends.gh]\nargs = []\n"}, []string{
 			`mcpgate.toml:2:11: backends.gh: enabled backend has no command; set command = "/path/to/server", or enabled = false`,
 		}},

@@ -334,5 +334,6 @@ func (l *loader) resolve() *Config {
 		}
 	}
 	l.checkFallbacks(cfg)
+	l.checkUnitNames(cfg)
 	return cfg
 }

@@ -1,5 +1,10 @@
 package config
 
+import (
+	"fmt"
+	"strings"
+)
+
 // Values of [gateway] runner and a backend's runner: who is the parent of a
 // backend's server process.
 const (
@@ -22,4 +27,24 @@ func runnerField[T any](runner func(*T) *string) field[T] {
 // of its own.
 func (b *Backend) UnitRunner() bool {
 	return b.Runner == RunnerUnit && !b.IsRemote() && b.Transport != "cli"
+}
+
+// checkUnitNames refuses a backend whose unit would be that of another
+// backend's pool instance: under runner = "unit" instance N of pool NAME
+// runs as mcpgate-backend@NAME-N.service.
+func (l *loader) checkUnitNames(cfg *Config) {
+	for _, name := range cfg.names() {
+		pool := cfg.Backends[name]
+		if !pool.UnitRunner() || !pool.Pooled() {
+			continue
+		}
+		for _, other := range cfg.names() {
+			b := cfg.Backends[other]
+			n, isInstance := strings.CutPrefix(other, name+"-")
+			if !isInstance || !b.UnitRunner() || strings.Trim(n, "0123456789") != "" || n == "" {
+				continue
+			}
+			l.failBackend(b, "runner", fmt.Sprintf(`backend %q would run in the unit of instance %s of backend %q (instance = "session"): rename one, or give one runner = "process"`, other, n, name))
+		}
+	}
 }
