@@ -233,7 +233,9 @@ func (u *unitsCheck) oomKill(t *testing.T) string {
 	if oom["MCPGATE_REASON"] != "oom" || oom["MCPGATE_UNIT"] != unitOf("fake") {
 		t.Errorf("OOM entry %q: MCPGATE_REASON=%q MCPGATE_UNIT=%q", oom["MESSAGE"], oom["MCPGATE_REASON"], oom["MCPGATE_UNIT"])
 	}
-	if _, err := c.AwaitJournal(ctx, func(e JournalEntry) bool { return realtime(e).After(killed) && e["MCPGATE_BACKEND_PID"] != strconv.Itoa(old) },
+	if _, err := c.AwaitJournal(ctx, func(e JournalEntry) bool {
+		return realtime(e).After(killed) && e["MCPGATE_BACKEND_PID"] != strconv.Itoa(old)
+	},
 		"--unit=mcpgate.service", "MESSAGE_ID="+journal.MessageBackendReady.String(), "MCPGATE_BACKEND=fake"); err != nil {
 		t.Fatal(err)
 	}
