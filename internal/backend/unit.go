@@ -29,7 +29,7 @@ func (b *Backend) startChild(argv, env []string) (child, error) {
 		return proc, nil
 	}
 	if b.opts.UnitRunner == nil {
-		return nil, fmt.Errorf(`runner = "unit": the gateway has no connection to systemd (it needs [gateway] bus = "system")`)
+		return nil, fmt.Errorf(`runner = "unit": the gateway started without a backend that used it, so it has no connection to systemd; restart the gateway (systemctl restart mcpgate)`)
 	}
 	return b.startUnit(argv)
 }
