@@ -87,6 +87,7 @@ func TestBackendUnits(t *testing.T) {
 	r.step("u7-restart", u.checkRestart)
 	r.step("u8-crash", u.checkCrash)
 	r.step("u9-polkit", u.checkPolkit)
+	r.step("u9b-socket", u.checkSocket)
 	r.step("u10-stop", u.checkStopAll)
 }
 
@@ -441,6 +442,28 @@ func (u *unitsCheck) checkPolkit(t *testing.T) string {
 		return ""
 	}
 	return fmt.Sprintf("reset-failed of a backend unit allowed; refused: %s; --check-config without the rule: %s", strings.Join(refused, " | "), firstLine(res.Stderr))
+}
+
+// checkSocket: a process outside the backend units that connects to the
+// backend socket, even one that names a backend, gets nothing and is
+// journaled.
+func (u *unitsCheck) checkSocket(t *testing.T) string {
+	c := u.g.c
+	since := time.Now()
+	res, err := c.Exec(t.Context(), nil, "setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups", "--",
+		"/usr/libexec/mcpgate/backend-exec", "fake")
+	if err == nil || strings.Contains(res.Stdout+res.Stderr, "FAKE_SECRET") {
+		t.Fatalf("backend-exec run by nobody: %v, stdout %q, stderr %q; want a refusal", err, res.Stdout, res.Stderr)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	refused, err := c.AwaitJournal(ctx, func(e JournalEntry) bool {
+		return realtime(e).After(since) && strings.Contains(e["MESSAGE"], "backend socket: refused a connection")
+	}, "--unit=mcpgate.service")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fmt.Sprintf("nobody running backend-exec fake: %s; journal: %s", firstLine(strings.TrimSpace(res.Stderr)), refused["MESSAGE"])
 }
 
 // checkStopAll: stopping the gateway stops every backend unit.
