@@ -29,15 +29,16 @@ import (
 
 	"github.com/mcpgate/mcpgate/internal/config"
 	"github.com/mcpgate/mcpgate/internal/unitrun/wire"
+	"github.com/mcpgate/mcpgate/internal/units"
 )
 
 const (
-	systemdName     = "org.freedesktop.systemd1"
-	systemdPath     = "/org/freedesktop/systemd1"
-	managerIface    = "org.freedesktop.systemd1.Manager"
-	unitIface       = "org.freedesktop.systemd1.Unit"
-	serviceIface    = "org.freedesktop.systemd1.Service"
-	propertiesIface = "org.freedesktop.DBus.Properties"
+	systemdName     = units.SystemdName
+	systemdPath     = units.SystemdPath
+	managerIface    = units.ManagerInterface
+	unitIface       = units.UnitInterface
+	serviceIface    = units.ServiceInterface
+	propertiesIface = units.PropertiesInterface
 
 	// identifyTimeout bounds how long a connection to the socket may take
 	// to be identified; maxIdentifying bounds how many are at once.

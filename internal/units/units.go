@@ -10,12 +10,14 @@ import (
 	"github.com/godbus/dbus/v5"
 )
 
+// systemd's names on D-Bus, shared with package unitrun.
 const (
-	systemdName     = "org.freedesktop.systemd1"
-	systemdPath     = "/org/freedesktop/systemd1"
-	managerIface    = "org.freedesktop.systemd1.Manager"
-	unitIface       = "org.freedesktop.systemd1.Unit"
-	propertiesIface = "org.freedesktop.DBus.Properties"
+	SystemdName         = "org.freedesktop.systemd1"
+	SystemdPath         = "/org/freedesktop/systemd1"
+	ManagerInterface    = "org.freedesktop.systemd1.Manager"
+	UnitInterface       = "org.freedesktop.systemd1.Unit"
+	ServiceInterface    = "org.freedesktop.systemd1.Service"
+	PropertiesInterface = "org.freedesktop.DBus.Properties"
 )
 
 // Watcher waits for units of one systemd instance (the system manager on
@@ -37,7 +39,7 @@ func New(conn *dbus.Conn) *Watcher {
 // while someone is subscribed), once.
 func (w *Watcher) subscribe() error {
 	w.once.Do(func() {
-		w.subErr = w.conn.Object(systemdName, systemdPath).Call(managerIface+".Subscribe", 0).Err
+		w.subErr = w.conn.Object(SystemdName, SystemdPath).Call(ManagerInterface+".Subscribe", 0).Err
 	})
 	return w.subErr
 }
@@ -60,12 +62,12 @@ func (w *Watcher) WaitActive(ctx context.Context, units []string, waiting func(u
 
 func (w *Watcher) waitOne(ctx context.Context, unit string, waiting func(unit, state string)) error {
 	var path dbus.ObjectPath
-	if err := w.conn.Object(systemdName, systemdPath).CallWithContext(ctx, managerIface+".LoadUnit", 0, unit).Store(&path); err != nil {
+	if err := w.conn.Object(SystemdName, SystemdPath).CallWithContext(ctx, ManagerInterface+".LoadUnit", 0, unit).Store(&path); err != nil {
 		return fmt.Errorf("unit %s: %w", unit, err)
 	}
 	match := []dbus.MatchOption{
 		dbus.WithMatchObjectPath(path),
-		dbus.WithMatchInterface(propertiesIface),
+		dbus.WithMatchInterface(PropertiesInterface),
 		dbus.WithMatchMember("PropertiesChanged"),
 	}
 	if err := w.conn.AddMatchSignalContext(ctx, match...); err != nil {
@@ -93,7 +95,7 @@ func (w *Watcher) waitOne(ctx context.Context, unit string, waiting func(unit, s
 			if sig.Path != path || len(sig.Body) < 2 {
 				continue
 			}
-			if iface, _ := sig.Body[0].(string); iface != unitIface {
+			if iface, _ := sig.Body[0].(string); iface != UnitInterface {
 				continue
 			}
 			changed, _ := sig.Body[1].(map[string]dbus.Variant)
@@ -109,7 +111,7 @@ func (w *Watcher) waitOne(ctx context.Context, unit string, waiting func(unit, s
 
 func (w *Watcher) activeState(ctx context.Context, path dbus.ObjectPath) (string, error) {
 	var v dbus.Variant
-	if err := w.conn.Object(systemdName, path).CallWithContext(ctx, propertiesIface+".Get", 0, unitIface, "ActiveState").Store(&v); err != nil {
+	if err := w.conn.Object(SystemdName, path).CallWithContext(ctx, PropertiesInterface+".Get", 0, UnitInterface, "ActiveState").Store(&v); err != nil {
 		return "", err
 	}
 	s, _ := v.Value().(string)
