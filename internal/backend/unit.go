@@ -41,11 +41,7 @@ func (b *Backend) UnitName() string {
 	if !b.cfg.UnitRunner() || b.cfg.Pooled() && b.opts.Instance == 0 {
 		return ""
 	}
-	name := b.name
-	if l := b.instanceLabel(); l != "" {
-		name += "-" + l
-	}
-	return unitrun.UnitName(name)
+	return unitrun.UnitName(b.name, b.opts.Instance)
 }
 
 // unitChild is a server that systemd runs in mcpgate-backend@NAME.service.

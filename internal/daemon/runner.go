@@ -31,11 +31,11 @@ func unitNames(cfg *config.Config) []string {
 	var names []string
 	for _, b := range cfg.EnabledBackends() {
 		if b.UnitRunner() {
-			name := b.Name
+			first := 0
 			if b.Pooled() {
-				name += "-1"
+				first = 1
 			}
-			names = append(names, unitrun.UnitName(name))
+			names = append(names, unitrun.UnitName(b.Name, first))
 		}
 	}
 	return names
@@ -49,12 +49,21 @@ func checkUnits(ctx context.Context, cfg *config.Config) error {
 	if len(names) == 0 {
 		return nil
 	}
-	conn, err := dbus.ConnectSystemBus(dbus.WithContext(ctx))
+	conn, err := systemBus(ctx)
 	if err != nil {
-		return fmt.Errorf("runner = \"unit\": cannot reach systemd on the system bus: %w", err)
+		return err
 	}
 	defer conn.Close()
 	return unitrun.Check(ctx, conn, names)
+}
+
+// systemBus connects to the system manager's bus for the unit runner.
+func systemBus(ctx context.Context) (*dbus.Conn, error) {
+	conn, err := dbus.ConnectSystemBus(dbus.WithContext(ctx))
+	if err != nil {
+		return nil, fmt.Errorf("runner = \"unit\": cannot reach systemd on the system bus: %w", err)
+	}
+	return conn, nil
 }
 
 // startUnitRunner connects to systemd and listens for the backend units'
@@ -64,9 +73,9 @@ func (d *daemon) startUnitRunner(ctx context.Context) (stop func(), err error) {
 	if !usesUnits(d.cfg) {
 		return func() {}, nil
 	}
-	conn, err := dbus.ConnectSystemBus(dbus.WithContext(ctx))
+	conn, err := systemBus(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("runner = \"unit\": cannot reach systemd on the system bus: %w", err)
+		return nil, err
 	}
 	if err := unitrun.Check(ctx, conn, unitNames(d.cfg)); err != nil {
 		conn.Close()

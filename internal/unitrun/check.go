@@ -16,16 +16,8 @@ import (
 func Check(ctx context.Context, bus *dbus.Conn, units []string) error {
 	manager := bus.Object(systemdName, systemdPath)
 	for _, unit := range units {
-		var path dbus.ObjectPath
-		if err := manager.CallWithContext(ctx, managerIface+".LoadUnit", 0, unit).Store(&path); err != nil {
-			return fmt.Errorf("runner = \"unit\": cannot ask systemd about %s: %w", unit, err)
-		}
-		state, err := getString(ctx, bus.Object(systemdName, path), unitIface, "LoadState")
-		if err != nil {
-			return fmt.Errorf("runner = \"unit\": cannot ask systemd about %s: %w", unit, err)
-		}
-		if state != "loaded" {
-			return fmt.Errorf("runner = \"unit\": %s is %s: the template %s is not installed (it comes with the mcpgate package); install it, or set runner = \"process\"", unit, state, Template)
+		if _, err := load(ctx, bus, unit); err != nil {
+			return fmt.Errorf("runner = \"unit\": %w", err)
 		}
 		if os.Geteuid() == 0 {
 			continue
@@ -39,4 +31,21 @@ func Check(ctx context.Context, bus *dbus.Conn, units []string) error {
 		}
 	}
 	return nil
+}
+
+// load loads unit, an instance of Template, and returns its object path;
+// an error says when the template is not installed.
+func load(ctx context.Context, bus *dbus.Conn, unit string) (dbus.ObjectPath, error) {
+	var path dbus.ObjectPath
+	if err := bus.Object(systemdName, systemdPath).CallWithContext(ctx, managerIface+".LoadUnit", 0, unit).Store(&path); err != nil {
+		return "", fmt.Errorf("cannot ask systemd about %s: %w", unit, err)
+	}
+	var state dbus.Variant
+	if err := bus.Object(systemdName, path).CallWithContext(ctx, propertiesIface+".Get", 0, unitIface, "LoadState").Store(&state); err != nil {
+		return "", fmt.Errorf("cannot ask systemd about %s: %w", unit, err)
+	}
+	if s, _ := state.Value().(string); s != "loaded" {
+		return "", fmt.Errorf("%s is %s: the template %s is not installed (it comes with the mcpgate package); install it, or set runner = \"process\"", unit, s, Template)
+	}
+	return path, nil
 }

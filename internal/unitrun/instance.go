@@ -55,7 +55,7 @@ func (i *Instance) Wait() Exit {
 	defer i.unwatch()
 	for {
 		ctx, cancel := context.WithTimeout(context.Background(), busTimeout)
-		exit, ended, err := i.ended(ctx)
+		exit, ended, err := i.ended(ctx, i.invocationID)
 		cancel()
 		if err == nil && ended {
 			return exit
@@ -66,13 +66,14 @@ func (i *Instance) Wait() Exit {
 	}
 }
 
-// ended reports whether this run is over, and how it ended: from the
-// unit while systemd has it loaded, else from the last signals it sent.
-func (i *Instance) ended(ctx context.Context) (Exit, bool, error) {
+// ended reports whether the unit's run with InvocationID id is over, and
+// how it ended: from the unit while systemd has it loaded, else from the
+// last signals it sent.
+func (i *Instance) ended(ctx context.Context, id []byte) (Exit, bool, error) {
 	u := i.r.bus.Object(systemdName, i.path)
 	var unit map[string]dbus.Variant
 	err := u.CallWithContext(ctx, propertiesIface+".GetAll", 0, unitIface).Store(&unit)
-	if err == nil && i.over(unit["InvocationID"], unit["ActiveState"]) {
+	if err == nil && over(id, unit["InvocationID"], unit["ActiveState"]) {
 		var svc map[string]dbus.Variant
 		if err := u.CallWithContext(ctx, propertiesIface+".GetAll", 0, serviceIface).Store(&svc); err != nil {
 			return Exit{}, false, err
@@ -80,9 +81,9 @@ func (i *Instance) ended(ctx context.Context) (Exit, bool, error) {
 		return exitOf(svc["Result"], svc["ExecMainCode"], svc["ExecMainStatus"]), true, nil
 	}
 	// Unloaded once inactive: it reads as a fresh unit now.
-	id, _ := i.f.last("InvocationID")
+	lastID, _ := i.f.last("InvocationID")
 	state, _ := i.f.last("ActiveState")
-	if !i.over(id, state) {
+	if !over(id, lastID, state) {
 		return Exit{}, false, err
 	}
 	result, _ := i.f.last("Result")
@@ -92,11 +93,11 @@ func (i *Instance) ended(ctx context.Context) (Exit, bool, error) {
 }
 
 // over reports whether a unit's InvocationID and ActiveState say that
-// this run has ended.
-func (i *Instance) over(id, state dbus.Variant) bool {
-	b, _ := id.Value().([]byte)
+// the run with InvocationID id has ended.
+func over(id []byte, invocation, state dbus.Variant) bool {
+	b, _ := invocation.Value().([]byte)
 	s, _ := state.Value().(string)
-	return bytes.Equal(b, i.invocationID) && (s == "inactive" || s == "failed")
+	return bytes.Equal(b, id) && (s == "inactive" || s == "failed")
 }
 
 func exitOf(result, code, status dbus.Variant) Exit {
@@ -129,9 +130,7 @@ func (i *Instance) failedStart(ctx context.Context, before []byte) string {
 	if len(id) == 0 || bytes.Equal(id, before) {
 		return "" // not started yet, or the run it replaces
 	}
-	i.invocationID = id
-	exit, ended, _ := i.ended(ctx)
-	i.invocationID = nil
+	exit, ended, _ := i.ended(ctx, id)
 	if !ended {
 		return ""
 	}

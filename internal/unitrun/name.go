@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"regexp"
+	"strconv"
 )
 
 // Template is the unit every backend runs in: mcpgate-backend@NAME.service.
@@ -38,7 +39,11 @@ func InstanceName(name string) string {
 	return string(keep) + "-" + hex.EncodeToString(sum[:4])
 }
 
-// UnitName returns the unit backend name runs in.
-func UnitName(name string) string {
+// UnitName returns the unit backend name runs in, or, when instance is
+// above 0, its pool's instance number instance (NAME-N).
+func UnitName(name string, instance int) string {
+	if instance > 0 {
+		name += "-" + strconv.Itoa(instance)
+	}
 	return "mcpgate-backend@" + InstanceName(name) + ".service"
 }

@@ -18,7 +18,7 @@ func TestUnitName(t *testing.T) {
 		{long, "mcpgate-backend@github-enterpr-"},
 		{"-dash", "mcpgate-backend@_-dash-"},
 	} {
-		got := UnitName(tc.name)
+		got := UnitName(tc.name, 0)
 		if !strings.HasPrefix(got, tc.want) || !strings.HasSuffix(got, ".service") {
 			t.Errorf("UnitName(%q) = %q, want %q…", tc.name, got, tc.want)
 		}
@@ -26,11 +26,14 @@ func TestUnitName(t *testing.T) {
 		if len(user) > 31 || !regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_-]*$`).MatchString(user) {
 			t.Errorf("user %q of backend %q is not a valid user name of at most 31 characters", user, tc.name)
 		}
-		if again := UnitName(tc.name); again != got {
+		if again := UnitName(tc.name, 0); again != got {
 			t.Errorf("UnitName(%q) is not stable: %q, then %q", tc.name, got, again)
 		}
 	}
-	if UnitName(long) == UnitName(long+"x") {
+	if got := UnitName("fs", 2); got != "mcpgate-backend@fs-2.service" {
+		t.Errorf("UnitName(fs, 2) = %q, want instance 2 of pool fs", got)
+	}
+	if UnitName(long, 0) == UnitName(long+"x", 0) {
 		t.Error("two long names that share their start map to one unit")
 	}
 }

@@ -128,15 +128,9 @@ func (r *Runner) Close() {
 // It returns once the server runs in the unit, or with why not.
 func (r *Runner) Start(ctx context.Context, unit string, spec wire.Spec, stdio [3]*os.File, props []config.UnitProperty) (*Instance, error) {
 	manager := r.bus.Object(systemdName, systemdPath)
-	var path dbus.ObjectPath
-	if err := manager.CallWithContext(ctx, managerIface+".LoadUnit", 0, unit).Store(&path); err != nil {
-		return nil, fmt.Errorf("unit %s: %w", unit, err)
-	}
-	u := r.bus.Object(systemdName, path)
-	if state, err := getString(ctx, u, unitIface, "LoadState"); err != nil {
-		return nil, fmt.Errorf("unit %s: %w", unit, err)
-	} else if state != "loaded" {
-		return nil, fmt.Errorf("unit %s is %s: is the template %s installed? (it comes with the mcpgate package)", unit, state, Template)
+	path, err := load(ctx, r.bus, unit)
+	if err != nil {
+		return nil, err
 	}
 	f, unwatch, err := r.watch(path)
 	if err != nil {
@@ -237,13 +231,4 @@ func explain(err error) error {
 		return fmt.Errorf("%w (polkit does not let this user manage mcpgate-backend@*.service: install the mcpgate package's rule /usr/share/polkit-1/rules.d/50-mcpgate.rules and check that polkitd runs)", err)
 	}
 	return err
-}
-
-func getString(ctx context.Context, o dbus.BusObject, iface, name string) (string, error) {
-	var v dbus.Variant
-	if err := o.CallWithContext(ctx, propertiesIface+".Get", 0, iface, name).Store(&v); err != nil {
-		return "", err
-	}
-	s, _ := v.Value().(string)
-	return s, nil
 }
