@@ -87,7 +87,8 @@ func TestBackendUnits(t *testing.T) {
 	r.step("u7-restart", u.checkRestart)
 	r.step("u8-crash", u.checkCrash)
 	r.step("u9-polkit", u.checkPolkit)
-	r.step("u9b-socket", u.checkSocket)
+	r.step("u9b-template", u.checkTemplate)
+	r.step("u9c-socket", u.checkSocket)
 	r.step("u10-stop", u.checkStopAll)
 }
 
@@ -442,6 +443,39 @@ func (u *unitsCheck) checkPolkit(t *testing.T) string {
 		return ""
 	}
 	return fmt.Sprintf("reset-failed of a backend unit allowed; refused: %s; --check-config without the rule: %s", strings.Join(refused, " | "), firstLine(res.Stderr))
+}
+
+// checkTemplate: without the template, --check-config refuses the unit
+// runner and says that the template is missing; with it back, it passes.
+func (u *unitsCheck) checkTemplate(t *testing.T) string {
+	c := u.g.c
+	path := c.Run(t, "systemctl", "show", "--property=FragmentPath", "--value", unitOf("fake"))
+	if !strings.HasSuffix(path, "/mcpgate-backend@.service") {
+		t.Fatalf("%s comes from %q, not from the template", unitOf("fake"), path)
+	}
+	c.Run(t, "mv", path, "/root/template.saved")
+	restore := func() error {
+		if _, err := c.Exec(context.Background(), nil, "mv", "/root/template.saved", path); err != nil {
+			return err
+		}
+		_, err := c.Exec(context.Background(), nil, "systemctl", "daemon-reload")
+		return err
+	}
+	c.Run(t, "systemctl", "daemon-reload")
+	res, err := c.Exec(t.Context(), nil, "runuser", "-u", "mcpgate", "--", "mcpgated", "--check-config")
+	if rerr := restore(); rerr != nil {
+		t.Fatalf("put the template back: %v", rerr)
+	}
+	if err == nil || !strings.Contains(res.Stderr, "the template mcpgate-backend@.service is not installed") {
+		t.Errorf("--check-config without the template: %v, %q", err, res.Stderr)
+	}
+	if _, err := c.Exec(t.Context(), nil, "runuser", "-u", "mcpgate", "--", "mcpgated", "--check-config"); err != nil {
+		t.Errorf("--check-config with the template back: %v", err)
+	}
+	if t.Failed() {
+		return ""
+	}
+	return "--check-config without " + path + ": " + firstLine(strings.TrimSpace(res.Stderr))
 }
 
 // checkSocket: a process outside the backend units that connects to the
