@@ -49,7 +49,7 @@ RELEASE   ?= $(BIN)/release
 MAN_PAGES := $(patsubst man/%.scd,man/build/%,$(wildcard man/*.scd))
 
 .PHONY: all build run check test test-deps vet units conformance e2e bench bench-quick \
-        bench-micro bench-build bench-peers clean fuzz fuzz-quick fuzz-run \
+        bench-micro bench-build bench-peers clean fuzz fuzz-quick \
         build-release man install install-bin install-systemd install-dbus \
         install-man install-config deb deb-version
 
@@ -125,26 +125,25 @@ bench-micro:
 # fuzz runs each fuzz target for FUZZTIME, starting from the corpus
 # committed in the package's testdata/fuzz (go test ./... runs that corpus
 # too). An input that fails is written there: commit it with the fix.
-# make check runs fuzz-quick: each target for its number of executions
-# (a few seconds here). A run bounded by time can fail with "context
-# deadline exceeded" and no failing input when a worker is starved at the
-# deadline (go.dev/issue/75804); a run bounded by executions has no deadline.
+# An empty FUZZTIME runs each target for its number of executions (a few
+# seconds here): that is fuzz-quick, which make check runs. A run bounded
+# by time can fail with "context deadline exceeded" and no failing input
+# when a worker is starved at the deadline (go.dev/issue/75804); a run
+# bounded by executions has no deadline.
 FUZZTIME    ?= 10m
 FUZZ_TARGETS := internal/jsonrpc:FuzzParse:60000 \
                 internal/jsonrpc:FuzzParseAgreesWithEncodingJSON:150000 \
                 internal/jsonrpc:FuzzLineReader:8000 internal/jsonrpc:FuzzLookup:300000 \
                 internal/front:FuzzHandler:30000 internal/config:FuzzLoad:2500
 fuzz:
-	@$(MAKE) --no-print-directory fuzz-run FUZZ_BUDGET='$(FUZZTIME)'
-fuzz-quick:
-	@$(MAKE) --no-print-directory fuzz-run FUZZ_BUDGET=
-fuzz-run:
 	@for t in $(FUZZ_TARGETS); do \
 		pkg=$${t%%:*}; rest=$${t#*:}; name=$${rest%%:*}; \
-		budget='$(FUZZ_BUDGET)'; [ -n "$$budget" ] || budget=$${rest#*:}x; \
+		budget='$(FUZZTIME)'; [ -n "$$budget" ] || budget=$${rest#*:}x; \
 		echo "fuzz: $$name in ./$$pkg for $$budget"; \
 		$(GO) test -run '^$$$$' -fuzz "^$$name\$$" -fuzztime "$$budget" ./$$pkg || exit 1; \
 	done
+fuzz-quick:
+	@$(MAKE) --no-print-directory fuzz FUZZTIME=
 
 
 build-release:
