@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -430,12 +431,11 @@ func (u *unitsCheck) checkPolkit(t *testing.T) string {
 		t.Errorf("mcpgate.service is %s after user mcpgate tried to stop it", state)
 	}
 	// Without the rule, the check says what is missing.
-	const rule = "/usr/share/polkit-1/rules.d/50-mcpgate.rules"
-	c.Run(t, "mv", rule, "/root/rule.saved")
-	c.Run(t, "systemctl", "restart", "polkit.service")
-	res, err := asMcpgate("mcpgated", "--check-config")
-	c.Run(t, "mv", "/root/rule.saved", rule)
-	c.Run(t, "systemctl", "restart", "polkit.service")
+	var res Result
+	var err error
+	withoutFile(t, c, "/usr/share/polkit-1/rules.d/50-mcpgate.rules", []string{"systemctl", "restart", "polkit.service"}, func() {
+		res, err = asMcpgate("mcpgated", "--check-config")
+	})
 	if err == nil || !strings.Contains(res.Stderr, "polkit does not let this user manage mcpgate-backend@*.service") {
 		t.Errorf("--check-config without the polkit rule: %v, %q", err, res.Stderr)
 	}
@@ -453,19 +453,11 @@ func (u *unitsCheck) checkTemplate(t *testing.T) string {
 	if !strings.HasSuffix(path, "/mcpgate-backend@.service") {
 		t.Fatalf("%s comes from %q, not from the template", unitOf("fake"), path)
 	}
-	c.Run(t, "mv", path, "/root/template.saved")
-	restore := func() error {
-		if _, err := c.Exec(context.Background(), nil, "mv", "/root/template.saved", path); err != nil {
-			return err
-		}
-		_, err := c.Exec(context.Background(), nil, "systemctl", "daemon-reload")
-		return err
-	}
-	c.Run(t, "systemctl", "daemon-reload")
-	res, err := c.Exec(t.Context(), nil, "runuser", "-u", "mcpgate", "--", "mcpgated", "--check-config")
-	if rerr := restore(); rerr != nil {
-		t.Fatalf("put the template back: %v", rerr)
-	}
+	var res Result
+	var err error
+	withoutFile(t, c, path, []string{"systemctl", "daemon-reload"}, func() {
+		res, err = c.Exec(t.Context(), nil, "runuser", "-u", "mcpgate", "--", "mcpgated", "--check-config")
+	})
 	if err == nil || !strings.Contains(res.Stderr, "the template mcpgate-backend@.service is not installed") {
 		t.Errorf("--check-config without the template: %v, %q", err, res.Stderr)
 	}
@@ -476,6 +468,26 @@ func (u *unitsCheck) checkTemplate(t *testing.T) string {
 		return ""
 	}
 	return "--check-config without " + path + ": " + firstLine(strings.TrimSpace(res.Stderr))
+}
+
+// withoutFile runs fn while path is moved aside, running reload after
+// each move. path is back when it returns, also when the test fails on
+// the way.
+func withoutFile(t *testing.T, c *Container, path string, reload []string, fn func()) {
+	t.Helper()
+	saved := "/root/" + filepath.Base(path) + ".saved"
+	c.Run(t, "mv", path, saved)
+	defer func() {
+		if _, err := c.Exec(context.Background(), nil, "mv", saved, path); err != nil {
+			t.Errorf("put %s back: %v", path, err)
+			return
+		}
+		if _, err := c.Exec(context.Background(), nil, reload...); err != nil {
+			t.Errorf("%s after putting %s back: %v", strings.Join(reload, " "), path, err)
+		}
+	}()
+	c.Run(t, reload...)
+	fn()
 }
 
 // checkSocket: a process outside the backend units that connects to the
