@@ -440,13 +440,21 @@ func (d *daemon) reload(ctx context.Context) (err error) {
 	if !reflect.DeepEqual(cfg.Gateway, d.cfg.Gateway) {
 		d.log.Warn("changes to the [gateway] section take effect when mcpgated restarts; backends are reloaded now")
 	}
-	change, err := d.apply(ctx, cfg)
+	// The new clients, policies and composites take effect before any new
+	// backend starts, and once the removed and changed ones left the
+	// catalog: a new backend's tools are never listed under the old
+	// policies, and a removed client or token is refused from here on.
+	next := *d.cfg
+	next.Backends, next.Clients, next.Composites, next.Files = cfg.Backends, cfg.Clients, cfg.Composites, cfg.Files
+	change, err := d.apply(ctx, &next, func() {
+		d.gw.Refresh()
+		d.gw.SetClients(d.loadClients(&next))
+		d.gw.Configure(&next)
+	})
 	d.cfg.Backends = cfg.Backends
 	d.cfg.Clients = cfg.Clients
 	d.cfg.Composites = cfg.Composites
 	d.cfg.Files = cfg.Files
-	d.gw.SetClients(d.loadClients(d.cfg))
-	d.gw.Configure(d.cfg)
 	d.gw.Refresh()
 	d.log.Info("configuration reloaded: "+change.String(), journal.MessageReload.Attr())
 	return err
@@ -455,15 +463,16 @@ func (d *daemon) reload(ctx context.Context) (err error) {
 // apply applies cfg to the backends, which waits for the handshakes of the
 // new ones, and answers the watchdog's liveness probes meanwhile: the main
 // loop is not wedged, and a slow npx start is no reason for systemd to kill
-// the daemon.
-func (d *daemon) apply(ctx context.Context, cfg *config.Config) (supervisor.Change, error) {
+// the daemon. restrict switches the clients and policies; see
+// supervisor.Apply for when it runs.
+func (d *daemon) apply(ctx context.Context, cfg *config.Config, restrict func()) (supervisor.Change, error) {
 	type result struct {
 		change supervisor.Change
 		err    error
 	}
 	done := make(chan result, 1)
 	go func() {
-		change, err := d.sup.Apply(ctx, cfg)
+		change, err := d.sup.Apply(ctx, cfg, restrict)
 		done <- result{change, err}
 	}()
 	for {

@@ -142,40 +142,52 @@ func (c Change) String() string {
 // ones stop, ones whose configuration changed restart, and the others are
 // left alone, children, sessions and all. It returns once the removed and
 // changed ones have stopped and the new ones have settled, or ctx ended.
-func (s *Supervisor) Apply(ctx context.Context, cfg *config.Config) (Change, error) {
+//
+// Apply works in two steps so that nothing new is reachable under the old
+// rules: first the removed and changed backends leave the published set
+// (they stop in the background) and restrict runs, with only the unchanged
+// backends published; then the changed backends' successors and the added
+// ones start. restrict, if not nil, is where the caller switches whatever
+// decides who may use the backends (clients and their policies): it runs
+// before any new backend exists, and before Apply waits for anything.
+func (s *Supervisor) Apply(ctx context.Context, cfg *config.Config, restrict func()) (Change, error) {
 	s.mu.Lock()
 	var ch Change
 	var stopping []*running
 	var starting []*backend.Backend
+	replaced := map[string]*running{}
 	for name, r := range s.running {
-		if _, keep := cfg.Backends[name]; !keep {
-			ch.Removed = append(ch.Removed, name)
-			stopping = append(stopping, r)
-			delete(s.running, name)
-		}
-	}
-	for name, bc := range cfg.Backends {
-		r, exists := s.running[name]
+		bc, keep := cfg.Backends[name]
 		switch {
-		case !exists:
-			ch.Added = append(ch.Added, name)
+		case !keep:
+			ch.Removed = append(ch.Removed, name)
 		case !r.b.Config().Equal(bc):
 			ch.Restarted = append(ch.Restarted, name)
-			stopping = append(stopping, r)
+			replaced[name] = r
 		default:
 			ch.Unchanged = append(ch.Unchanged, name)
 			continue
 		}
-		// A changed backend stops before its successor starts: they may
-		// share ports, files or locks.
-		if exists {
-			r.cancel()
-			<-r.done
+		stopping = append(stopping, r)
+		delete(s.running, name)
+		r.cancel()
+	}
+	s.publish()
+	if restrict != nil {
+		restrict()
+	}
+	for name, bc := range cfg.Backends {
+		if _, exists := s.running[name]; exists {
+			continue
+		}
+		if old := replaced[name]; old != nil {
+			// A changed backend stops before its successor starts: they
+			// may share ports, files or locks.
+			<-old.done
+		} else {
+			ch.Added = append(ch.Added, name)
 		}
 		starting = append(starting, s.launch(bc))
-	}
-	for _, r := range stopping {
-		r.cancel()
 	}
 	s.publish()
 	s.mu.Unlock()
