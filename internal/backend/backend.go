@@ -50,6 +50,11 @@ type Status struct {
 	LastError string
 	Since     time.Time // when State last changed
 	Server    *ServerInfo
+
+	// LastError is why it last failed, in detail, for the journal and its
+	// readers; Cause is the same as clients may learn it: a short phrase
+	// of a fixed vocabulary (see Cause), never a server's own words.
+	Cause string
 }
 
 // Options are what a backend needs besides its configuration.
@@ -368,7 +373,7 @@ func (s *supervision) start(ctx context.Context) (*Conn, time.Time, error) {
 		case r := <-hs:
 			if r.err != nil {
 				if errors.Is(r.err, context.DeadlineExceeded) {
-					r.err = fmt.Errorf("no answer to the handshake within %s (timeout)", b.cfg.Timeout)
+					r.err = fmt.Errorf("%w within %s (timeout)", errHandshakeTimeout, b.cfg.Timeout)
 				}
 				if errors.Is(r.err, ErrGone) {
 					<-conn.Done() // it exited: wait for its exit status, which says more
@@ -378,7 +383,7 @@ func (s *supervision) start(ctx context.Context) (*Conn, time.Time, error) {
 					return nil, started, errDied // its exit status says more
 				default:
 				}
-				conn.reason.Store(ptr("handshake failed: " + r.err.Error()))
+				conn.reason.Store(ptr("handshake failed: " + Cause(r.err))) // the detail: in startErr
 				conn.kill()
 				return nil, started, fmt.Errorf("handshake: %w", r.err)
 			}
@@ -532,9 +537,10 @@ func (s *supervision) crashed(ctx context.Context, started time.Time, startErr e
 	}
 	b.mu.Unlock()
 
-	reason := ""
+	reason, cause := "", ""
 	var exit ExitInfo
 	if conn != nil && conn.remote != nil {
+		cause = "session ended"
 		<-conn.Done()
 		if r := conn.reason.Load(); r != nil {
 			reason = *r
@@ -544,7 +550,7 @@ func (s *supervision) crashed(ctx context.Context, started time.Time, startErr e
 		<-conn.Done() // its stderr is drained, so the tail has its last words
 		tail := b.stderr.tail(10, conn.PID())
 		exit = conn.exit
-		reason = exit.Text
+		reason, cause = exit.Text, exit.Text
 		var why string
 		if r := conn.reason.Load(); r != nil {
 			why = *r
@@ -557,7 +563,7 @@ func (s *supervision) crashed(ctx context.Context, started time.Time, startErr e
 		journal.LogBackendExit(context.Background(), b.opts.Logger, x)
 	}
 	if startErr != nil && !errors.Is(startErr, errDied) {
-		reason = startErr.Error()
+		reason, cause = startErr.Error(), Cause(startErr)
 		b.log.Warn("backend could not start: "+reason, journal.MessageStartFailed.Attr())
 	}
 	now := time.Now()
@@ -577,6 +583,7 @@ func (s *supervision) crashed(ctx context.Context, started time.Time, startErr e
 			st.PID, st.LastExit, st.Retrying = 0, exit, false
 			st.InWindow = len(s.crashes)
 			st.LastError = fmt.Sprintf("%s; gave up after %d restarts within %s", reason, cfg.MaxRestarts, cfg.RestartWindow)
+			st.Cause = fmt.Sprintf("%s; gave up after %d restarts", cause, cfg.MaxRestarts)
 		})
 		b.log.Error(fmt.Sprintf("backend failed: %s; gave up after %d restarts within %s; `mcpgatectl start %s` tries again", reason, cfg.MaxRestarts, cfg.RestartWindow, b.name),
 			"restarts", cfg.MaxRestarts, "window", cfg.RestartWindow, journal.MessageGiveUp.Attr())
@@ -590,7 +597,7 @@ func (s *supervision) crashed(ctx context.Context, started time.Time, startErr e
 	delay := jitter(s.backoff)
 	s.backoff = min(2*s.backoff, cfg.RestartBackoffMax)
 	b.setState(Starting, func(st *Status) {
-		st.PID, st.LastExit, st.LastError, st.Retrying = 0, exit, reason, true
+		st.PID, st.LastExit, st.LastError, st.Cause, st.Retrying = 0, exit, reason, cause, true
 		st.Restarts++
 		st.InWindow = len(s.crashes)
 	})
@@ -650,14 +657,23 @@ func (b *Backend) setState(state State, update func(*Status)) {
 	if update != nil {
 		update(&b.st)
 	}
+	b.st.clearCause()
 	b.mu.Unlock()
 	b.changed()
+}
+
+// clearCause keeps Cause from outliving the LastError it stands for.
+func (st *Status) clearCause() {
+	if st.LastError == "" {
+		st.Cause = ""
+	}
 }
 
 // update changes the status without changing the state.
 func (b *Backend) update(fn func(*Status)) {
 	b.mu.Lock()
 	fn(&b.st)
+	b.st.clearCause()
 	b.mu.Unlock()
 	b.changed()
 }

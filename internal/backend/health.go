@@ -86,6 +86,7 @@ func (b *Backend) check(conn *Conn) (next time.Duration, alive bool) {
 			journal.MessageCircuitOpen.Attr())
 		b.setState(Unhealthy, func(st *Status) {
 			st.LastError = "did not answer ping within health_timeout " + h.HealthTimeout.String() + "; circuit open"
+			st.Cause = st.LastError
 		})
 		return time.Until(retryAt), true
 	}

@@ -235,7 +235,7 @@ func (b *Backend) admit(ctx context.Context, wait bool) (*Admission, error) {
 }
 
 func lastError(b *Backend) string {
-	if e := b.Status().LastError; e != "" {
+	if e := b.Status().Cause; e != "" {
 		return ": " + e
 	}
 	return ""

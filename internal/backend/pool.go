@@ -374,12 +374,12 @@ func (p *pool) scheduleRefill() {
 func (p *pool) publish() {
 	p.mu.Lock()
 	running, failed, server := p.running, p.failed, p.server
-	restarts, lastErr := p.restarts, ""
+	restarts, lastErr, cause := p.restarts, "", ""
 	for ib := range p.insts {
 		st := ib.Status()
 		restarts += st.Restarts
 		if st.LastError != "" {
-			lastErr = ib.InstanceName() + ": " + st.LastError
+			lastErr, cause = ib.InstanceName()+": "+st.LastError, ib.InstanceName()+": "+st.Cause
 		}
 	}
 	p.mu.Unlock()
@@ -388,12 +388,12 @@ func (p *pool) publish() {
 	case !running:
 		state = Stopped
 	case failed != "":
-		state, lastErr = Failed, "an instance could not start: "+failed
+		state, lastErr, cause = Failed, "an instance could not start: "+failed, "an instance could not start"
 	case server != nil:
 		state = Healthy
 	}
 	p.b.setState(state, func(st *Status) {
-		st.Restarts, st.LastError = restarts, lastErr
+		st.Restarts, st.LastError, st.Cause = restarts, lastErr, cause
 		if state == Healthy {
 			st.Server = server
 		}

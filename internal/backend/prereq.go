@@ -74,6 +74,7 @@ func (s *supervision) prerequisites(ctx context.Context) error {
 		err := b.opts.Units.WaitActive(ctx, cfg.RequiresUnits, func(unit, state string) {
 			b.update(func(st *Status) {
 				st.LastError = fmt.Sprintf("waiting for unit %s to be active (it is %s)", unit, state)
+				st.Cause = st.LastError
 			})
 			b.log.Info("waiting for a required unit", "unit", unit, "unit_state", state)
 		})
@@ -97,7 +98,9 @@ func (s *supervision) prerequisites(ctx context.Context) error {
 			return fmt.Errorf("no process matches process_match %q", p.ProcessMatch)
 		}
 	}
-	b.update(func(st *Status) { st.LastError = "starting its prerequisite " + p.Command })
+	b.update(func(st *Status) {
+		st.LastError, st.Cause = "starting its prerequisite "+p.Command, "starting its prerequisite"
+	})
 	if p.Managed {
 		if s.prereq == nil {
 			s.prereq = startManaged(b, p)

@@ -54,7 +54,7 @@ func (b *Backend) transition(conn *Conn, from, to State, lastError string) bool 
 		b.mu.Unlock()
 		return false
 	}
-	b.st.State, b.st.Since, b.st.LastError = to, time.Now(), lastError
+	b.st.State, b.st.Since, b.st.LastError, b.st.Cause = to, time.Now(), lastError, lastError // ours, fixed
 	b.mu.Unlock()
 	b.changed()
 	return true

@@ -207,6 +207,12 @@ func (r *remote) send(ctx context.Context, data []byte) error {
 			return
 		}
 		if call := r.c.take(id); call != nil {
+			if msg.Method != "initialize" { // a failed handshake is journaled with its detail
+				// The client learns the cause; the detail, which can quote
+				// the server's answer, goes to the journal.
+				r.c.log.Info("a request to the server failed", "method", msg.Method, "err", err)
+				err = r.c.b.public(err)
+			}
 			call.deliver(nil, err)
 		}
 	}()
@@ -358,7 +364,11 @@ func (r *remote) end(why string) {
 				why = *p
 			}
 			r.c.b.opts.Handler.Exited(r.c.b, r.c) // as for a child: its relayed requests end
-			r.c.fail(fmt.Errorf("backend %q: %w: %s", r.c.b.name, ErrGone, why))
+			// why can quote the server: the journal has it (crashed).
+			r.c.fail(&publicError{
+				msg: fmt.Sprintf("backend %q: %s: the session ended", r.c.b.name, ErrGone), cause: "session ended",
+				detail: fmt.Errorf("backend %q: %w: %s", r.c.b.name, ErrGone, why),
+			})
 			close(r.c.done)
 		}()
 	})

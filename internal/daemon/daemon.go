@@ -311,7 +311,8 @@ func (d *daemon) awaitBackends(ctx context.Context, sigs <-chan os.Signal) (code
 			for _, b := range d.sup.Backends() {
 				if st := b.Status(); b.Config().Required && st.State != backend.Healthy && !b.Config().OnDemand() {
 					err := fmt.Errorf("required backend %q could not start: %s", b.Name(), st.LastError)
-					d.finalStatus("failed: " + err.Error())
+					// STATUS= is world-readable: the cause only, the detail in the journal.
+					d.finalStatus(fmt.Sprintf("failed: required backend %q could not start: %s", b.Name(), st.Cause))
 					d.notify.Errno(int(unix.EHOSTDOWN))
 					d.log.Error(err.Error(), "backend", b.Name())
 					d.shutdownBackends()

@@ -328,8 +328,8 @@ func unavailable(b *backend.Backend) error {
 	case st.State == backend.Stopped:
 		msg += " (`mcpgatectl start " + b.Name() + "` starts it)"
 	}
-	if st.LastError != "" {
-		msg += ": " + st.LastError
+	if st.Cause != "" {
+		msg += ": " + st.Cause // never LastError, which can quote the server
 	}
 	return errors.New(msg)
 }

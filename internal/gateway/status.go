@@ -35,7 +35,8 @@ func (g *Gateway) statusSource() catalog.Source {
 }
 
 // backendHealth is one backend in the status resources. It carries no
-// stderr lines and nothing a client sent.
+// stderr lines, nothing a client sent and nothing a server wrote: its
+// lastError is the short cause (backend.Cause).
 type backendHealth struct {
 	Name                string    `json:"name"`
 	State               string    `json:"state"`
@@ -65,7 +66,7 @@ func healthOf(b *backend.Backend) backendHealth {
 		CircuitOpenSince: h.CircuitOpen, RetryAt: h.RetryAt,
 		ConsecutiveFailures: h.ConsecutiveFailures, LastCheck: h.LastCheck,
 		LastCheckLatencyMs: float64(h.LastCheckLatency.Microseconds()) / 1000,
-		Restarts:           st.Restarts, LastError: st.LastError,
+		Restarts:           st.Restarts, LastError: st.Cause, // never the detail, which can quote the server
 		CallsInFlight: h.CallsInFlight, CallsQueued: h.CallsQueued,
 		Calls: h.NCalls, FailedCalls: h.NFailedCalls, Fallbacks: h.NFallbacks,
 	}
