@@ -28,6 +28,7 @@ import (
 	"github.com/godbus/dbus/v5"
 
 	"github.com/mcpgate/mcpgate/internal/config"
+	"github.com/mcpgate/mcpgate/internal/journal"
 	"github.com/mcpgate/mcpgate/internal/unitrun/wire"
 	"github.com/mcpgate/mcpgate/internal/units"
 )
@@ -54,7 +55,9 @@ type Runner struct {
 	log     *slog.Logger
 	signals chan *dbus.Signal
 	slots   chan struct{} // identifications in progress
-	done    chan struct{} // closed by Close
+	// refusals keeps refused connections from flooding the journal.
+	refusals *journal.Limiter
+	done     chan struct{} // closed by Close
 
 	mu       sync.Mutex
 	starting map[dbus.ObjectPath]chan peer // units whose helper we wait for
@@ -96,6 +99,7 @@ func New(bus *dbus.Conn, socket string, log *slog.Logger) (*Runner, error) {
 		log:      log,
 		signals:  make(chan *dbus.Signal, 64),
 		slots:    make(chan struct{}, maxIdentifying),
+		refusals: journal.NewLimiter(refusalWindow, refusalsPerUID, refusalsTotal, refusalUIDs),
 		done:     make(chan struct{}),
 		starting: make(map[dbus.ObjectPath]chan peer),
 		watched:  make(map[dbus.ObjectPath]*follower),

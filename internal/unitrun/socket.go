@@ -5,9 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"time"
 
 	"github.com/godbus/dbus/v5"
-	"golang.org/x/sys/unix"
+
+	"github.com/mcpgate/mcpgate/internal/journal"
 )
 
 // accept identifies every connection to the socket.
@@ -36,24 +38,32 @@ func (r *Runner) accept() {
 				r.identify(conn)
 			}()
 		default:
-			r.log.Warn("backend socket: too many connections being identified; closed one")
-			conn.Close()
+			r.refuse(conn, "busy", "too many connections being identified; closed one")
 		}
 	}
 }
 
 // identify hands conn to the start waiting for its unit, or refuses it.
+// The unit comes from systemd's GetUnitByPID, asked about a process the
+// pidfd pins (pinPeer), so a peer that exits and whose PID goes to a
+// backend being started is refused, not taken for it.
 func (r *Runner) identify(conn *net.UnixConn) {
-	ucred, err := peerCred(conn)
+	p, err := pinPeer(conn)
 	if err != nil {
-		r.log.Warn("backend socket: refused a connection: " + err.Error())
-		conn.Close()
+		r.refuse(conn, "uid ?", "refused a connection: "+err.Error())
 		return
 	}
+	defer p.close()
 	ctx, cancel := context.WithTimeout(context.Background(), identifyTimeout)
 	defer cancel()
-	var path dbus.ObjectPath
-	err = r.bus.Object(systemdName, systemdPath).CallWithContext(ctx, managerIface+".GetUnitByPID", 0, uint32(ucred.Pid)).Store(&path)
+	path, err := identifyPeer(p, func(pid int32) (dbus.ObjectPath, error) {
+		var path dbus.ObjectPath
+		err := r.bus.Object(systemdName, systemdPath).CallWithContext(ctx, managerIface+".GetUnitByPID", 0, uint32(pid)).Store(&path)
+		if err != nil {
+			return "", fmt.Errorf("systemd does not know its unit: %w", err)
+		}
+		return path, nil
+	})
 	r.mu.Lock()
 	ch, ok := r.starting[path]
 	if ok && err == nil {
@@ -63,27 +73,39 @@ func (r *Runner) identify(conn *net.UnixConn) {
 	if err != nil || !ok {
 		why := "its unit is no backend this gateway is starting"
 		if err != nil {
-			why = "systemd does not know its unit: " + err.Error()
+			why = err.Error()
 		}
-		r.log.Warn(fmt.Sprintf("backend socket: refused a connection from PID %d (uid %d): %s", ucred.Pid, ucred.Uid, why),
-			"peer_pid", ucred.Pid, "peer_uid", ucred.Uid)
-		conn.Close()
+		r.refuse(conn, fmt.Sprintf("uid %d", p.uid), fmt.Sprintf("refused a connection from PID %d (uid %d): %s", p.pid, p.uid, why),
+			"peer_pid", p.pid, "peer_uid", p.uid)
 		return
 	}
-	ch <- peer{conn: conn, pid: int(ucred.Pid)} // buffered; only its start reads it
+	ch <- peer{conn: conn, pid: int(p.pid)} // buffered; only its start reads it
 }
 
-func peerCred(conn *net.UnixConn) (*unix.Ucred, error) {
-	raw, err := conn.SyscallConn()
-	if err != nil {
-		return nil, err
+// Bounds of the journal entries of refused connections: whoever may
+// connect must not be able to fill journald's rate limit with them.
+const (
+	refusalWindow  = time.Minute
+	refusalsPerUID = 5  // journaled per peer uid and window
+	refusalsTotal  = 20 // journaled per window over all peers
+	refusalUIDs    = 1024
+)
+
+// refuse closes conn and journals why, within the refusal limits: the
+// refusals beyond them are counted and reported with the next entry of the
+// same peer.
+func (r *Runner) refuse(conn *net.UnixConn, peer, msg string, attrs ...any) {
+	conn.Close()
+	log, suppressed, last := r.refusals.Allow(peer, time.Now())
+	if !log {
+		return
 	}
-	var cred *unix.Ucred
-	var credErr error
-	if err := raw.Control(func(fd uintptr) {
-		cred, credErr = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED)
-	}); err != nil {
-		return nil, err
+	attrs = append(attrs, journal.MessageAccessDenied.Attr())
+	if suppressed > 0 {
+		attrs = append(attrs, "suppressed", suppressed)
 	}
-	return cred, credErr
+	if last {
+		attrs = append(attrs, "note", "further refusals within a minute are counted, not logged")
+	}
+	r.log.Warn("backend socket: "+msg, attrs...)
 }
