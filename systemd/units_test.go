@@ -194,6 +194,11 @@ func TestSysusers(t *testing.T) {
 	if !strings.HasSuffix(pw[6], "nologin") {
 		t.Errorf("shell %s, want nologin", pw[6])
 	}
+	// The backend units' group: a system group of its own, with no members.
+	backends := lookup(t, filepath.Join(root, "etc/group"), "mcpgate-backend")
+	if gid, _ := strconv.Atoi(backends[2]); gid == 0 || gid >= 1000 || backends[2] == gr[2] || backends[3] != "" {
+		t.Errorf("group mcpgate-backend = %q, want a system group of its own without members", backends)
+	}
 }
 
 func TestTmpfiles(t *testing.T) {
@@ -273,6 +278,7 @@ func TestDecisions(t *testing.T) {
 		{service, "Service.RuntimeDirectory", []string{"mcpgate-backends"}}, // never mcpgate: stopping would delete the socket's directory
 		{service, "Service.MemoryDenyWriteExecute", nil},                    // V8 needs W+X
 		{service, "Service.Environment", []string{"HOME=%S/mcpgate", "npm_config_cache=%C/mcpgate/npm", "XDG_CACHE_HOME=%C/mcpgate"}},
+		{service, "Service.SupplementaryGroups", []string{"mcpgate-backend"}}, // to give the exec socket to the backend units' group
 		// Issue 15: each backend a unit of its own.
 		{backend, "Unit.PartOf", []string{"mcpgate.service"}},
 		{backend, "Unit.After", nil}, // any ordering with mcpgate.service deadlocks its start
@@ -283,6 +289,7 @@ func TestDecisions(t *testing.T) {
 		{backend, "Service.KillMode", []string{"control-group"}},
 		{backend, "Service.DynamicUser", []string{"yes"}},
 		{backend, "Service.User", []string{"mcpgate-%i"}},
+		{backend, "Service.Group", []string{"mcpgate-backend"}}, // static: the only group that may connect to the exec socket
 		{backend, "Service.StateDirectory", []string{"mcpgate-backend/%i"}},
 		{backend, "Service.CacheDirectory", []string{"mcpgate-backend/%i"}},
 		{backend, "Service.Environment", []string{"HOME=%S/mcpgate-backend/%i", "npm_config_cache=%C/mcpgate-backend/%i/npm", "XDG_CACHE_HOME=%C/mcpgate-backend/%i"}},

@@ -495,21 +495,48 @@ func withoutFile(t *testing.T, c *Container, path string, reload []string, fn fu
 // journaled.
 func (u *unitsCheck) checkSocket(t *testing.T) string {
 	c := u.g.c
-	since := time.Now()
+	mode := c.Run(t, "stat", "-c", "%a %U %G", "/run/mcpgate-backends/exec.sock")
+	if mode != "660 mcpgate mcpgate-backend" {
+		t.Errorf("exec.sock: mode, owner, group %q; want 660 mcpgate mcpgate-backend", mode)
+	}
 	res, err := c.Exec(t.Context(), nil, "setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups", "--",
 		"/usr/libexec/mcpgate/backend-exec", "fake")
-	if err == nil || strings.Contains(res.Stdout+res.Stderr, "FAKE_SECRET") {
-		t.Fatalf("backend-exec run by nobody: %v, stdout %q, stderr %q; want a refusal", err, res.Stdout, res.Stderr)
+	if err == nil || strings.Contains(res.Stdout+res.Stderr, "FAKE_SECRET") || !strings.Contains(res.Stderr, "permission denied") {
+		t.Fatalf("backend-exec run by nobody: %v, stdout %q, stderr %q; want permission denied at connect", err, res.Stdout, res.Stderr)
+	}
+	// A process of the backends' group that is no backend unit connects,
+	// and is refused; a flood of them is journaled within the limit (5 per
+	// uid and minute). Each refusal is journaled before its connection
+	// closes, so once the loop is done every entry has been sent.
+	since := time.Now()
+	const flood = 30
+	loop := fmt.Sprintf("for i in $(seq %d); do setpriv --reuid=nobody --regid=mcpgate-backend --clear-groups -- /usr/libexec/mcpgate/backend-exec fake 2>/dev/null; done; true", flood)
+	c.Run(t, "sh", "-c", loop)
+	refusal := func(e JournalEntry) bool {
+		return realtime(e).After(since) && strings.Contains(e["MESSAGE"], "backend socket: refused a connection")
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
-	refused, err := c.AwaitJournal(ctx, func(e JournalEntry) bool {
-		return realtime(e).After(since) && strings.Contains(e["MESSAGE"], "backend socket: refused a connection")
-	}, "--unit=mcpgate.service")
+	if _, err := c.AwaitJournal(ctx, func(e JournalEntry) bool { return refusal(e) && e["MCPGATE_NOTE"] != "" }, "--unit=mcpgate.service"); err != nil {
+		t.Fatalf("the last refusal journaled within the limit: %v", err)
+	}
+	entries, err := c.Journal(t.Context(), "--unit=mcpgate.service")
 	if err != nil {
 		t.Fatal(err)
 	}
-	return fmt.Sprintf("nobody running backend-exec fake: %s; journal: %s", firstLine(strings.TrimSpace(res.Stderr)), refused["MESSAGE"])
+	n, first := 0, ""
+	for _, e := range entries {
+		if refusal(e) {
+			if n++; first == "" {
+				first = e["MESSAGE"]
+			}
+		}
+	}
+	if n != 5 {
+		t.Errorf("%d refusals journaled for %d connections of one uid, want 5", n, flood)
+	}
+	return fmt.Sprintf("exec.sock %s; nobody: %s; %d connections from group mcpgate-backend: %d journaled, e.g. %s",
+		mode, firstLine(strings.TrimSpace(res.Stderr)), flood, n, first)
 }
 
 // checkStopAll: stopping the gateway stops every backend unit.

@@ -21,6 +21,8 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"os/user"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -87,11 +89,9 @@ func New(bus *dbus.Conn, socket string, log *slog.Logger) (*Runner, error) {
 		return nil, fmt.Errorf("runner = \"unit\": backend socket: %w", err)
 	}
 	ln.SetUnlinkOnClose(true)
-	// Every backend's dynamic user must connect; the peer's unit decides
-	// who it is, not the file's mode.
-	if err := os.Chmod(socket, 0o666); err != nil {
+	if err := restrictSocket(socket); err != nil {
 		ln.Close()
-		return nil, fmt.Errorf("runner = \"unit\": backend socket: %w", err)
+		return nil, err
 	}
 	r := &Runner{
 		bus:      bus,
@@ -109,6 +109,28 @@ func New(bus *dbus.Conn, socket string, log *slog.Logger) (*Runner, error) {
 	go r.accept()
 	go r.dispatch()
 	return r, nil
+}
+
+// restrictSocket lets only the backend units connect to socket: they run
+// in group wire.SocketGroup, each under a dynamic user of its own, and the
+// socket is that group's (0660). Which unit a peer is still decides who it
+// is; the group keeps every other local user from even connecting.
+func restrictSocket(socket string) error {
+	g, err := user.LookupGroup(wire.SocketGroup)
+	if err != nil {
+		return fmt.Errorf("runner = \"unit\": the backend units' group %s: %w; it comes with the mcpgate package (sysusers.d/mcpgate.conf)", wire.SocketGroup, err)
+	}
+	gid, err := strconv.Atoi(g.Gid)
+	if err != nil {
+		return fmt.Errorf("runner = \"unit\": group %s has gid %q", wire.SocketGroup, g.Gid)
+	}
+	if err := os.Chown(socket, -1, gid); err != nil {
+		return fmt.Errorf("runner = \"unit\": backend socket: %w (mcpgated must be in group %s: SupplementaryGroups= in mcpgate.service)", err, wire.SocketGroup)
+	}
+	if err := os.Chmod(socket, 0o660); err != nil {
+		return fmt.Errorf("runner = \"unit\": backend socket: %w", err)
+	}
+	return nil
 }
 
 // Close stops listening and ends every Wait in progress; it does not stop

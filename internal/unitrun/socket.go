@@ -91,11 +91,11 @@ const (
 	refusalUIDs    = 1024
 )
 
-// refuse closes conn and journals why, within the refusal limits: the
+// refuse journals why conn is refused, within the refusal limits (the
 // refusals beyond them are counted and reported with the next entry of the
-// same peer.
+// same peer), and then closes it.
 func (r *Runner) refuse(conn *net.UnixConn, peer, msg string, attrs ...any) {
-	conn.Close()
+	defer conn.Close()
 	log, suppressed, last := r.refusals.Allow(peer, time.Now())
 	if !log {
 		return

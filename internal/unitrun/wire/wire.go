@@ -24,9 +24,15 @@ import (
 )
 
 // Socket is where mcpgated listens for backend-exec, in mcpgate.service's
-// RuntimeDirectory=: readable by every backend's dynamic user, unlike
-// /run/mcpgate, and removed when the service stops.
+// RuntimeDirectory=: reachable by every backend's dynamic user, unlike
+// /run/mcpgate, and removed when the service stops. Only group
+// SocketGroup may connect.
 const Socket = "/run/mcpgate-backends/exec.sock"
+
+// SocketGroup is the group the backend units run in (Group= of
+// mcpgate-backend@.service), and the only one, besides mcpgated's user,
+// that may connect to Socket.
+const SocketGroup = "mcpgate-backend"
 
 // MaxSpec bounds the JSON of a Spec: argv and environment, like the
 // kernel's ARG_MAX for execve, plus room for the encoding.
