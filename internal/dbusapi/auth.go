@@ -57,8 +57,9 @@ func (a *BusAuthorizer) Authorize(ctx context.Context, sender string, interactiv
 	if err != nil {
 		return err
 	}
+	defer c.close()
 	uid := c.uid
-	backend := a.isBackend(c.pid)
+	backend := a.isBackend(c)
 	if (uid == 0 && !backend) || a.isSelf(c) {
 		return nil
 	}

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/godbus/dbus/v5"
+	"golang.org/x/sys/unix"
 
 	"github.com/mcpgate/mcpgate/internal/unixuser"
 )
@@ -32,6 +33,14 @@ type caller struct {
 	uid    uint32
 	pid    uint32
 	groups []uint32 // nil if the bus did not say
+	pidfd  int      // pins the process of pid (pinCaller); -1 if none
+}
+
+// close releases what identify opened.
+func (c caller) close() {
+	if c.pidfd >= 0 {
+		unix.Close(c.pidfd)
+	}
 }
 
 // identify asks the bus who sender is.
@@ -43,15 +52,17 @@ func (a *BusAuthorizer) identify(ctx context.Context, sender string) (caller, er
 		if err := a.Bus.BusObject().CallWithContext(ctx, "org.freedesktop.DBus.GetConnectionUnixUser", 0, sender).Store(&uid); err != nil {
 			return caller{}, fmt.Errorf("%w: cannot tell the uid of %s: %v", ErrAccessDenied, sender, err)
 		}
-		return caller{uid: uid}, nil
+		return caller{uid: uid, pidfd: -1}, nil
 	}
-	var c caller
+	c := caller{pidfd: -1}
+	c.pid, _ = creds["ProcessID"].Value().(uint32)
+	c.pidfd = pinCaller(creds, c.pid) // first: it closes a ProcessFD it does not keep
 	uid, ok := creds["UnixUserID"].Value().(uint32)
 	if !ok {
+		c.close()
 		return caller{}, fmt.Errorf("%w: the bus does not say the uid of %s", ErrAccessDenied, sender)
 	}
 	c.uid = uid
-	c.pid, _ = creds["ProcessID"].Value().(uint32)
 	c.groups, _ = creds["UnixGroupIDs"].Value().([]uint32)
 	return c, nil
 }
@@ -60,22 +71,31 @@ func (a *BusAuthorizer) identify(ctx context.Context, sender string) (caller, er
 // backends: a backend runs as that user too, but must not count as the
 // gateway itself.
 func (a *BusAuthorizer) isSelf(c caller) bool {
-	return c.uid == a.Self && !a.isBackend(c.pid)
+	return c.uid == a.Self && !a.isBackend(c)
 }
 
-// isBackend reports whether pid is the gateway's descendant, i.e. a
-// backend or a process a backend started. An unknown pid counts as one
-// when the gateway's own user runs it, to be safe.
-func (a *BusAuthorizer) isBackend(pid uint32) bool {
+// isBackend reports whether c is the gateway's descendant, i.e. a
+// backend or a process a backend started. A caller whose process cannot
+// be told counts as one, to be safe: no PID, or a process that is gone, or
+// that ended while its ancestors were looked up, since its PID may name
+// another process by then.
+func (a *BusAuthorizer) isBackend(c caller) bool {
 	if a.Ancestor <= 0 {
 		return false
 	}
-	if pid == 0 {
+	if c.pid == 0 || c.pidfd < 0 {
 		return true
 	}
-	p := int(pid)
+	descends := descendsFrom(int(c.pid), a.Ancestor)
+	return descends || !pidfdAlive(c.pidfd)
+}
+
+// descendsFrom reports whether pid is ancestor or one of its descendants;
+// a process whose line cannot be followed counts as one.
+func descendsFrom(pid, ancestor int) bool {
+	p := pid
 	for range 4096 { // a bound against a cycle read from a changing /proc
-		if p == a.Ancestor {
+		if p == ancestor {
 			return true
 		}
 		if p <= 1 {
@@ -116,6 +136,7 @@ func (a *BusAuthorizer) MayReadOutput(ctx context.Context, sender string) error 
 	if err != nil {
 		return err
 	}
+	defer c.close()
 	if c.uid == 0 || a.isSelf(c) {
 		return nil
 	}

@@ -128,7 +128,7 @@ func TestPeerIdentified(t *testing.T) {
 // its PID; it is killed and reaped when the test ends.
 func reusePID(t *testing.T, pid int32) int {
 	t.Helper()
-	for range 200 {
+	for range 1000 { // other processes, in containers too, take PIDs meanwhile
 		if err := os.WriteFile("/proc/sys/kernel/ns_last_pid", []byte(strconv.Itoa(int(pid-1))), 0); err != nil {
 			t.Fatal(err)
 		}
