@@ -17,6 +17,9 @@ var ErrNoStream = errors.New("the server offers no standalone event stream")
 type ListenOptions struct {
 	// Deliver receives the data of every message event, in order.
 	Deliver func([]byte)
+	// TooLarge, if set, learns of every event dropped for holding more
+	// than Options.MaxMessageBytes; the stream goes on with the next one.
+	TooLarge func(*EventTooLargeError)
 	Logger  *slog.Logger
 	// RetryMin and RetryMax bound the delay between attempts to re-open
 	// the stream (defaults 1s and 30s); the server's retry field sets
@@ -79,6 +82,14 @@ func (c *Client) Listen(ctx context.Context, o ListenOptions) error {
 			es.LastID = lastID
 			for {
 				data, err := es.Message()
+				var tooLarge *EventTooLargeError
+				if errors.As(err, &tooLarge) {
+					o.Logger.Warn(c.opts.Peer+" sent an event too large on its event stream; dropped it", "err", err)
+					if o.TooLarge != nil {
+						o.TooLarge(tooLarge)
+					}
+					continue
+				}
 				if err != nil {
 					break
 				}
