@@ -20,7 +20,7 @@ type ListenOptions struct {
 	// TooLarge, if set, learns of every event dropped for holding more
 	// than Options.MaxMessageBytes; the stream goes on with the next one.
 	TooLarge func(*EventTooLargeError)
-	Logger  *slog.Logger
+	Logger   *slog.Logger
 	// RetryMin and RetryMax bound the delay between attempts to re-open
 	// the stream (defaults 1s and 30s); the server's retry field sets
 	// the base.

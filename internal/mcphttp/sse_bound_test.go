@@ -122,8 +122,8 @@ func TestEventTooLargeResponseID(t *testing.T) {
 	for head, want := range map[string]string{
 		`{"jsonrpc":"2.0","id":42,"result":{"content":[{"type":"text","text":"xxxx`: "42",
 		`{"id":"a\"b","jsonrpc":"2.0","error":{"code":1,"message":"xxx`:             `"a\"b"`,
-		`{"jsonrpc":"2.0","result":{"content":"xxxx`:                                 "",
-		`{"jsonrpc":"2.0","id":3,"method":"sampling/createMessage","params":{"xx`:    "",
+		`{"jsonrpc":"2.0","result":{"content":"xxxx`:                                "",
+		`{"jsonrpc":"2.0","id":3,"method":"sampling/createMessage","params":{"xx`:   "",
 		`{"jsonrpc":"2.0","method":"notifications/progress","params":{"xx`:          "",
 		`[{"jsonrpc":"2.0","id":3,"result":{"xx`:                                    "",
 		`{"jsonrpc":"2.0","id":{"x":[1,2,{"y":"z"}]},"result":1`:                    `{"x":[1,2,{"y":"z"}]}`,
