@@ -84,9 +84,10 @@ func (c *Client) Listen(ctx context.Context, o ListenOptions) error {
 				data, err := es.Message()
 				var tooLarge *EventTooLargeError
 				if errors.As(err, &tooLarge) {
-					o.Logger.Warn(c.opts.Peer+" sent an event too large on its event stream; dropped it", "err", err)
 					if o.TooLarge != nil {
 						o.TooLarge(tooLarge)
+					} else {
+						o.Logger.Warn(c.opts.Peer+" sent an event too large on its event stream; dropped it", "err", err)
 					}
 					continue
 				}

@@ -3,7 +3,6 @@ package mcphttp
 import (
 	"bufio"
 	"bytes"
-	"encoding/json"
 	"fmt"
 	"io"
 	"strconv"
@@ -47,7 +46,7 @@ type EventReader struct {
 const chunkBytes = 64 << 10
 
 // headBytes is how much of an event too large EventTooLargeError keeps,
-// to learn which request it answered.
+// to learn which request it answered (jsonrpc.ParseHead).
 const headBytes = 1024
 
 // NewEventReader returns a reader of the event stream r whose events hold
@@ -229,42 +228,6 @@ func (s *EventReader) Message() ([]byte, error) {
 		}
 		if (ev.Type == "" || ev.Type == "message") && len(bytes.TrimSpace(ev.Data)) > 0 {
 			return ev.Data, nil
-		}
-	}
-}
-
-// ResponseID returns the id of the response whose event was too large,
-// when the event's first bytes show it is one: they hold its id and its
-// result or error member (as servers write them, id first). A request
-// or notification, a batch, or an id that comes only after the result,
-// give false.
-func (e *EventTooLargeError) ResponseID() (json.RawMessage, bool) {
-	dec := json.NewDecoder(bytes.NewReader(e.Head))
-	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
-		return nil, false
-	}
-	var id json.RawMessage
-	for {
-		t, err := dec.Token()
-		if err != nil {
-			return nil, false
-		}
-		key, ok := t.(string)
-		if !ok {
-			return nil, false // the end of the object
-		}
-		switch key {
-		case "method":
-			return nil, false
-		case "result", "error":
-			return id, id != nil
-		}
-		var value json.RawMessage
-		if err := dec.Decode(&value); err != nil {
-			return nil, false
-		}
-		if key == "id" {
-			id = value
 		}
 	}
 }
