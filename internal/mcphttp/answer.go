@@ -59,7 +59,7 @@ func ReadAnswer(resp *http.Response, ids []json.RawMessage, max int, peer string
 		body, err = io.ReadAll(io.LimitReader(resp.Body, int64(max)+1))
 		switch body = bytes.TrimSpace(body); {
 		case len(body) > max:
-			err = fmt.Errorf("%s sent %w", peer, &EventTooLargeError{Max: max, Head: bytes.Clone(body[:headBytes])})
+			err = fmt.Errorf("%s sent %w", peer, &EventTooLargeError{Max: max, Head: bytes.Clone(body[:min(len(body), headBytes)])})
 		case len(body) > 0 && err == nil:
 			answered(body)
 		}

@@ -2,8 +2,10 @@ package mcphttp
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"io"
+	"net/http"
 	"strings"
 	"testing"
 )
@@ -243,4 +245,23 @@ func FuzzEventReader(f *testing.F) {
 			t.Errorf("max %d: reader gave %q, the specification %q", max, got, want)
 		}
 	})
+}
+
+// An answer to a POST over the bound, as a JSON body or as an event, is
+// an *EventTooLargeError that names the server; its request is missing.
+func TestReadAnswerBoundsMessages(t *testing.T) {
+	const max = 100 // less than headBytes: the head is what there is
+	big := `{"jsonrpc":"2.0","id":1,"result":"` + strings.Repeat("x", 2*max) + `"}`
+	for _, tc := range []struct{ media, body string }{
+		{MediaJSON, big},
+		{MediaSSE, "data: " + big + "\n\n"},
+		{MediaSSE, "data: {\"jsonrpc\":\"2.0\",\"id\":1,\ndata: " + strings.Repeat("x", 2*max) + "\n\n"},
+	} {
+		resp := &http.Response{StatusCode: http.StatusOK, Header: http.Header{"Content-Type": {tc.media}}, Body: io.NopCloser(strings.NewReader(tc.body))}
+		missing, err := ReadAnswer(resp, []json.RawMessage{json.RawMessage("1")}, max, `backend "r"`, func(m []byte) { t.Errorf("delivered %q", m) })
+		var tl *EventTooLargeError
+		if !errors.As(err, &tl) || len(missing) != 1 || !strings.HasPrefix(err.Error(), `backend "r" sent a message of more than 100 bytes`) {
+			t.Errorf("%s answer: missing %s, %v; want 1 missing and an EventTooLargeError naming the server", tc.media, missing, err)
+		}
+	}
 }
