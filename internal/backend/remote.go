@@ -251,7 +251,11 @@ func (r *remote) request(ctx context.Context, data []byte, msg *jsonrpc.Message)
 	}
 	_, err := r.client.Exchange(ctx, data, []json.RawMessage{msg.ID}, nil, r.deliver)
 	var tooLarge *mcphttp.EventTooLargeError
-	if errors.As(err, &tooLarge) {
+	var redirect *mcphttp.RedirectError
+	switch {
+	case errors.As(err, &redirect):
+		r.c.log.Warn("refused a redirect to another origin", "err", err, "method", msg.Method)
+	case errors.As(err, &tooLarge):
 		r.c.log.Warn("dropped a message from the server", "err", err, "start", truncate(tooLarge.Head, 100))
 		return fmt.Errorf("backend %q answered %s with a %w: the limit is %d bytes (max_message_bytes)", r.c.b.name, msg.Method, ErrTooLarge, tooLarge.Max)
 	}

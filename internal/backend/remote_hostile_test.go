@@ -238,6 +238,9 @@ func TestRemoteBackendRefusesRedirectToAnotherOrigin(t *testing.T) {
 	if res, err := r.call(t, "echo", `{}`); err != nil || !strings.Contains(string(res), "fine") {
 		t.Errorf("call after the redirect = %s, %v", res, err)
 	}
+	if logged := strings.Join(r.logs.Messages(), "\n"); !strings.Contains(logged, "refused a redirect to another origin") {
+		t.Errorf("the refusal was not logged:\n%s", logged)
+	}
 }
 
 // The legacy transport's endpoint event must name the configured origin:
