@@ -134,7 +134,8 @@ FUZZTIME    ?= 10m
 FUZZ_TARGETS := internal/jsonrpc:FuzzParse:60000 \
                 internal/jsonrpc:FuzzParseAgreesWithEncodingJSON:150000 \
                 internal/jsonrpc:FuzzLineReader:8000 internal/jsonrpc:FuzzLookup:300000 \
-                internal/front:FuzzHandler:30000 internal/config:FuzzLoad:2500
+                internal/front:FuzzHandler:30000 internal/config:FuzzLoad:2500 \
+                internal/mcphttp:FuzzEventReader:10000
 fuzz:
 	@for t in $(FUZZ_TARGETS); do \
 		pkg=$${t%%:*}; rest=$${t#*:}; name=$${rest%%:*}; \

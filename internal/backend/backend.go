@@ -178,7 +178,7 @@ func New(cfg *config.Backend, opts Options) *Backend {
 	}
 	b.st = Status{Name: cfg.Name, State: Stopped, Since: time.Now()}
 	if cfg.IsRemote() {
-		b.st.URL = DisplayURL(cfg.URL)
+		b.st.URL = DisplayURL(cfg)
 	}
 	b.lists.Store(&Lists{})
 	if cfg.Pooled() && opts.Instance == 0 {

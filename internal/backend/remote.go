@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -67,14 +68,9 @@ func newRemote(b *Backend) (*remote, error) {
 			}
 		}
 	}
-	if u, err := url.Parse(b.cfg.URL); err == nil && u.RawQuery != "" {
-		secrets = append(secrets, u.RawQuery) // may carry a key: shown as "?…"
-		for _, vs := range u.Query() {
-			secrets = append(secrets, vs...)
-		}
-	}
+	secrets = append(secrets, urlSecrets(b.cfg.URL)...)
 	r := &remote{
-		url:     DisplayURL(b.cfg.URL),
+		url:     DisplayURL(b.cfg),
 		http:    hc,
 		maxSize: int(b.opts.MaxMessageBytes),
 		outq:    make(chan []byte, 256),
@@ -117,18 +113,43 @@ func newRemote(b *Backend) (*remote, error) {
 }
 
 // DisplayURL is how a remote backend's URL is shown in logs, D-Bus and
-// status: without its query, which may carry a key.
-func DisplayURL(raw string) string {
+// status: its display_url, else only its origin (scheme://host:port),
+// since its path and query may carry a key.
+func DisplayURL(cfg *config.Backend) string {
+	if cfg.DisplayURL != "" {
+		return cfg.DisplayURL
+	}
+	return mcphttp.OriginOf(cfg.URL)
+}
+
+// minPathSecret is the shortest path segment of a URL treated as a
+// secret: shorter ones are words such as "mcp" or "v1".
+const minPathSecret = 16
+
+// urlSecrets returns the parts of a remote URL that may carry a key and
+// must not show in an error even when the server echoes them: its query
+// and its values, and its long path segments.
+func urlSecrets(raw string) []string {
 	u, err := url.Parse(raw)
 	if err != nil {
-		return "(invalid URL)"
+		return nil
 	}
-	u.User = nil
+	var secrets []string
 	if u.RawQuery != "" {
-		u.RawQuery = "…"
+		secrets = append(secrets, u.RawQuery)
+		for _, vs := range u.Query() {
+			secrets = append(secrets, vs...)
+		}
 	}
-	u.Fragment = ""
-	return u.String()
+	for _, seg := range strings.Split(u.EscapedPath(), "/") {
+		if len(seg) >= minPathSecret {
+			secrets = append(secrets, seg)
+			if s, err := url.PathUnescape(seg); err == nil && s != seg {
+				secrets = append(secrets, s)
+			}
+		}
+	}
+	return secrets
 }
 
 // start runs the goroutine that posts queued messages. The session itself
@@ -235,7 +256,25 @@ func (r *remote) request(ctx context.Context, data []byte, msg *jsonrpc.Message)
 		return r.lost(err)
 	}
 	_, err := r.client.Exchange(ctx, data, []json.RawMessage{msg.ID}, nil, r.deliver)
+	var tooLarge *mcphttp.EventTooLargeError
+	var redirect *mcphttp.RedirectError
+	switch {
+	case errors.As(err, &redirect):
+		r.c.log.Warn("refused a redirect to another origin", "err", err, "method", msg.Method)
+	case errors.As(err, &tooLarge):
+		r.c.log.Warn("dropped a message from the server", "err", err, "start", truncate(tooLarge.Head, 100))
+		return fmt.Errorf("backend %q answered %s with a %w: the limit is %d bytes (max_message_bytes)", r.c.b.name, msg.Method, ErrTooLarge, tooLarge.Max)
+	}
 	return r.lost(err)
+}
+
+// tooLarge handles an event dropped for its size on a stream that no
+// call owns (the GET stream, the legacy stream) as a child's line too
+// long: journaled, and the call it answers, when its first bytes say
+// which, fails now rather than at its timeout.
+func (r *remote) tooLarge(e *mcphttp.EventTooLargeError) {
+	r.c.log.Warn("dropped a message from the server", "err", e, "start", truncate(e.Head, 100))
+	r.c.tooLarge(&jsonrpc.ErrLineTooLong{Limit: int64(e.Max), Head: e.Head})
 }
 
 // post sends a notification or response and waits for the server to take
@@ -331,6 +370,7 @@ func (r *remote) listen() {
 		defer r.tasks.Done()
 		err := r.client.Listen(r.ctx, mcphttp.ListenOptions{
 			Deliver:  r.deliver,
+			TooLarge: r.tooLarge,
 			Logger:   r.c.log,
 			RetryMin: b.cfg.RestartBackoffInitial,
 			RetryMax: b.cfg.RestartBackoffMax,

@@ -43,17 +43,25 @@ func (l *legacySSE) run() {
 	es := mcphttp.NewEventReader(resp.Body, r.maxSize)
 	for {
 		ev, err := es.Next()
+		var tooLarge *mcphttp.EventTooLargeError
+		if errors.As(err, &tooLarge) {
+			r.tooLarge(tooLarge)
+			continue
+		}
 		if err != nil {
 			break
 		}
 		switch ev.Type {
 		case "endpoint":
-			u, err := url.Parse(r.c.b.cfg.URL)
-			ref, err2 := url.Parse(string(bytes.TrimSpace(ev.Data)))
-			if err != nil || err2 != nil || l.endpoint != "" {
+			if l.endpoint != "" {
 				continue
 			}
-			l.endpoint = u.ResolveReference(ref).String()
+			endpoint, err := l.resolve(ev.Data)
+			if err != nil {
+				r.end(err.Error())
+				return
+			}
+			l.endpoint = endpoint
 			close(l.ready)
 		case "", "message":
 			if len(bytes.TrimSpace(ev.Data)) > 0 {
@@ -62,6 +70,27 @@ func (l *legacySSE) run() {
 		}
 	}
 	r.end("the server closed its event stream")
+}
+
+// resolve returns the URL the endpoint event names, relative to the
+// configured URL. It must have the configured URL's origin: a server
+// could otherwise send the messages, and the credential headers that go
+// with them, to another host, or downgrade them to plain HTTP.
+func (l *legacySSE) resolve(data []byte) (string, error) {
+	configured := l.r.c.b.cfg.URL
+	base, err := url.Parse(configured)
+	if err != nil {
+		return "", err
+	}
+	ref, err := url.Parse(string(bytes.TrimSpace(data)))
+	if err != nil {
+		return "", fmt.Errorf("the server's endpoint event holds no URL: %w", err)
+	}
+	u := base.ResolveReference(ref)
+	if got, want := mcphttp.Origin(u), mcphttp.Origin(base); got != want {
+		return "", fmt.Errorf("the server named %s as the endpoint for messages, another origin than the configured %s; mcpgate sends nothing there, so that no credential goes there: if the server's messages are served elsewhere, configure that server's URL", got, want)
+	}
+	return u.String(), nil
 }
 
 // post sends one message to the endpoint the stream named; what answers

@@ -17,6 +17,7 @@ import (
 
 	"github.com/mcpgate/mcpgate/internal/config"
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
+	"github.com/mcpgate/mcpgate/internal/mcphttp"
 	"github.com/mcpgate/mcpgate/internal/testutil"
 )
 
@@ -164,8 +165,8 @@ func TestRemoteBackendAgainstGoSDK(t *testing.T) {
 			cfg.Transport = tc.transport
 			r := runRemote(t, cfg, "")
 			st := r.await(t, "healthy", healthy)
-			if st.URL != url || st.PID != 0 || st.Server == nil || st.Server.Name != "sdk-peer" {
-				t.Errorf("status = %+v, want URL %s, no PID, server sdk-peer", st, url)
+			if st.URL != mcphttp.OriginOf(url) || st.PID != 0 || st.Server == nil || st.Server.Name != "sdk-peer" {
+				t.Errorf("status = %+v, want URL %s, no PID, server sdk-peer", st, mcphttp.OriginOf(url))
 			}
 			if n := len(r.b.Lists().Tools); n != 2 {
 				t.Errorf("%d tools listed, want 2", n)

@@ -20,6 +20,7 @@ type Remote struct {
 	TLSClientKeyFile  string            // its key
 	TLSServerName     string            // name verified instead of the URL's host
 	MaxConnections    int               // connections to the server at once; 8 for a remote backend
+	DisplayURL        string            // how the URL is shown in logs, D-Bus and status; "": its origin
 }
 
 // defaultMaxConnections bounds the connections to one remote server: with
@@ -34,14 +35,14 @@ func (r *Remote) remoteEqual(o *Remote) bool {
 	return r.URL == o.URL && maps.Equal(r.Headers, o.Headers) &&
 		r.TLSCAFile == o.TLSCAFile && r.TLSClientCertFile == o.TLSClientCertFile &&
 		r.TLSClientKeyFile == o.TLSClientKeyFile && r.TLSServerName == o.TLSServerName &&
-		r.MaxConnections == o.MaxConnections
+		r.MaxConnections == o.MaxConnections && r.DisplayURL == o.DisplayURL
 }
 
 // processKeys only make sense for a spawned backend; remoteKeys only for a
 // remote one.
 var (
 	processKeys = []string{"command", "args", "env", "cwd", "inherit_env"}
-	remoteKeys  = []string{"url", "headers", "tls_ca_file", "tls_client_cert_file", "tls_client_key_file", "tls_server_name", "max_connections"}
+	remoteKeys  = []string{"url", "headers", "tls_ca_file", "tls_client_cert_file", "tls_client_key_file", "tls_server_name", "max_connections", "display_url"}
 )
 
 // RemoteKeys returns the backend keys that apply only to a remote
@@ -67,6 +68,9 @@ func remoteFields() []field[Backend] {
 		}},
 		{"tls_server_name", func(d *decoder, at keyPath, v any, b *Backend) bool {
 			return d.str(at, v, &b.TLSServerName, nil)
+		}},
+		{"display_url", func(d *decoder, at keyPath, v any, b *Backend) bool {
+			return d.str(at, v, &b.DisplayURL, checkDisplayURL)
 		}},
 		{"max_connections", func(d *decoder, at keyPath, v any, b *Backend) bool {
 			// Over HTTP/1.1 the server's event stream holds one for good.
@@ -137,6 +141,18 @@ func checkBackendURL(s string) string {
 		return fmt.Sprintf("%q has a fragment (#...), which HTTP never sends; remove it", s)
 	}
 	return ""
+}
+
+// checkDisplayURL accepts what url accepts, and no ${credential:...}:
+// display_url is shown, never sent. "" is the default: the origin.
+func checkDisplayURL(s string) string {
+	if s == "" {
+		return ""
+	}
+	if strings.Contains(s, "${credential:") {
+		return "display_url is shown in logs, D-Bus and status and is never sent: it cannot hold ${credential:...}; write the URL as it may be shown"
+	}
+	return checkBackendURL(s)
 }
 
 // reservedHeaders are set by the transport itself.

@@ -19,13 +19,13 @@ import (
 	"github.com/mcpgate/mcpgate/internal/testutil/dbustest"
 )
 
-// TestRemoteBackendShowsURLNeverCredentials: a remote backend shows its URL
-// (without the query) on D-Bus and in mcpgatectl status instead of a PID,
-// and the token its header sends, or a key in its URL, appears nowhere:
+// TestRemoteBackendShowsURLNeverCredentials: a remote backend shows its URL's
+// origin on D-Bus and in mcpgatectl status instead of a PID, and the token
+// its header sends, or a key in its URL's path or query, appears nowhere:
 // not on D-Bus, not in status, not in the daemon's output at debug level,
 // even when the server refuses the token and echoes it back.
 func TestRemoteBackendShowsURLNeverCredentials(t *testing.T) {
-	const token, key = "t0ken-in-a-header-0815", "k3y-in-the-query-4711"
+	const token, key, pathKey = "t0ken-in-a-header-0815", "k3y-in-the-query-4711", "k3y-in-the-path-2342"
 	creds := t.TempDir()
 	if err := os.WriteFile(filepath.Join(creds, "up-token"), []byte(token+"\n"), 0o600); err != nil {
 		t.Fatal(err)
@@ -36,8 +36,8 @@ func TestRemoteBackendShowsURLNeverCredentials(t *testing.T) {
 	})
 	sdk := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil)
 	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path == "/refuse" || r.Header.Get("Authorization") != "Bearer "+token {
-			http.Error(w, "refused "+r.Header.Get("Authorization")+" for "+r.URL.RawQuery, http.StatusUnauthorized)
+		if r.URL.Path == "/refuse/"+pathKey || r.Header.Get("Authorization") != "Bearer "+token {
+			http.Error(w, "refused "+r.Header.Get("Authorization")+" for "+r.URL.Path+"?"+r.URL.RawQuery, http.StatusUnauthorized)
 			return
 		}
 		sdk.ServeHTTP(w, r)
@@ -45,20 +45,20 @@ func TestRemoteBackendShowsURLNeverCredentials(t *testing.T) {
 	t.Cleanup(ts.Close)
 	g := startGatewayEnv(t, dbustest.Options{}, fmt.Sprintf(`
 [backends.up]
-url = "%[1]s/mcp?key=%[2]s"
+url = "%[1]s/mcp/%[3]s?key=%[2]s"
 headers = { Authorization = "Bearer ${credential:up-token}" }
 
 [backends.refused]
-url = "%[1]s/refuse?key=%[2]s"
+url = "%[1]s/refuse/%[3]s?key=%[2]s"
 headers = { Authorization = "Bearer ${credential:up-token}" }
 max_restarts = 0
-`, ts.URL, key), fmt.Sprintf("credentials_directory = %q", creds), nil)
+`, ts.URL, key, pathKey), fmt.Sprintf("credentials_directory = %q", creds), nil)
 
 	testutil.Eventually(t, 30*time.Second, "refused has failed", func() bool {
 		st, err := g.client.Backend(ctx(t), "refused")
 		return err == nil && st.State == "failed"
 	})
-	wantURL := ts.URL + "/mcp?…"
+	wantURL := ts.URL
 	if st, err := g.client.Backend(ctx(t), "up"); err != nil || st.URL != wantURL || len(st.Command) != 0 {
 		t.Errorf("URL = %q, Command %q (%v); want %q and no command", st.URL, st.Command, err, wantURL)
 	}
@@ -89,7 +89,7 @@ max_restarts = 0
 	}
 	seen = append(seen, g.daemon.Stderr.String())
 	for i, text := range seen {
-		for _, secret := range []string{token, key} {
+		for _, secret := range []string{token, key, pathKey} {
 			if strings.Contains(text, secret) {
 				t.Errorf("%q is shown (source %d):\n%s", secret, i, text)
 			}

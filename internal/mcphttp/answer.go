@@ -47,13 +47,20 @@ func ReadAnswer(resp *http.Response, ids []json.RawMessage, max int, peer string
 			}
 			answered(data)
 		}
-		if errors.Is(err, io.EOF) {
+		var tooLarge *EventTooLargeError
+		switch {
+		case errors.Is(err, io.EOF):
 			err = fmt.Errorf("%s ended the event stream before answering", peer)
+		case errors.As(err, &tooLarge):
+			err = fmt.Errorf("%s sent %w", peer, err)
 		}
 	default:
 		var body []byte
 		body, err = io.ReadAll(io.LimitReader(resp.Body, int64(max)+1))
-		if body = bytes.TrimSpace(body); len(body) > 0 && err == nil {
+		switch body = bytes.TrimSpace(body); {
+		case len(body) > max:
+			err = fmt.Errorf("%s sent %w", peer, &EventTooLargeError{Max: max, Head: bytes.Clone(body[:min(len(body), headBytes)])})
+		case len(body) > 0 && err == nil:
 			answered(body)
 		}
 		if err == nil {

@@ -17,7 +17,10 @@ var ErrNoStream = errors.New("the server offers no standalone event stream")
 type ListenOptions struct {
 	// Deliver receives the data of every message event, in order.
 	Deliver func([]byte)
-	Logger  *slog.Logger
+	// TooLarge, if set, learns of every event dropped for holding more
+	// than Options.MaxMessageBytes; the stream goes on with the next one.
+	TooLarge func(*EventTooLargeError)
+	Logger   *slog.Logger
 	// RetryMin and RetryMax bound the delay between attempts to re-open
 	// the stream (defaults 1s and 30s); the server's retry field sets
 	// the base.
@@ -79,6 +82,15 @@ func (c *Client) Listen(ctx context.Context, o ListenOptions) error {
 			es.LastID = lastID
 			for {
 				data, err := es.Message()
+				var tooLarge *EventTooLargeError
+				if errors.As(err, &tooLarge) {
+					if o.TooLarge != nil {
+						o.TooLarge(tooLarge)
+					} else {
+						o.Logger.Warn(c.opts.Peer+" sent an event too large on its event stream; dropped it", "err", err)
+					}
+					continue
+				}
 				if err != nil {
 					break
 				}

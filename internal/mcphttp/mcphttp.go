@@ -5,6 +5,7 @@ package mcphttp
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -84,6 +85,11 @@ func NewClient(opts Options) *Client {
 	if opts.Peer == "" {
 		opts.Peer = "the server"
 	}
+	// A client of our own, so that whatever the caller's does about
+	// redirects, this one never follows one to another origin.
+	hc := *cmp.Or(opts.HTTP, http.DefaultClient)
+	hc.CheckRedirect = sameOrigin(opts.Peer)
+	opts.HTTP = &hc
 	return &Client{opts: opts}
 }
 
@@ -106,7 +112,8 @@ func (e *UnreachableError) Unwrap() error { return e.Err }
 
 // Do sends one HTTP request to the endpoint with the session's headers.
 // sent, if not nil, is called once the request was written. A transport
-// failure is an *UnreachableError (after Options.Unreachable).
+// failure is an *UnreachableError (after Options.Unreachable); a redirect
+// to another origin is a *RedirectError, and is not followed.
 func (c *Client) Do(ctx context.Context, method string, body []byte, sess Session, lastEventID string, sent func()) (*http.Response, error) {
 	return c.DoURL(ctx, c.opts.Endpoint, method, body, sess, lastEventID, sent)
 }
@@ -155,6 +162,13 @@ func (c *Client) do(ctx context.Context, endpoint, method string, body []byte, s
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
+		}
+		var re *RedirectError
+		if errors.As(err, &re) {
+			if c.opts.Reached != nil {
+				c.opts.Reached(nil) // it answered, with a redirect
+			}
+			return nil, re
 		}
 		var op *net.OpError
 		ue := &UnreachableError{Err: err, Dial: errors.As(err, &op) && op.Op == "dial"}

@@ -3,6 +3,7 @@ package mcphttp
 import (
 	"bufio"
 	"bytes"
+	"fmt"
 	"io"
 	"strconv"
 	"time"
@@ -20,21 +21,77 @@ type Event struct {
 // it: lines end with CRLF, LF or CR; data lines of one event are joined
 // with LF; comments and fields other than data, event, id and retry are
 // ignored.
+//
+// It holds at most one event's data (max bytes) and a chunk of one line
+// at a time, however long the server makes an event or a line: a server
+// cannot make it grow beyond that. A line longer than a chunk is read in
+// parts.
 type EventReader struct {
-	sc *bufio.Scanner
+	sc    *bufio.Scanner
+	max   int
+	chunk int // the most of a line held at a time: chunkBytes
+	// partial is set by the split function when the token it returns
+	// is a part of a line, and the next token continues it.
+	partial, more bool
+	// skipping is set after an event too large: what is left of it is
+	// read and dropped before the next event.
+	skipping bool
 	// LastID is the last event id seen, for Last-Event-ID.
 	LastID string
 	// Retry is the reconnection delay the server asked for, 0 if none.
 	Retry time.Duration
 }
 
+// chunkBytes is the most of one line the reader holds at a time.
+const chunkBytes = 64 << 10
+
+// headBytes is how much of an event too large EventTooLargeError keeps,
+// to learn which request it answered (jsonrpc.ParseHead).
+const headBytes = 1024
+
 // NewEventReader returns a reader of the event stream r whose events hold
-// at most max bytes.
+// at most max bytes of data.
 func NewEventReader(r io.Reader, max int) *EventReader {
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 0, 64<<10), max+4096)
-	sc.Split(scanLines)
-	return &EventReader{sc: sc}
+	return newEventReader(r, max, chunkBytes)
+}
+
+// newEventReader is NewEventReader with lines read in chunks of chunk
+// bytes (at least 8, so that the first holds a field name, its colon
+// and the space after it).
+func newEventReader(r io.Reader, max, chunk int) *EventReader {
+	s := &EventReader{max: max, chunk: chunk}
+	s.sc = bufio.NewScanner(r)
+	s.sc.Buffer(make([]byte, 0, min(4096, chunk)), chunk)
+	s.sc.Split(s.split)
+	return s
+}
+
+// EventTooLargeError is the error of an event whose data exceeds the
+// reader's bound. The reader drops the rest of that event, and Next reads
+// the one after it.
+type EventTooLargeError struct {
+	Max  int    // the bound, in bytes
+	Head []byte // the first bytes of the event's data
+}
+
+func (e *EventTooLargeError) Error() string {
+	return fmt.Sprintf("a message of more than %d bytes, the limit on one message", e.Max)
+}
+
+// split is scanLines, except that a line longer than a chunk comes in
+// parts: the scanner would otherwise fail, or have to hold it whole.
+func (s *EventReader) split(data []byte, atEOF bool) (advance int, token []byte, err error) {
+	advance, token, err = scanLines(data, atEOF)
+	s.partial = false
+	if advance == 0 && token == nil && err == nil && len(data) >= s.chunk {
+		n := len(data)
+		if data[n-1] == '\r' {
+			n-- // an LF may follow: the line ends there
+		}
+		s.partial = true
+		return n, data[:n], nil
+	}
+	return advance, token, err
 }
 
 // scanLines splits an event stream into lines ended by CRLF, LF or CR. A
@@ -61,27 +118,53 @@ func scanLines(data []byte, atEOF bool) (advance int, token []byte, err error) {
 	}
 }
 
-func (s *EventReader) line() ([]byte, error) {
+// line returns the next line, or the next part of one; cont says that it
+// continues the line before.
+func (s *EventReader) line() (line []byte, cont bool, err error) {
+	cont = s.more
 	if s.sc.Scan() {
-		return s.sc.Bytes(), nil
+		s.more = s.partial
+		return s.sc.Bytes(), cont, nil
 	}
 	if err := s.sc.Err(); err != nil {
-		return nil, err
+		return nil, false, err
 	}
-	return nil, io.EOF
+	return nil, false, io.EOF
 }
 
 // Next returns the next event that had at least one field, including
 // priming events that only set an id. At the end of the stream it returns
-// io.EOF, or the read error; an unfinished last event is discarded.
+// io.EOF, or the read error; an unfinished last event is discarded. An
+// event whose data exceeds the bound is an *EventTooLargeError, returned
+// as soon as the bound is passed; the next call skips the rest of it.
 func (s *EventReader) Next() (Event, error) {
-	var ev Event
-	seen, hasData := false, false
-	for {
-		line, err := s.line()
+	for s.skipping {
+		line, cont, err := s.line()
 		if err != nil {
 			return Event{}, err
 		}
+		s.skipping = cont || len(line) > 0
+	}
+	var ev Event
+	seen, hasData := false, false
+	inData := false // the line being read is a data line
+	for {
+		line, cont, err := s.line()
+		if err != nil {
+			return Event{}, err
+		}
+		if cont {
+			// The rest of a long line: only data keeps it; an id, event
+			// type or retry that long is not one.
+			if inData {
+				if len(ev.Data)+len(line) > s.max {
+					return Event{}, s.tooLarge(ev.Data, line)
+				}
+				ev.Data = append(ev.Data, line...)
+			}
+			continue
+		}
+		inData = false
 		if len(line) == 0 {
 			if seen {
 				return ev, nil
@@ -97,24 +180,41 @@ func (s *EventReader) Next() (Event, error) {
 		switch string(field) {
 		case "data":
 			if hasData {
+				if len(ev.Data)+1+len(value) > s.max {
+					return Event{}, s.tooLarge(append(ev.Data, '\n'), value)
+				}
 				ev.Data = append(ev.Data, '\n')
+			} else if len(value) > s.max {
+				return Event{}, s.tooLarge(nil, value)
 			}
 			ev.Data = append(ev.Data, value...)
-			hasData = true
+			hasData, inData = true, true
 		case "event":
-			ev.Type = string(value)
+			if !s.more {
+				ev.Type = string(value)
+			}
 		case "id":
-			if bytes.IndexByte(value, 0) < 0 {
+			if !s.more && bytes.IndexByte(value, 0) < 0 {
 				ev.ID = string(value)
 				s.LastID = ev.ID
 			}
 		case "retry":
-			if ms, err := strconv.ParseUint(string(value), 10, 32); err == nil {
+			if ms, err := strconv.ParseUint(string(value), 10, 32); err == nil && !s.more {
 				ev.Retry = time.Duration(ms) * time.Millisecond
 				s.Retry = ev.Retry
 			}
 		}
 	}
+}
+
+// tooLarge returns the error of the event being read, whose data so far
+// is data followed by more, and skips the rest of it.
+func (s *EventReader) tooLarge(data, more []byte) error {
+	h := make([]byte, 0, headBytes)
+	h = append(h, data[:min(len(data), headBytes)]...)
+	h = append(h, more[:min(len(more), headBytes-len(h))]...)
+	s.skipping = true
+	return &EventTooLargeError{Max: s.max, Head: h}
 }
 
 // Message returns the data of the next event of type "message" (the
