@@ -12,10 +12,12 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"slices"
 	"strings"
 
 	"golang.org/x/sys/unix"
 
+	"github.com/mcpgate/mcpgate/internal/config"
 	"github.com/mcpgate/mcpgate/internal/unitrun/wire"
 )
 
@@ -52,7 +54,7 @@ func main() {
 			refuse(conn, instance, fmt.Sprintf("cwd %s: %v", spec.Dir, err))
 		}
 	}
-	env := mergeEnv(os.Environ(), spec.Env)
+	env := mergeEnv(withoutReserved(os.Environ()), spec.Env)
 	path := spec.Argv[0]
 	if !strings.Contains(path, "/") {
 		if path, err = lookPath(path, env); err != nil {
@@ -76,6 +78,22 @@ func refuse(conn *net.UnixConn, instance, why string) {
 func fail(code int, format string, args ...any) {
 	fmt.Fprintf(os.Stderr, "backend-exec: "+format+"\n", args...)
 	os.Exit(code)
+}
+
+// withoutReserved returns env without the variables mcpgate.toml(5)
+// reserves (config.ReservedEnv): systemd sets JOURNAL_STREAM for this
+// helper, whose standard streams are the journal's, but the server's are
+// mcpgated's pipes, and none of the others describe anything of the
+// server's either.
+func withoutReserved(env []string) []string {
+	reserved := config.ReservedEnv()
+	out := env[:0:0]
+	for _, kv := range env {
+		if name, _, _ := strings.Cut(kv, "="); !slices.Contains(reserved, name) {
+			out = append(out, kv)
+		}
+	}
+	return out
 }
 
 // mergeEnv returns base, the unit's environment, with extra added,
