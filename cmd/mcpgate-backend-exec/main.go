@@ -6,6 +6,13 @@
 // process, under the unit's user, sandbox and limits.
 //
 // Usage: backend-exec [--socket=PATH] INSTANCE
+//
+//	backend-exec --stopped INSTANCE
+//
+// With --stopped it is the template's ExecStopPost=: when the run failed
+// it writes, to the unit's own journal, how the server ended and where its
+// standard error went (mcpgated's journal), so that "systemctl status
+// mcpgate-backend@NAME" says more than the exit status.
 package main
 
 import (
@@ -23,18 +30,29 @@ import (
 
 func main() {
 	socket := wire.Socket
+	stopped := false
 	var args []string
 	for _, a := range os.Args[1:] {
 		if v, ok := strings.CutPrefix(a, "--socket="); ok {
 			socket = v
 			continue
 		}
+		if a == "--stopped" {
+			stopped = true
+			continue
+		}
 		args = append(args, a)
 	}
 	if len(args) != 1 {
-		fail(2, "usage: backend-exec [--socket=PATH] INSTANCE (the ExecStart= of mcpgate-backend@.service)")
+		fail(2, "usage: backend-exec [--socket=PATH] INSTANCE (the ExecStart= of mcpgate-backend@.service), or backend-exec --stopped INSTANCE (its ExecStopPost=)")
 	}
 	instance := args[0]
+	if stopped {
+		if report := stoppedReport(instance, os.Getenv); report != "" {
+			fmt.Println(report)
+		}
+		return
+	}
 	conn, err := net.DialUnix("unix", nil, &net.UnixAddr{Name: socket, Net: "unix"})
 	if err != nil {
 		fail(1, "backend %s: cannot reach mcpgated at %s: %v (is mcpgate.service running? it starts this unit itself)", instance, socket, err)
