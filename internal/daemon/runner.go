@@ -114,7 +114,7 @@ func (d *daemon) resetUnusedUnits(ctx context.Context) {
 		return false
 	})
 	if len(reset) > 0 {
-		d.log.Info("reset the failed state of "+strings.Join(reset, ", ")+": no configured backend uses it any more", "units", strings.Join(reset, " "))
+		d.log.Info("reset the failed state of " + strings.Join(reset, ", ") + ": no configured backend uses it any more")
 	}
 	if err != nil {
 		d.log.Warn("cannot reset the failed state of backend units no backend uses: " + err.Error())
