@@ -132,6 +132,10 @@ func (o *operatorCheck) checkStatusSocket(t *testing.T) string {
 			t.Errorf("mcpgatectl status says %q, which lacks %q", msg, want)
 		}
 	}
+	// An unprivileged user may ask systemd about the units as well.
+	if user, _ := c.Exec(t.Context(), nil, "runuser", "-u", "nobody", "--", "mcpgatectl", "status"); user.ExitCode != 7 || !strings.Contains(user.Stderr, "mcpgate.socket is listening") {
+		t.Errorf("mcpgatectl status as nobody exited %d: %s", user.ExitCode, user.Stderr)
+	}
 	if state := o.g.activeState(t); state != "inactive" {
 		t.Errorf("mcpgatectl status started mcpgate.service (%s)", state)
 	}
