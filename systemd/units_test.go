@@ -285,6 +285,7 @@ func TestDecisions(t *testing.T) {
 		{backend, "Unit.Before", nil},
 		{backend, "Service.Type", []string{"exec"}},
 		{backend, "Service.ExecStart", []string{"/usr/libexec/mcpgate/backend-exec %i"}},
+		{backend, "Service.ExecStopPost", []string{"/usr/libexec/mcpgate/backend-exec --stopped %i"}}, // the reason of a failure in the unit's journal
 		{backend, "Service.Restart", []string{"no"}},
 		{backend, "Service.KillMode", []string{"control-group"}},
 		{backend, "Service.DynamicUser", []string{"yes"}},

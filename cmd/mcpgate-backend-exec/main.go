@@ -6,33 +6,53 @@
 // process, under the unit's user, sandbox and limits.
 //
 // Usage: backend-exec [--socket=PATH] INSTANCE
+//
+//	backend-exec --stopped INSTANCE
+//
+// With --stopped it is the template's ExecStopPost=: when the run failed
+// it writes, to the unit's own journal, how the server ended and where its
+// standard error went (mcpgated's journal), so that "systemctl status
+// mcpgate-backend@NAME" says more than the exit status.
 package main
 
 import (
 	"fmt"
 	"net"
 	"os"
+	"slices"
 	"strings"
 
 	"golang.org/x/sys/unix"
 
+	"github.com/mcpgate/mcpgate/internal/config"
 	"github.com/mcpgate/mcpgate/internal/unitrun/wire"
 )
 
 func main() {
 	socket := wire.Socket
+	stopped := false
 	var args []string
 	for _, a := range os.Args[1:] {
 		if v, ok := strings.CutPrefix(a, "--socket="); ok {
 			socket = v
 			continue
 		}
+		if a == "--stopped" {
+			stopped = true
+			continue
+		}
 		args = append(args, a)
 	}
 	if len(args) != 1 {
-		fail(2, "usage: backend-exec [--socket=PATH] INSTANCE (the ExecStart= of mcpgate-backend@.service)")
+		fail(2, "usage: backend-exec [--socket=PATH] INSTANCE (the ExecStart= of mcpgate-backend@.service), or backend-exec --stopped INSTANCE (its ExecStopPost=)")
 	}
 	instance := args[0]
+	if stopped {
+		if report := stoppedReport(instance, os.Getenv); report != "" {
+			fmt.Println(report)
+		}
+		return
+	}
 	conn, err := net.DialUnix("unix", nil, &net.UnixAddr{Name: socket, Net: "unix"})
 	if err != nil {
 		fail(1, "backend %s: cannot reach mcpgated at %s: %v (is mcpgate.service running? it starts this unit itself)", instance, socket, err)
@@ -52,7 +72,7 @@ func main() {
 			refuse(conn, instance, fmt.Sprintf("cwd %s: %v", spec.Dir, err))
 		}
 	}
-	env := mergeEnv(os.Environ(), spec.Env)
+	env := mergeEnv(withoutReserved(os.Environ()), spec.Env)
 	path := spec.Argv[0]
 	if !strings.Contains(path, "/") {
 		if path, err = lookPath(path, env); err != nil {
@@ -76,6 +96,22 @@ func refuse(conn *net.UnixConn, instance, why string) {
 func fail(code int, format string, args ...any) {
 	fmt.Fprintf(os.Stderr, "backend-exec: "+format+"\n", args...)
 	os.Exit(code)
+}
+
+// withoutReserved returns env without the variables mcpgate.toml(5)
+// reserves (config.ReservedEnv): systemd sets JOURNAL_STREAM for this
+// helper, whose standard streams are the journal's, but the server's are
+// mcpgated's pipes, and none of the others describe anything of the
+// server's either.
+func withoutReserved(env []string) []string {
+	reserved := config.ReservedEnv()
+	out := env[:0:0]
+	for _, kv := range env {
+		if name, _, _ := strings.Cut(kv, "="); !slices.Contains(reserved, name) {
+			out = append(out, kv)
+		}
+	}
+	return out
 }
 
 // mergeEnv returns base, the unit's environment, with extra added,

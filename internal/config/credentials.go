@@ -36,7 +36,7 @@ func ReadCredential(dir, name string) (string, error) {
 		if errors.As(err, &pe) {
 			err = pe.Err
 		}
-		return "", fmt.Errorf("%s: cannot read %s: %v; add LoadCredential=%s:… (or LoadCredentialEncrypted=) to the service, or the file to credentials_directory", ref, path, err, name)
+		return "", fmt.Errorf("%s: cannot read %s: %v; put the secret in /etc/credstore/%s and add LoadCredential=%s (or LoadCredentialEncrypted=) to the service (systemctl edit mcpgate), or the file to credentials_directory", ref, path, err, name, name)
 	}
 	return strings.TrimSuffix(string(b), "\n"), nil
 }

@@ -257,6 +257,11 @@ func (c *cli) fail(err error) int {
 			bus = "session"
 		}
 		msg = fmt.Sprintf("mcpgate is not running on the %s bus (%v)", bus, err)
+		if states, ok := askSystemd(c.opts.user); ok {
+			if why := describeNotRunning(states, bus, c.opts.user); why != "" {
+				msg = why
+			}
+		}
 	case exitAccessDenied:
 		if !strings.Contains(msg, "access denied") && !strings.Contains(msg, "Access denied") {
 			msg = "access denied: " + msg

@@ -62,7 +62,7 @@ func (im *importer) remote(s *importServer, kind, rawURL string) string {
 	if len(creds) > 0 {
 		quoted := make([]string, len(creds))
 		for i, c := range creds {
-			quoted[i] = fmt.Sprintf("LoadCredential=%s:/etc/mcpgate/credentials/%s", c, c)
+			quoted[i] = fmt.Sprintf("LoadCredential=%s (the secret in /etc/credstore/%s)", c, c)
 		}
 		im.todo(fmt.Sprintf("Disabled until the %s it sends can be read: add %s to mcpgate.service with \"systemctl edit mcpgate\" "+
 			"(or put the files in [gateway] credentials_directory), then delete \"enabled = false\".",

@@ -180,7 +180,7 @@ func TestImportEdgeCases(t *testing.T) {
 		{"websocket", `{"servers": {"w": {"type": "ws", "url": "wss://h/mcp"}}}`, nil, []string{`over http:// or https:// only`}},
 		{"user in url", `{"servers": {"u": {"url": "https://me:pw@h/mcp"}}}`, nil, []string{`holds a user name or password`}},
 		{"header from a VS Code input", `{"inputs": [{"id": "gh-pat", "password": true}], "servers": {"g": {"type": "http", "url": "https://h/mcp", "headers": {"Authorization": "Bearer ${input:gh-pat}"}}}}`,
-			[]string{"g"}, []string{`Authorization = "Bearer ${credential:gh-pat}"`, "LoadCredential=gh-pat:"}},
+			[]string{"g"}, []string{`Authorization = "Bearer ${credential:gh-pat}"`, "LoadCredential=gh-pat (the secret in /etc/credstore/gh-pat)"}},
 		{"header from an editor variable", `{"servers": {"g": {"type": "http", "url": "https://h/mcp", "headers": {"X-Dir": "${workspaceFolder}", "X-Env": "${env:TEAM_ID}"}}}}`,
 			[]string{"g"}, []string{`# X-Dir = "${workspaceFolder}"`, `X-Env = "${credential:team-id}"`}},
 		{"windows path", `{"mcpServers": {"w": {"command": "C:\\tools\\srv.exe"}}}`, []string{"w"}, []string{"macOS or Windows path"}},

@@ -267,6 +267,7 @@ func (d *daemon) run(ctx context.Context) int {
 		return d.fail(err)
 	}
 	d.sup.Start(d.cfg)
+	d.resetUnusedUnits(ctx)
 	// A backend that settles at once (idle on demand, from its catalog
 	// cache) may have changed before the supervisor listed it.
 	d.gw.Refresh()
@@ -456,6 +457,7 @@ func (d *daemon) reload(ctx context.Context) (err error) {
 	d.cfg.Clients = cfg.Clients
 	d.cfg.Composites = cfg.Composites
 	d.cfg.Files = cfg.Files
+	d.resetUnusedUnits(ctx)
 	d.gw.Refresh()
 	d.log.Info("configuration reloaded: "+change.String(), journal.MessageReload.Attr())
 	return err

@@ -3,6 +3,8 @@ package daemon
 import (
 	"context"
 	"fmt"
+	"strings"
+	"time"
 
 	"github.com/godbus/dbus/v5"
 
@@ -91,4 +93,30 @@ func (d *daemon) startUnitRunner(ctx context.Context) (stop func(), err error) {
 		r.Close()
 		conn.Close()
 	}, nil
+}
+
+// resetUnusedUnits resets the failed state of the backend units that no
+// backend of the configuration uses any more (unitrun.ResetFailed), so
+// that a removed backend's last failure does not stay in "systemctl
+// --failed" for good, and journals which.
+func (d *daemon) resetUnusedUnits(ctx context.Context) {
+	if d.runner == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	reset, err := d.runner.ResetFailed(ctx, func(unit string) bool {
+		for _, b := range d.cfg.Backends {
+			if b.UnitRunner() && unitrun.Claims(b.Name, b.Pooled(), unit) {
+				return true
+			}
+		}
+		return false
+	})
+	if len(reset) > 0 {
+		d.log.Info("reset the failed state of " + strings.Join(reset, ", ") + ": no configured backend uses it any more")
+	}
+	if err != nil {
+		d.log.Warn("cannot reset the failed state of backend units no backend uses: " + err.Error())
+	}
 }

@@ -25,6 +25,13 @@ func InstanceName(name string) string {
 	if len(name) <= maxInstance && plainInstance.MatchString(name) {
 		return name
 	}
+	sum := sha256.Sum256([]byte(name))
+	return head(name) + "-" + hex.EncodeToString(sum[:4])
+}
+
+// head returns what a shortened instance name keeps of name: its first 14
+// characters of a user name's alphabet, not starting with "-".
+func head(name string) string {
 	keep := make([]byte, 0, 14)
 	for i := 0; i < len(name) && len(keep) < 14; i++ {
 		c := name[i]
@@ -35,8 +42,7 @@ func InstanceName(name string) string {
 	if len(keep) == 0 || keep[0] == '-' {
 		keep = append([]byte{'_'}, keep...)
 	}
-	sum := sha256.Sum256([]byte(name))
-	return string(keep) + "-" + hex.EncodeToString(sum[:4])
+	return string(keep)
 }
 
 // UnitName returns the unit backend name runs in, or, when instance is
