@@ -240,6 +240,10 @@ func (s *Session) hasCapability(method string) bool {
 // HandleNotification handles a notification from the client.
 func (s *Session) HandleNotification(msg *jsonrpc.Message) {
 	s.touch()
+	if err := checkDecided(msg.Method, msg.Params, false); err != nil {
+		s.g.log.Debug("dropped a notification with an ambiguous member", "session", s.ID, "method", msg.Method, "error", err)
+		return
+	}
 	switch msg.Method {
 	case "notifications/initialized":
 	case "notifications/cancelled":
