@@ -66,6 +66,9 @@ type Options struct {
 	SessionIdleTimeout time.Duration
 	// MaxSessions bounds the sessions open at once; 0 means no bound.
 	MaxSessions int
+	// MaxSubscriptions bounds the resources one session is subscribed to
+	// at once; 0 means no bound.
+	MaxSubscriptions int
 	// MaxStreamEvents bounds the events a stream keeps for resumption;
 	// responses are kept besides. Default DefaultMaxStreamEvents.
 	MaxStreamEvents int
