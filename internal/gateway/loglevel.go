@@ -12,8 +12,10 @@ import (
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
 )
 
-// setLevel records the session's log level and passes it on to every
-// backend that logs.
+// setLevel records the session's log level and passes on to every backend
+// that logs and that the session may see the most verbose level any
+// session that sees it asked for: the level is the session's own, the
+// gateway filters what each session gets.
 func (s *Session) setLevel(msg *jsonrpc.Message, stream *Stream) {
 	level, _, err := stringParam(msg.Params, "level")
 	prio, ok := journal.MCPLevelPriority(level)
@@ -27,9 +29,12 @@ func (s *Session) setLevel(msg *jsonrpc.Message, stream *Stream) {
 	// The client is answered once every backend answered or timed out;
 	// the last one to end answers, so no goroutine waits for them.
 	var conns []*backend.Conn
+	var levels []json.RawMessage
 	for _, b := range s.g.registry.Backends() {
-		if conn := s.connOf(b); conn != nil && conn.Server().Capabilities.Logging != nil {
+		if conn := s.connOf(b); conn != nil && conn.Server().Capabilities.Logging != nil && s.seesBackend(b.Name()) {
 			conns = append(conns, conn)
+			level := jsonrpc.AppendString([]byte(`{"level":`), mcpLevels[s.g.mostVerbose(b, prio)])
+			levels = append(levels, append(level, '}'))
 		}
 	}
 	answer := func() { stream.push(jsonrpc.AppendResult(nil, msg.ID, json.RawMessage(`{}`)), true) }
@@ -39,14 +44,34 @@ func (s *Session) setLevel(msg *jsonrpc.Message, stream *Stream) {
 	}
 	var left atomic.Int64
 	left.Store(int64(len(conns)))
-	params := jsonrpc.Compact(msg.Params)
-	for _, conn := range conns {
-		conn.Async(msg.Method, params, conn.Backend().Config().Timeout, func(*jsonrpc.Message, error) {
+	for i, conn := range conns {
+		conn.Async(msg.Method, levels[i], conn.Backend().Config().Timeout, func(*jsonrpc.Message, error) {
 			if left.Add(-1) == 0 {
 				answer()
 			}
 		})
 	}
+}
+
+// mcpLevels are MCP's log levels by syslog priority.
+var mcpLevels = [...]string{"emergency", "alert", "critical", "error", "warning", "notice", "info", "debug"}
+
+// mostVerbose returns the most verbose of prio and the levels set by the
+// sessions that see b: what b should send, as syslog priority. A session's
+// own instance of a pooled backend logs for it alone.
+func (g *Gateway) mostVerbose(b *backend.Backend, prio int) int {
+	if b.Pooled() {
+		return prio
+	}
+	g.eachSession(func(o *Session) {
+		o.mu.Lock()
+		level := o.logLevel
+		o.mu.Unlock()
+		if level > prio && o.seesBackend(b.Name()) {
+			prio = level
+		}
+	})
+	return prio
 }
 
 // notifyAll sends a notification to each given backend that is running
