@@ -2,7 +2,6 @@ package gateway
 
 import (
 	"encoding/json"
-	"strings"
 
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
 )
@@ -15,43 +14,60 @@ import (
 // refused rather than forwarded (checkDecided); jsonrpc.Lookup itself
 // never returns an ambiguous member, so a lookup this table misses sees
 // none.
-var (
-	decidedInRequests = [][]string{{"_meta", "progressToken"}}
-	decidedByMethod   = map[string][][]string{
-		"tools/call":               {{"name"}, {"arguments"}},
-		"prompts/get":              {{"name"}, {"arguments"}},
-		"resources/read":           {{"uri"}},
-		"resources/subscribe":      {{"uri"}},
-		"resources/unsubscribe":    {{"uri"}},
-		"completion/complete":      {{"ref", "type"}, {"ref", "name"}, {"ref", "uri"}},
-		"logging/setLevel":         {{"level"}},
-		"tools/list":               {{"cursor"}},
-		"prompts/list":             {{"cursor"}},
-		"resources/list":           {{"cursor"}},
-		"resources/templates/list": {{"cursor"}},
-		"notifications/cancelled":  {{"requestId"}, {"reason"}},
-	}
-)
+var decidedByMethod = map[string]decided{
+	"tools/call":               {top: []string{"name", "arguments"}},
+	"prompts/get":              {top: []string{"name", "arguments"}},
+	"resources/read":           {top: []string{"uri"}},
+	"resources/subscribe":      {top: []string{"uri"}},
+	"resources/unsubscribe":    {top: []string{"uri"}},
+	"completion/complete":      {top: []string{"ref"}, nested: []string{"type", "name", "uri"}},
+	"logging/setLevel":         {top: []string{"level"}},
+	"tools/list":               {top: []string{"cursor"}},
+	"prompts/list":             {top: []string{"cursor"}},
+	"resources/list":           {top: []string{"cursor"}},
+	"resources/templates/list": {top: []string{"cursor"}},
+	"notifications/cancelled":  {top: []string{"requestId", "reason"}},
+}
+
+// decided lists members of params: top ones, and nested ones in the
+// object that is the first top one.
+type decided struct {
+	top, nested []string
+}
+
+// maxDecided bounds the members of one object checkDecided looks at.
+const maxDecided = 8
 
 // checkDecided returns an invalid-request error when a member of params
-// the gateway decides on is ambiguous, or nil.
+// the gateway decides on is ambiguous, or nil. Every request's
+// _meta.progressToken counts too. Each object is read once.
 func checkDecided(method string, params json.RawMessage, request bool) error {
 	if len(params) == 0 || params[0] != '{' {
 		return nil
 	}
-	check := func(paths [][]string) error {
-		for _, path := range paths {
-			if _, _, err := jsonrpc.FindPath(params, path...); err != nil {
-				return jsonrpc.Errorf(jsonrpc.CodeInvalidRequest, "invalid request: %v (reading params.%s); mcpgate decides on this member, so it must appear once, spelled exactly",
-					err, strings.Join(path, "."))
-			}
-		}
-		return nil
-	}
+	d := decidedByMethod[method]
+	var keys [maxDecided]string
+	var values [maxDecided]json.RawMessage
+	top := append(keys[:0], d.top...)
 	if request {
-		if err := check(decidedInRequests); err != nil {
-			return err
+		top = append(top, "_meta")
+	}
+	if err := jsonrpc.FindEach(params, top, values[:len(top)]); err != nil {
+		return ambiguous(err, "params")
+	}
+	if request && values[len(top)-1] != nil {
+		if _, _, err := jsonrpc.Find(values[len(top)-1], "progressToken"); err != nil {
+			return ambiguous(err, "params._meta")
 		}
 	}
-	return check(decidedByMethod[method])
+	if len(d.nested) > 0 && values[0] != nil {
+		if err := jsonrpc.FindEach(values[0], d.nested, values[:len(d.nested)]); err != nil {
+			return ambiguous(err, "params."+d.top[0])
+		}
+	}
+	return nil
+}
+
+func ambiguous(err error, where string) error {
+	return jsonrpc.Errorf(jsonrpc.CodeInvalidRequest, "invalid request: in %s, %v; mcpgate decides on this member, so it must appear once, spelled exactly", where, err)
 }

@@ -134,6 +134,7 @@ func FuzzDecidedIsForwarded(f *testing.F) {
 		if err != nil {
 			return // refused before routing
 		}
+		checkDecided(msg.Method, msg.Params, false) // as for a notification: it must not panic
 		d, err := decide(msg)
 		if err != nil {
 			var e *jsonrpc.Error
@@ -221,4 +222,48 @@ func genObject(recipe *[]byte, depth int) []byte {
 		}
 	}
 	return append(out, '}')
+}
+
+func TestCheckDecided(t *testing.T) {
+	tests := []struct {
+		method, params string
+		request        bool
+		ambiguous      bool
+	}{
+		{"notifications/initialized", `{}`, false, false},
+		{"notifications/other", `{"a":1,"a":2}`, false, false},
+		{"notifications/cancelled", `{"requestId":1,"requestId":2}`, false, true},
+		{"notifications/cancelled", `{"requestId":1,"reason":"a","Reason":"b"}`, false, true},
+		{"vendor/method", `{"_meta":{"progressToken":1,"progressToken":2}}`, true, true},
+		{"vendor/method", `{"a":1,"a":2}`, true, false},
+		{"ping", `{}`, true, false},
+		{"tools/call", `{"name":"a","arguments":{"x":1,"x":2}}`, true, false},
+		{"tools/call", `{"name":"a","arguments":{},"arguments":{}}`, true, true},
+		{"completion/complete", `{"ref":{"type":"ref/prompt","name":"a"},"_meta":{"progressToken":1}}`, true, false},
+		{"completion/complete", `{"ref":{"type":"ref/prompt","name":"a"},"_meta":{"progressToken":1,"progressToken":1}}`, true, true},
+		{"completion/complete", `{"ref":{"type":"ref/prompt","name":"a","uri":"u","URI":"v"}}`, true, true},
+		{"tools/list", `{"cursor":"a"}`, true, false},
+		{"tools/list", `[1,2]`, true, false},
+	}
+	for _, tt := range tests {
+		err := checkDecided(tt.method, json.RawMessage(tt.params), tt.request)
+		var e *jsonrpc.Error
+		if (err != nil) != tt.ambiguous || err != nil && (!errors.As(err, &e) || e.Code != jsonrpc.CodeInvalidRequest) {
+			t.Errorf("checkDecided(%s, %s, request %v) = %v, want ambiguous %v", tt.method, tt.params, tt.request, err, tt.ambiguous)
+		}
+	}
+}
+
+// BenchmarkCheckDecided is what refusing ambiguous members costs a
+// tools/call: one pass over params per member the gateway decides on.
+func BenchmarkCheckDecided(b *testing.B) {
+	params := json.RawMessage(`{"name":"fs__read_file","arguments":{"path":"/srv/data/` + strings.Repeat("x", 200) +
+		`","encoding":"utf-8","options":{"follow":true,"max":1048576}},"_meta":{"progressToken":17}}`)
+	b.SetBytes(int64(len(params)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := checkDecided("tools/call", params, true); err != nil {
+			b.Fatal(err)
+		}
+	}
 }

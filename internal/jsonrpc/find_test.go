@@ -166,3 +166,18 @@ func BenchmarkLookupToolCall(b *testing.B) {
 		}
 	}
 }
+
+func TestFindEach(t *testing.T) {
+	keys := []string{"name", "arguments", "_meta"}
+	values := make([]json.RawMessage, len(keys))
+	if err := FindEach([]byte(`{"_meta":{"a":1},"name":"n","x":[]}`), keys, values); err != nil ||
+		string(values[0]) != `"n"` || values[1] != nil || string(values[2]) != `{"a":1}` {
+		t.Errorf("FindEach = %q, %v", values, err)
+	}
+	for _, doc := range []string{`{"name":1,"_meta":{},"name":2}`, `{"arguments":{},"Arguments":{}}`, `{"_META":{}}`} {
+		var amb *AmbiguousError
+		if err := FindEach([]byte(doc), keys, values); !errors.As(err, &amb) {
+			t.Errorf("FindEach(%s) = %v, want an ambiguity", doc, err)
+		}
+	}
+}

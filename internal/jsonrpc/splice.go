@@ -40,18 +40,35 @@ func LookupPath(obj []byte, keys ...string) (value json.RawMessage, span Span, o
 // one whose name differs from key only in case (Go's encoding/json reads
 // it as key, other parsers do not). Malformed JSON gives an error.
 func Find(obj []byte, key string) (value json.RawMessage, span Span, err error) {
+	var values [1]json.RawMessage
+	var spans [1]Span
+	if err := findEach(obj, []string{key}, values[:], spans[:]); err != nil {
+		return nil, Span{}, err
+	}
+	return values[0], spans[0], nil
+}
+
+// FindEach is Find for several members in one pass over obj: values[i] is
+// the value of keys[i], nil if obj has no such member. It returns the
+// first *AmbiguousError of any of them, or an error for malformed JSON.
+func FindEach(obj []byte, keys []string, values []json.RawMessage) error {
+	return findEach(obj, keys, values, nil)
+}
+
+func findEach(obj []byte, keys []string, values []json.RawMessage, spans []Span) error {
+	clear(values)
 	i := skipSpace(obj, 0)
 	if i >= len(obj) || obj[i] != '{' {
-		return nil, Span{}, nil
+		return nil
 	}
 	i++
 	for {
 		i = skipSpace(obj, i)
 		if i >= len(obj) {
-			return nil, Span{}, errSyntax
+			return errSyntax
 		}
 		if obj[i] == '}' {
-			return value, span, nil
+			return nil
 		}
 		if obj[i] == ',' {
 			i = skipSpace(obj, i+1)
@@ -59,26 +76,31 @@ func Find(obj []byte, key string) (value json.RawMessage, span Span, err error) 
 		keyStart := i
 		keyEnd, err := skipString(obj, i)
 		if err != nil {
-			return nil, Span{}, err
+			return err
 		}
-		match := matchKey(obj[keyStart:keyEnd], key)
 		i = skipSpace(obj, keyEnd)
 		if i >= len(obj) || obj[i] != ':' {
-			return nil, Span{}, errSyntax
+			return errSyntax
 		}
 		i = skipSpace(obj, i+1)
 		end, err := skipValue(obj, i)
 		if err != nil {
-			return nil, Span{}, err
+			return err
 		}
-		switch {
-		case match == matchFolded:
-			name, _ := StringValue(json.RawMessage(obj[keyStart:keyEnd]))
-			return nil, Span{}, &AmbiguousError{Key: key, Name: name}
-		case match == matchExact && value != nil:
-			return nil, Span{}, &AmbiguousError{Key: key, Name: key}
-		case match == matchExact:
-			value, span = json.RawMessage(obj[i:end]), Span{i, end}
+		for k, key := range keys {
+			switch matchKey(obj[keyStart:keyEnd], key) {
+			case matchFolded:
+				name, _ := StringValue(json.RawMessage(obj[keyStart:keyEnd]))
+				return &AmbiguousError{Key: key, Name: name}
+			case matchExact:
+				if values[k] != nil {
+					return &AmbiguousError{Key: key, Name: key}
+				}
+				values[k] = json.RawMessage(obj[i:end])
+				if spans != nil {
+					spans[k] = Span{i, end}
+				}
+			}
 		}
 		i = end
 	}
