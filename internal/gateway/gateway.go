@@ -227,6 +227,7 @@ func (g *Gateway) CloseSession(id string, why string) bool {
 		s := v.(*Session)
 		g.release(s.Client().Name)
 		s.close(why)
+		s.releaseLevel()
 	}
 	return ok
 }

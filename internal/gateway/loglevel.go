@@ -33,8 +33,7 @@ func (s *Session) setLevel(msg *jsonrpc.Message, stream *Stream) {
 	for _, b := range s.g.registry.Backends() {
 		if conn := s.connOf(b); conn != nil && conn.Server().Capabilities.Logging != nil && s.seesBackend(b.Name()) {
 			conns = append(conns, conn)
-			level := jsonrpc.AppendString([]byte(`{"level":`), mcpLevels[s.g.mostVerbose(b, prio)])
-			levels = append(levels, append(level, '}'))
+			levels = append(levels, levelParams(s.g.mostVerbose(b, prio)))
 		}
 	}
 	answer := func() { stream.push(jsonrpc.AppendResult(nil, msg.ID, json.RawMessage(`{}`)), true) }
@@ -72,6 +71,34 @@ func (g *Gateway) mostVerbose(b *backend.Backend, prio int) int {
 		}
 	})
 	return prio
+}
+
+// levelParams returns the params of logging/setLevel for a syslog priority.
+func levelParams(prio int) json.RawMessage {
+	return append(jsonrpc.AppendString([]byte(`{"level":`), mcpLevels[prio]), '}')
+}
+
+// releaseLevel passes on, once a session that set a log level has ended,
+// the level the remaining sessions want to each backend it saw, if that is
+// less verbose: a backend logs at the most verbose level some session that
+// sees it asked for, not at that of a session gone. When no remaining
+// session asked, the backend keeps its level (MCP cannot unset it).
+func (s *Session) releaseLevel() {
+	s.mu.Lock()
+	prio := s.logLevel
+	s.mu.Unlock()
+	if prio < 0 || s.g.draining.Load() {
+		return // nothing asked, or every session is about to end
+	}
+	for _, b := range s.g.registry.Backends() {
+		conn := b.Conn()
+		if b.Pooled() || conn == nil || conn.Server().Capabilities.Logging == nil || !s.seesBackend(b.Name()) {
+			continue
+		}
+		if level := s.g.mostVerbose(b, -1); level >= 0 && level < prio {
+			conn.Async("logging/setLevel", levelParams(level), b.Config().Timeout, func(*jsonrpc.Message, error) {})
+		}
+	}
 }
 
 // notifyAll sends a notification to each given backend that is running

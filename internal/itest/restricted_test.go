@@ -67,6 +67,12 @@ func TestLogLevelIsPerSession(t *testing.T) {
 	}
 	testutil.MustCallTool(t, narrow, "a__log", map[string]any{"level": "debug", "data": "narrow's debug"})
 	narrowEvents.Await(t, 1, 30*time.Second, "narrow's debug message", data("narrow's debug"))
+
+	// Once narrow is gone, a logs at the level the others asked for.
+	narrow.Close()
+	testutil.Eventually(t, 30*time.Second, "a back at level error after narrow left", func() bool {
+		return logLevel(t, full, "a__loglevel") == "error"
+	})
 }
 
 // An unknown notification from a client with a policy cannot be checked
