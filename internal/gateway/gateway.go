@@ -103,6 +103,10 @@ type Gateway struct {
 	subsMu sync.Mutex
 	subs   map[subKey]int // subscribing sessions per backend and uri
 
+	// levelMu orders log levels: each is worked out from the sessions'
+	// levels and sent before the next one is (setLevel, releaseLevel).
+	levelMu sync.Mutex
+
 	relayMu sync.Mutex
 	relays  map[relayKey]*relayed // server→client requests, by backend side
 

@@ -23,6 +23,10 @@ func (s *Session) setLevel(msg *jsonrpc.Message, stream *Stream) {
 		stream.push(errorResponse(msg.ID, jsonrpc.CodeInvalidParams, "params.level must be one of debug, info, notice, warning, error, critical, alert, emergency"), true)
 		return
 	}
+	// Levels worked out together are sent in that order, so a backend
+	// ends with the level that counts every session's.
+	s.g.levelMu.Lock()
+	defer s.g.levelMu.Unlock()
 	s.mu.Lock()
 	s.logLevel = prio
 	s.mu.Unlock()
@@ -90,6 +94,8 @@ func (s *Session) releaseLevel() {
 	if prio < 0 || s.g.draining.Load() {
 		return // nothing asked, or every session is about to end
 	}
+	s.g.levelMu.Lock()
+	defer s.g.levelMu.Unlock()
 	for _, b := range s.g.registry.Backends() {
 		conn := b.Conn()
 		if b.Pooled() || conn == nil || conn.Server().Capabilities.Logging == nil || !s.seesBackend(b.Name()) {
