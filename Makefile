@@ -134,6 +134,7 @@ FUZZTIME    ?= 10m
 FUZZ_TARGETS := internal/jsonrpc:FuzzParse:60000 \
                 internal/jsonrpc:FuzzParseAgreesWithEncodingJSON:150000 \
                 internal/jsonrpc:FuzzLineReader:8000 internal/jsonrpc:FuzzLookup:300000 \
+                internal/jsonrpc:FuzzFind:40000 internal/gateway:FuzzDecidedIsForwarded:20000 \
                 internal/front:FuzzHandler:30000 internal/config:FuzzLoad:2500 \
                 internal/mcphttp:FuzzEventReader:10000
 fuzz:

@@ -38,6 +38,7 @@ func wantGateway() Gateway {
 			HTTPReadTimeout:       time.Minute,
 			HTTPIdleTimeout:       2 * time.Minute,
 			SSEKeepAliveInterval:  25 * time.Second,
+			MaxSubscriptions:      1000,
 		},
 	}
 }
@@ -126,6 +127,7 @@ func TestGatewayKeys(t *testing.T) {
 		{`max_message_bytes = 1_073_741_824`, func(g *Gateway) { g.MaxMessageBytes = 1 << 30 }},
 		{`page_size = 1`, func(g *Gateway) { g.PageSize = 1 }},
 		{`page_size = 10000`, func(g *Gateway) { g.PageSize = 10000 }},
+		{`max_subscriptions = 1`, func(g *Gateway) { g.MaxSubscriptions = 1 }},
 		{`max_stream_events = 16`, func(g *Gateway) { g.MaxStreamEvents = 16 }},
 		{`allowed_origins = ["https://app.example", "http://10.0.0.2:3000"]`, func(g *Gateway) {
 			g.AllowedOrigins = []string{"https://app.example", "http://10.0.0.2:3000"}

@@ -16,6 +16,7 @@ type Limits struct {
 	HTTPReadTimeout       time.Duration // default 60s
 	HTTPIdleTimeout       time.Duration // default 2m
 	SSEKeepAliveInterval  time.Duration // default 25s
+	MaxSubscriptions      int           // per session; default 1000
 }
 
 // defaultLimits is the one place that knows the defaults of Limits.
@@ -28,6 +29,7 @@ func defaultLimits() Limits {
 		HTTPReadTimeout:       60 * time.Second,
 		HTTPIdleTimeout:       2 * time.Minute,
 		SSEKeepAliveInterval:  25 * time.Second,
+		MaxSubscriptions:      1000,
 	}
 }
 
@@ -53,6 +55,9 @@ func limitFields() []field[Gateway] {
 		}},
 		{"sse_keepalive_interval", func(d *decoder, at keyPath, v any, g *Gateway) bool {
 			return d.duration(at, v, &g.SSEKeepAliveInterval)
+		}},
+		{"max_subscriptions", func(d *decoder, at keyPath, v any, g *Gateway) bool {
+			return integer(d, at, v, &g.MaxSubscriptions, 1, math.MaxInt32)
 		}},
 	}
 }

@@ -237,6 +237,7 @@ func (d *daemon) run(ctx context.Context) int {
 		ResumeWindow:       g.ResumeWindow,
 		SessionIdleTimeout: g.SessionIdleTimeout,
 		MaxSessions:        g.MaxSessions,
+		MaxSubscriptions:   g.MaxSubscriptions,
 		MaxStreamEvents:    g.MaxStreamEvents,
 		Logger:             d.log,
 		OnLog:              d.mcpLog,

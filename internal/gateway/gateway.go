@@ -66,6 +66,9 @@ type Options struct {
 	SessionIdleTimeout time.Duration
 	// MaxSessions bounds the sessions open at once; 0 means no bound.
 	MaxSessions int
+	// MaxSubscriptions bounds the resources one session is subscribed to
+	// at once; 0 means no bound.
+	MaxSubscriptions int
 	// MaxStreamEvents bounds the events a stream keeps for resumption;
 	// responses are kept besides. Default DefaultMaxStreamEvents.
 	MaxStreamEvents int
@@ -99,6 +102,10 @@ type Gateway struct {
 
 	subsMu sync.Mutex
 	subs   map[subKey]int // subscribing sessions per backend and uri
+
+	// levelMu orders log levels: each is worked out from the sessions'
+	// levels and sent before the next one is (setLevel, releaseLevel).
+	levelMu sync.Mutex
 
 	relayMu sync.Mutex
 	relays  map[relayKey]*relayed // server→client requests, by backend side
@@ -224,6 +231,7 @@ func (g *Gateway) CloseSession(id string, why string) bool {
 		s := v.(*Session)
 		g.release(s.Client().Name)
 		s.close(why)
+		s.releaseLevel()
 	}
 	return ok
 }

@@ -27,6 +27,11 @@ func (s *Session) HandleRequest(msg *jsonrpc.Message, stream *Stream) {
 		fail(jsonrpc.Errorf(CodeShuttingDown, "the gateway is shutting down"))
 		return
 	}
+	if err := checkDecided(msg.Method, msg.Params, true); err != nil {
+		g.log.Debug("refused a request with an ambiguous member", "session", s.ID, "method", msg.Method, "error", err)
+		fail(err)
+		return
+	}
 	cat := g.Catalog()
 	switch msg.Method {
 	case "initialize":

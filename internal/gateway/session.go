@@ -240,6 +240,10 @@ func (s *Session) hasCapability(method string) bool {
 // HandleNotification handles a notification from the client.
 func (s *Session) HandleNotification(msg *jsonrpc.Message) {
 	s.touch()
+	if err := checkDecided(msg.Method, msg.Params, false); err != nil {
+		s.g.log.Debug("dropped a notification with an ambiguous member", "session", s.ID, "method", msg.Method, "error", err)
+		return
+	}
 	switch msg.Method {
 	case "notifications/initialized":
 	case "notifications/cancelled":
@@ -264,13 +268,19 @@ func (s *Session) HandleNotification(msg *jsonrpc.Message) {
 	case "notifications/roots/list_changed":
 		var relaying []*backend.Backend
 		for _, b := range s.g.registry.Backends() {
-			if b.Config().RelayClientRequests && len(b.Config().Roots) == 0 {
+			if b.Config().RelayClientRequests && len(b.Config().Roots) == 0 && s.seesBackend(b.Name()) {
 				relaying = append(relaying, b)
 			}
 		}
 		s.notifyAll(relaying, msg.Method, nil)
 	default:
-		// Unknown notifications pass through where they cannot be misrouted.
+		// Unknown notifications pass through where they cannot be
+		// misrouted, and only from clients that may use everything: what
+		// one means cannot be checked against a policy.
+		if !s.policy().Unrestricted() {
+			s.g.log.Debug("dropped an unknown notification from a client with a policy", "session", s.ID, "client", s.Client().Name, "method", msg.Method)
+			return
+		}
 		if b := s.g.soleBackend(); b != nil {
 			s.notifyAll([]*backend.Backend{b}, msg.Method, jsonrpc.Compact(msg.Params))
 		}

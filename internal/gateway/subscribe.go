@@ -16,61 +16,90 @@ func (s *Session) subscription(msg *jsonrpc.Message, stream *Stream, cat *catalo
 		stream.push(jsonrpc.AppendError(nil, msg.ID, jsonrpc.AsError(err)), true)
 		return
 	}
+	g := s.g
 	subscribe := msg.Method == "resources/subscribe"
-	s.mu.Lock()
-	owner, had := s.subs[uri]
-	s.mu.Unlock()
+	owner := ""
 	if subscribe {
-		if had {
-			stream.push(jsonrpc.AppendResult(nil, msg.ID, json.RawMessage(`{}`)), true)
-			return
-		}
 		var ok bool
-		if owner, ok = s.g.resourceOwner(cat, uri); !ok || !s.policy().Allows(access.Resources, uri) {
+		if owner, ok = g.resourceOwner(cat, uri); !ok || !s.policy().Allows(access.Resources, uri) {
 			stream.push(errorResponse(msg.ID, CodeResourceNotFound, "resource not found: no backend serves %q", uri), true)
 			return
 		}
-	} else if !had {
-		stream.push(jsonrpc.AppendResult(nil, msg.ID, json.RawMessage(`{}`)), true)
-		return
 	}
-	g := s.g
-	g.subsMu.Lock()
-	k := subKey{owner, uri}
-	// A session's own instance hears of each of its subscriptions.
-	pooled := g.pooled(owner)
-	first := subscribe && (g.subs[k] == 0 || pooled)
-	last := !subscribe && (g.subs[k] == 1 || pooled)
-	if subscribe {
-		g.subs[k]++
-	} else if g.subs[k]--; g.subs[k] <= 0 {
-		delete(g.subs, k)
-	}
-	g.subsMu.Unlock()
-	s.mu.Lock()
-	if subscribe {
-		s.subs[uri] = owner
-	} else {
-		delete(s.subs, uri)
-	}
-	s.mu.Unlock()
-	if first {
+	first, last, k, refusal := s.countSubscription(uri, owner, subscribe)
+	switch {
+	case refusal != nil:
+		stream.push(jsonrpc.AppendError(nil, msg.ID, refusal), true)
+	case first:
 		// A backend that refuses the subscription must not stay counted.
-		s.forwardThen(msg, stream, owner, msg.Params, func(ok bool, _ int) {
+		s.forwardThen(msg, stream, k.backend, msg.Params, func(ok bool, _ int) {
 			if !ok {
-				s.mu.Lock()
-				delete(s.subs, uri)
-				s.mu.Unlock()
-				g.unsubscribeCount(k)
+				s.forgetSubscription(k)
 			}
 		})
+	case last:
+		s.forwardTo(msg, stream, k.backend, msg.Params)
+	default:
+		stream.push(jsonrpc.AppendResult(nil, msg.ID, json.RawMessage(`{}`)), true)
+	}
+}
+
+// countSubscription records that the session subscribed to uri at owner,
+// or unsubscribed from it, and reports whether that was the first
+// subscription to it at that backend or the last one. Whether the session
+// holds the subscription and the count of sessions that do change
+// together, so concurrent requests of one session count once.
+func (s *Session) countSubscription(uri, owner string, subscribe bool) (first, last bool, k subKey, refusal *jsonrpc.Error) {
+	g := s.g
+	pooled := owner != "" && g.pooled(owner)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	had, holds := s.subs[uri]
+	switch {
+	case s.closed:
+		return false, false, k, jsonrpc.Errorf(CodeBackendUnavailable, "the session has ended")
+	case subscribe == holds:
+		return false, false, k, nil // already (un)subscribed: nothing changes
+	case subscribe && g.opts.MaxSubscriptions > 0 && len(s.subs) >= g.opts.MaxSubscriptions:
+		return false, false, k, jsonrpc.Errorf(jsonrpc.CodeInvalidParams,
+			"this session holds %d subscriptions, the most it may (max_subscriptions); unsubscribe from a resource first", len(s.subs))
+	case !subscribe:
+		owner = had
+		pooled = g.pooled(owner)
+	}
+	k = subKey{owner, uri}
+	g.subsMu.Lock()
+	defer g.subsMu.Unlock()
+	// A session's own instance hears of each of its subscriptions.
+	if subscribe {
+		first = g.subs[k] == 0 || pooled
+		g.subs[k]++
+		s.subs[uri] = owner
+		return first, false, k, nil
+	}
+	last = g.subs[k] == 1 || pooled
+	if g.subs[k]--; g.subs[k] <= 0 {
+		delete(g.subs, k)
+	}
+	delete(s.subs, uri)
+	return false, last, k, nil
+}
+
+// forgetSubscription undoes the session's subscription to k that its
+// backend refused, unless the session dropped it meanwhile.
+func (s *Session) forgetSubscription(k subKey) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if owner, holds := s.subs[k.uri]; !holds || owner != k.backend {
 		return
 	}
-	if last {
-		s.forwardTo(msg, stream, owner, msg.Params)
-		return
+	delete(s.subs, k.uri)
+	g := s.g
+	g.subsMu.Lock()
+	defer g.subsMu.Unlock()
+	if g.subs[k]--; g.subs[k] <= 0 {
+		delete(g.subs, k)
 	}
-	stream.push(jsonrpc.AppendResult(nil, msg.ID, json.RawMessage(`{}`)), true)
 }
 
 // unsubscribeCount forgets one session's subscription to k and reports

@@ -49,7 +49,8 @@ func (m *Message) IsResponse() bool {
 // the kind of message, and the type of the id. Params and results stay raw.
 func Parse(data []byte) (*Message, error) {
 	var m Message
-	if err := parseEnvelope(data, &m); err != nil {
+	repeated, err := scanEnvelope(data, &m)
+	if err != nil {
 		if !json.Valid(data) {
 			return nil, &Error{Code: CodeParseError, Message: "parse error: " + err.Error()}
 		}
@@ -59,6 +60,11 @@ func Parse(data []byte) (*Message, error) {
 			return nil, &Error{Code: CodeInvalidRequest, Message: "invalid request: a message is a JSON object, not JSON " + kind(v)}
 		}
 		return nil, &Error{Code: CodeInvalidRequest, Message: "invalid request: " + err.Error()}
+	}
+	if repeated != "" {
+		// Parsers disagree on a repeated member (the first or the last
+		// wins); what is decided here must be what the peer acts on.
+		return nil, &Error{Code: CodeInvalidRequest, Message: fmt.Sprintf("invalid request: member %q appears more than once", repeated)}
 	}
 	if m.JSONRPC != "2.0" {
 		return nil, &Error{Code: CodeInvalidRequest, Message: `invalid request: "jsonrpc" must be "2.0"`}

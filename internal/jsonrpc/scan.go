@@ -16,11 +16,19 @@ const maxDepth = 10000
 // into Message accepts, and a repeated member counts as its last value, as
 // there.
 func parseEnvelope(data []byte, m *Message) error {
+	_, err := scanEnvelope(data, m)
+	return err
+}
+
+// scanEnvelope is parseEnvelope that also reports the first field of the
+// envelope set by more than one member ("" if none), for Parse to refuse.
+func scanEnvelope(data []byte, m *Message) (repeated string, err error) {
+	var seen [6]bool
 	i := skipSpace(data, 0)
 	if i >= len(data) || data[i] != '{' {
 		// Let encoding/json word the error for anything that is not an
 		// object; it is the rare path.
-		return json.Unmarshal(data, m)
+		return "", json.Unmarshal(data, m)
 	}
 	i = skipSpace(data, i+1)
 	if i < len(data) && data[i] == '}' {
@@ -28,24 +36,31 @@ func parseEnvelope(data []byte, m *Message) error {
 	} else {
 		for {
 			if i >= len(data) || data[i] != '"' {
-				return syntaxError(data, i, "expected a member name")
+				return "", syntaxError(data, i, "expected a member name")
 			}
 			keyEnd, err := validString(data, i)
 			if err != nil {
-				return err
+				return "", err
 			}
 			key := data[i:keyEnd]
 			i = skipSpace(data, keyEnd)
 			if i >= len(data) || data[i] != ':' {
-				return syntaxError(data, i, "expected ':' after a member name")
+				return "", syntaxError(data, i, "expected ':' after a member name")
 			}
 			i = skipSpace(data, i+1)
 			end, err := validValue(data, i, 1)
 			if err != nil {
-				return err
+				return "", err
 			}
-			if err := m.set(key, data[i:end]); err != nil {
-				return err
+			field, err := m.set(key, data[i:end])
+			if err != nil {
+				return "", err
+			}
+			if field >= 0 {
+				if seen[field] && repeated == "" {
+					repeated = envelopeFields[field]
+				}
+				seen[field] = true
 			}
 			i = skipSpace(data, end)
 			if i < len(data) && data[i] == ',' {
@@ -56,21 +71,25 @@ func parseEnvelope(data []byte, m *Message) error {
 				i++
 				break
 			}
-			return syntaxError(data, i, "expected ',' or '}' in an object")
+			return "", syntaxError(data, i, "expected ',' or '}' in an object")
 		}
 	}
 	if i = skipSpace(data, i); i != len(data) {
-		return syntaxError(data, i, "unexpected data after the message")
+		return "", syntaxError(data, i, "unexpected data after the message")
 	}
-	return nil
+	return repeated, nil
 }
 
+// envelopeFields are the members of a message, in the order set numbers them.
+var envelopeFields = [...]string{"jsonrpc", "id", "method", "params", "result", "error"}
+
 // set stores one top-level member, matching keys as encoding/json does:
-// exactly, or failing that case-insensitively.
-func (m *Message) set(quotedKey, value []byte) error {
+// exactly, or failing that case-insensitively. It returns the index in
+// envelopeFields of the field it set, or -1 for a member of no field.
+func (m *Message) set(quotedKey, value []byte) (int, error) {
 	key, ok := StringValue(quotedKey)
 	if !ok {
-		return errors.New("invalid member name")
+		return -1, errors.New("invalid member name")
 	}
 	raw := func(dst *json.RawMessage) { *dst = json.RawMessage(value) }
 	str := func(dst *string, field string) error {
@@ -84,31 +103,33 @@ func (m *Message) set(quotedKey, value []byte) error {
 		*dst = s
 		return nil
 	}
-	switch foldKey(key) {
-	case "jsonrpc":
-		return str(&m.JSONRPC, "jsonrpc")
-	case "id":
+	field := foldKey(key)
+	switch field {
+	case 0:
+		return field, str(&m.JSONRPC, "jsonrpc")
+	case 1:
 		raw(&m.ID)
-	case "method":
-		return str(&m.Method, "method")
-	case "params":
+	case 2:
+		return field, str(&m.Method, "method")
+	case 3:
 		raw(&m.Params)
-	case "result":
+	case 4:
 		raw(&m.Result)
-	case "error":
+	case 5:
 		raw(&m.Error)
 	}
-	return nil
+	return field, nil
 }
 
-// foldKey maps a member name to the field encoding/json would store it in.
-func foldKey(key string) string {
-	for _, f := range [...]string{"jsonrpc", "id", "method", "params", "result", "error"} {
+// foldKey returns the index in envelopeFields of the field encoding/json
+// would store a member name in, or -1.
+func foldKey(key string) int {
+	for i, f := range envelopeFields {
 		if len(key) == len(f) && (key == f || equalFoldASCII(key, f)) {
-			return f
+			return i
 		}
 	}
-	return ""
+	return -1
 }
 
 func equalFoldASCII(a, b string) bool {

@@ -4,6 +4,9 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"unicode"
+	"unicode/utf8"
 )
 
 // errSyntax reports JSON the scanner cannot walk. Callers have normally
@@ -14,58 +17,122 @@ var errSyntax = errors.New("jsonrpc: malformed JSON")
 type Span struct{ Start, End int }
 
 // Lookup finds the value of the top-level member key in the JSON object obj
-// without decoding anything else. ok is false when obj is not an object or
-// has no such member.
+// without decoding anything else. ok is false when obj is not an object,
+// has no such member, or has a member that JSON parsers read differently
+// (see Find): a caller never acts on a value the peer may not see.
 func Lookup(obj []byte, key string) (value json.RawMessage, span Span, ok bool) {
-	i := skipSpace(obj, 0)
-	if i >= len(obj) || obj[i] != '{' {
-		return nil, Span{}, false
-	}
-	i++
-	for {
-		i = skipSpace(obj, i)
-		if i >= len(obj) || obj[i] == '}' {
-			return nil, Span{}, false
-		}
-		if obj[i] == ',' {
-			i = skipSpace(obj, i+1)
-		}
-		keyEnd, err := skipString(obj, i)
-		if err != nil {
-			return nil, Span{}, false
-		}
-		match := keyEquals(obj[i:keyEnd], key)
-		i = skipSpace(obj, keyEnd)
-		if i >= len(obj) || obj[i] != ':' {
-			return nil, Span{}, false
-		}
-		i = skipSpace(obj, i+1)
-		end, err := skipValue(obj, i)
-		if err != nil {
-			return nil, Span{}, false
-		}
-		if match {
-			return json.RawMessage(obj[i:end]), Span{i, end}, true
-		}
-		i = end
-	}
+	value, span, err := Find(obj, key)
+	return value, span, err == nil && value != nil
 }
 
 // LookupPath follows nested members, e.g. LookupPath(params, "_meta", "progressToken").
 // The span is relative to obj.
 func LookupPath(obj []byte, keys ...string) (value json.RawMessage, span Span, ok bool) {
+	value, span, err := FindPath(obj, keys...)
+	return value, span, err == nil && value != nil
+}
+
+// Find is Lookup that tells a missing member from an ambiguous one. It
+// returns the value and its span when obj has exactly one member named key;
+// a nil value and a nil error when obj is not an object or has no member
+// any JSON parser would read as key; and an *AmbiguousError when it has
+// more than one (parsers take the first or, most of them, the last), or
+// one whose name differs from key only in case (Go's encoding/json reads
+// it as key, other parsers do not). Malformed JSON gives an error.
+func Find(obj []byte, key string) (value json.RawMessage, span Span, err error) {
+	var values [1]json.RawMessage
+	var spans [1]Span
+	if err := findEach(obj, []string{key}, values[:], spans[:]); err != nil {
+		return nil, Span{}, err
+	}
+	return values[0], spans[0], nil
+}
+
+// FindEach is Find for several members in one pass over obj: values[i] is
+// the value of keys[i], nil if obj has no such member. It returns the
+// first *AmbiguousError of any of them, or an error for malformed JSON.
+func FindEach(obj []byte, keys []string, values []json.RawMessage) error {
+	return findEach(obj, keys, values, nil)
+}
+
+func findEach(obj []byte, keys []string, values []json.RawMessage, spans []Span) error {
+	clear(values)
+	i := skipSpace(obj, 0)
+	if i >= len(obj) || obj[i] != '{' {
+		return nil
+	}
+	i++
+	for {
+		i = skipSpace(obj, i)
+		if i >= len(obj) {
+			return errSyntax
+		}
+		if obj[i] == '}' {
+			return nil
+		}
+		if obj[i] == ',' {
+			i = skipSpace(obj, i+1)
+		}
+		keyStart := i
+		keyEnd, err := skipString(obj, i)
+		if err != nil {
+			return err
+		}
+		i = skipSpace(obj, keyEnd)
+		if i >= len(obj) || obj[i] != ':' {
+			return errSyntax
+		}
+		i = skipSpace(obj, i+1)
+		end, err := skipValue(obj, i)
+		if err != nil {
+			return err
+		}
+		for k, key := range keys {
+			switch matchKey(obj[keyStart:keyEnd], key) {
+			case matchFolded:
+				name, _ := StringValue(json.RawMessage(obj[keyStart:keyEnd]))
+				return &AmbiguousError{Key: key, Name: name}
+			case matchExact:
+				if values[k] != nil {
+					return &AmbiguousError{Key: key, Name: key}
+				}
+				values[k] = json.RawMessage(obj[i:end])
+				if spans != nil {
+					spans[k] = Span{i, end}
+				}
+			}
+		}
+		i = end
+	}
+}
+
+// FindPath is LookupPath that tells a missing member from an ambiguous
+// one, as Find does, at every step of the path.
+func FindPath(obj []byte, keys ...string) (value json.RawMessage, span Span, err error) {
 	base := 0
 	value = obj
 	for _, k := range keys {
 		var s Span
-		value, s, ok = Lookup(value, k)
-		if !ok {
-			return nil, Span{}, false
+		value, s, err = Find(value, k)
+		if err != nil || value == nil {
+			return nil, Span{}, err
 		}
 		span = Span{base + s.Start, base + s.End}
 		base += s.Start
 	}
-	return value, span, true
+	return value, span, nil
+}
+
+// AmbiguousError reports an object in which JSON parsers disagree on the
+// value of the member Key: it is repeated (Name is Key), or a member Name
+// differs from it only in case.
+type AmbiguousError struct{ Key, Name string }
+
+func (e *AmbiguousError) Error() string {
+	if e.Name == e.Key {
+		return fmt.Sprintf("member %q appears more than once", e.Key)
+	}
+	return fmt.Sprintf("member %q differs from %q only in case", e.Name, e.Key)
 }
 
 // Replace returns a copy of doc with doc[span] replaced by value.
@@ -132,13 +199,69 @@ func plainASCII(b []byte) bool {
 	return true
 }
 
-func keyEquals(quoted []byte, key string) bool {
-	inner := quoted[1 : len(quoted)-1]
-	if plainASCII(inner) {
-		return string(inner) == key
+const (
+	matchNone = iota
+	matchExact
+	matchFolded
+)
+
+// matchKey reports how a quoted member name matches key: exactly once
+// decoded, or only as encoding/json matches names, with Unicode case
+// folding.
+func matchKey(quoted []byte, key string) int {
+	name := quoted[1 : len(quoted)-1]
+	if plainASCII(name) {
+		switch {
+		case len(name) != len(key):
+			return matchNone // ASCII folding keeps the length
+		case string(name) == key:
+			return matchExact
+		case foldEqualASCII(name, key):
+			return matchFolded
+		}
+		return matchNone
 	}
 	s, ok := StringValue(quoted)
-	return ok && s == key
+	switch {
+	case !ok:
+		return matchNone
+	case s == key:
+		return matchExact
+	case foldEqual(s, key):
+		return matchFolded
+	}
+	return matchNone
+}
+
+// foldEqualASCII is foldEqual for names of ASCII letters.
+func foldEqualASCII(a []byte, b string) bool {
+	for i := range a {
+		x, y := a[i], b[i]
+		if 'A' <= x && x <= 'Z' {
+			x += 'a' - 'A'
+		}
+		if 'A' <= y && y <= 'Z' {
+			y += 'a' - 'A'
+		}
+		if x != y {
+			return false
+		}
+	}
+	return true
+}
+
+// foldEqual reports whether encoding/json takes a and b for the same member
+// name: equal once each rune is mapped to unicode.ToUpper(unicode.ToLower(r)).
+func foldEqual(a, b string) bool {
+	for len(a) > 0 && len(b) > 0 {
+		ra, na := utf8.DecodeRuneInString(a)
+		rb, nb := utf8.DecodeRuneInString(b)
+		if ra != rb && unicode.ToUpper(unicode.ToLower(ra)) != unicode.ToUpper(unicode.ToLower(rb)) {
+			return false
+		}
+		a, b = a[na:], b[nb:]
+	}
+	return len(a) == 0 && len(b) == 0
 }
 
 func skipSpace(b []byte, i int) int {
@@ -159,6 +282,9 @@ func skipString(b []byte, i int) (int, error) {
 		return 0, errSyntax
 	}
 	for i++; i < len(b); i++ {
+		if i = skipPlain(b, i); i >= len(b) {
+			break
+		}
 		switch b[i] {
 		case '\\':
 			i++
