@@ -113,6 +113,7 @@ func TestConfigKeys(t *testing.T) {
 		"backends":   entries(p.sections["[backends.NAME] SECTION"]),
 		"clients":    entries(p.sections["[clients.NAME] SECTION"]),
 		"composites": entries(p.sections["[composites.NAME] SECTION"]),
+		"oauth":      entries(p.sections["[oauth] SECTION"]),
 	}
 	adapter, err := os.ReadFile("../examples/adapters/jq.toml")
 	if err != nil {
@@ -200,6 +201,9 @@ func TestConfigKeys(t *testing.T) {
 				}
 			case "clients":
 				checkClientKey(t, name, def, example)
+			case "oauth":
+				needs, _ := e.field("Needs")
+				checkOAuthKey(t, key, name, def, example, needs)
 			case "composites":
 				const base = "[composites.x]\nsteps = [{ tool = \"a__b\" }]\n"
 				exampleBase := base
@@ -548,6 +552,12 @@ func checkClientKey(t *testing.T, name, def, example string) {
 	base := "[clients.x]\nunix_users = [\"0\"]\n"
 	if name == "unix_users" {
 		base = "[clients.x]\nunix_groups = [\"0\"]\n"
+	}
+	if strings.HasPrefix(name, "oauth_") {
+		base = oauthIssuerBase + "[clients.x]\noauth_groups = [\"g\"]\n"
+		if name == "oauth_groups" {
+			base = oauthIssuerBase + "[clients.x]\noauth_subjects = [\"s\"]\n"
+		}
 	}
 	load := func(text string) (*config.Config, error) {
 		return config.Load(testutil.WriteConfigFiles(t, map[string]string{"mcpgate.toml": text}))
