@@ -1,0 +1,55 @@
+// A real OAuth 2.1 authorization server for mcpgate's tests: panva's
+// oidc-provider (OpenID certified), issuing JWT access tokens with the
+// client-credentials grant for the resource named with RFC 8707's
+// "resource" parameter.
+//
+// Environment: AS_PORT, AS_JWKS (its signing keys, private JWKs as JSON,
+// so that a test can rotate them across restarts), AS_CLIENTS (JSON array
+// of {client_id, client_secret, scope}), AS_TTL (token lifetime, seconds),
+// OIDC_PROVIDER (path of the package's entry module).
+// It prints "listening ISSUER" once it serves.
+import { pathToFileURL } from 'node:url';
+
+const { default: Provider } = await import(pathToFileURL(process.env.OIDC_PROVIDER).href);
+const port = Number(process.env.AS_PORT);
+const issuer = `http://127.0.0.1:${port}`;
+const ttl = Number(process.env.AS_TTL || 3600);
+const jwks = JSON.parse(process.env.AS_JWKS);
+const alg = jwks.keys[0].alg; // the first key signs
+const clients = JSON.parse(process.env.AS_CLIENTS).map((c) => ({
+  client_id: c.client_id,
+  client_secret: c.client_secret,
+  grant_types: ['client_credentials'],
+  redirect_uris: [],
+  response_types: [],
+  scope: c.scope,
+  token_endpoint_auth_method: 'client_secret_basic',
+  id_token_signed_response_alg: alg,
+}));
+
+const provider = new Provider(issuer, {
+  clients,
+  jwks,
+  scopes: ['mcp:read', 'mcp:write'],
+  features: {
+    devInteractions: { enabled: false },
+    clientCredentials: { enabled: true },
+    introspection: { enabled: true },
+    resourceIndicators: {
+      enabled: true,
+      // Any absolute URI is a resource this server issues tokens for.
+      getResourceServerInfo: (ctx, resource) => ({
+        scope: 'mcp:read mcp:write',
+        audience: resource,
+        accessTokenTTL: ttl,
+        accessTokenFormat: 'jwt',
+        jwt: { sign: { alg } },
+      }),
+    },
+  },
+});
+provider.proxy = false;
+const server = provider.listen(port, '127.0.0.1', () => {
+  console.log(`listening ${issuer}`);
+});
+process.on('SIGTERM', () => server.close(() => process.exit(0)));
