@@ -442,3 +442,33 @@ func hmacSigned(t *testing.T, key []byte, claims map[string]any) string {
 	}
 	return tok
 }
+
+// TestOAuthTypeScriptSDK: the TypeScript MCP SDK's OAuth client support
+// (ClientCredentialsProvider) completes its discovery against mcpgate's
+// 401 and metadata, gets its token from the authorization server itself
+// and lists the tools its client may see.
+func TestOAuthTypeScriptSDK(t *testing.T) {
+	as := startAuthServer(t, 0, time.Hour, newKey(t, "k1"))
+	d := oauthGateway(t, as, filepath.Join(t.TempDir(), "record"), "1h")
+	sdk := filepath.Join(testutil.CacheDir(), "npm", "node_modules", "@modelcontextprotocol", "sdk", "dist", "esm")
+	if _, err := os.Stat(sdk); err != nil {
+		testutil.Unavailable(t, "@modelcontextprotocol/sdk is not installed (packaging/ci/deps.sh): %v", err)
+	}
+	cmd := exec.Command("node", filepath.Join(testutil.ModuleRoot(), "internal", "itest", "testdata", "oauth-sdk-client.mjs"))
+	cmd.Env = append(os.Environ(), "SDK="+sdk, "MCP_URL="+d.URL, "CLIENT_ID=svc", "CLIENT_SECRET="+svcSecret, "ISSUER="+as.Issuer, "SCOPE=mcp:read")
+	out := &testutil.Buffer{}
+	cmd.Stdout, cmd.Stderr = out, out
+	exit := testutil.StartExit(t, cmd)
+	select {
+	case err := <-exit:
+		if err != nil {
+			t.Fatalf("the SDK client failed: %v\n%s", err, out.String())
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatalf("the SDK client did not finish:\n%s", out.String())
+	}
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	if lines[len(lines)-1] != "ok" || !strings.Contains(out.String(), "a__echo") || strings.Contains(out.String(), "b__echo") {
+		t.Errorf("the SDK client's output, want a's tools only, then ok:\n%s", out.String())
+	}
+}
