@@ -134,6 +134,9 @@ func TestConfigKeys(t *testing.T) {
 			if name == "command" || name == "url" {
 				backendBase = "[backends.x]\n"
 			}
+			if strings.HasPrefix(name, "oauth_") { // a remote backend's own token
+				backendBase = remoteOAuthBase(name)
+			}
 			if name == "fallback" { // the example's fallback must exist
 				backendBase = "[backends.github-mirror]\ncommand = \"/bin/true\"\n" + backendBase
 			}

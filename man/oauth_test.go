@@ -62,3 +62,16 @@ func checkOAuthKey(t *testing.T, key, name, def, example, needs string) {
 	}
 	t.Errorf("default %q holds no TOML value to compare with the real default", def)
 }
+
+// remoteOAuthBase is the least backend an oauth_* key of a remote backend
+// needs besides itself.
+func remoteOAuthBase(name string) string {
+	base := "[backends.x]\nurl = \"https://mcp.example.com/mcp\"\n"
+	switch name {
+	case "oauth_client_id":
+		return base + "oauth_client_secret_credential = \"s\"\n"
+	case "oauth_client_secret_credential", "oauth_private_key_credential":
+		return base + "oauth_client_id = \"mcpgate\"\n"
+	}
+	return base + "oauth_client_id = \"mcpgate\"\noauth_client_secret_credential = \"s\"\n"
+}

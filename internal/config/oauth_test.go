@@ -63,3 +63,31 @@ func TestOAuthErrors(t *testing.T) {
 		})
 	}
 }
+
+func TestRemoteOAuth(t *testing.T) {
+	const remote = "[backends.up]\nurl = \"https://mcp.example.com/mcp\"\n"
+	cfg, err := Load(testutil.WriteConfigFiles(t, map[string]string{"mcpgate.toml": remote +
+		"oauth_client_id = \"gw\"\noauth_client_secret_credential = \"gw-secret\"\noauth_scopes = [\"mcp:tools\"]\n"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o := cfg.Backends["up"].RemoteOAuth; o.OAuthClientID != "gw" || o.OAuthResource != "https://mcp.example.com/mcp" || !slices.Equal(o.OAuthScopes, []string{"mcp:tools"}) {
+		t.Errorf("RemoteOAuth = %+v", o)
+	}
+	tests := []struct{ name, toml, want string }{
+		{"no credential", remote + "oauth_client_id = \"gw\"\n", "set one of oauth_client_secret_credential"},
+		{"both credentials", remote + "oauth_client_id = \"gw\"\noauth_client_secret_credential = \"a\"\noauth_private_key_credential = \"b\"\n", "set one of"},
+		{"no client id", remote + "oauth_client_secret_credential = \"a\"\n", "needs oauth_client_id"},
+		{"and an Authorization header", remote + "oauth_client_id = \"gw\"\noauth_client_secret_credential = \"a\"\nheaders = { Authorization = \"Bearer x\" }\n", "headers sets Authorization"},
+		{"spawned backend", "[backends.x]\ncommand = \"x\"\noauth_client_id = \"gw\"\n", "applies only to a remote backend"},
+		{"plain http endpoint", remote + "oauth_client_id = \"gw\"\noauth_client_secret_credential = \"a\"\noauth_token_endpoint = \"http://auth.example.com/token\"\n", "plain http"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := Load(testutil.WriteConfigFiles(t, map[string]string{"mcpgate.toml": tt.toml}))
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("error %v, want one saying %q", err, tt.want)
+			}
+		})
+	}
+}

@@ -69,7 +69,8 @@ func startAuthServer(t *testing.T, port int, ttl time.Duration, keys ...jose.JSO
 		t.Fatal(err)
 	}
 	clients := `[{"client_id":"svc","client_secret":"` + svcSecret + `","scope":"mcp:read mcp:write"},` +
-		`{"client_id":"other","client_secret":"` + otherSecret + `","scope":"mcp:read"}]`
+		`{"client_id":"other","client_secret":"` + otherSecret + `","scope":"mcp:read"},` +
+		`{"client_id":"gw","client_secret":"` + gwSecret + `","scope":"mcp:read"}]`
 	cmd := exec.Command("node", filepath.Join(testutil.ModuleRoot(), "internal", "itest", "testdata", "oauth-as.mjs"))
 	cmd.Env = append(os.Environ(), "OIDC_PROVIDER="+entry, "AS_PORT="+strconv.Itoa(port), "AS_JWKS="+string(jwks),
 		"AS_CLIENTS="+clients, "AS_TTL="+strconv.Itoa(int(ttl/time.Second)))
