@@ -341,3 +341,49 @@ func TestOAuthKeyRotation(t *testing.T) {
 		t.Errorf("200 tokens with unknown kids caused %d JWKS fetches within one interval, want at most 1", n)
 	}
 }
+
+// TestOAuthResourceBehindProxy checks the resource a request came to:
+// X-Forwarded-Proto and X-Forwarded-Host count only from a trusted proxy,
+// default ports are dropped, and a configured resource wins.
+func TestOAuthResourceBehindProxy(t *testing.T) {
+	ti := newTestIssuer(t)
+	cfg, err := config.Load(testutil.WriteConfigFiles(t, map[string]string{"mcpgate.toml": `
+[oauth]
+trusted_proxies = ["10.0.0.0/8", "::1"]
+[oauth.issuers.test]
+issuer = "` + ti.srv.URL + `"
+`}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	o, err := NewOAuth(cfg, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	forwarded := http.Header{"X-Forwarded-Proto": {"https"}, "X-Forwarded-Host": {"MCP.example.com:443, inner.example"}}
+	tests := []struct {
+		name, peer, host string
+		hdr              http.Header
+		want             string
+	}{
+		{"direct", "192.0.2.7:5000", "127.0.0.1:7431", nil, "http://127.0.0.1:7431/mcp"},
+		{"default port", "192.0.2.7:5000", "gw.example:80", nil, "http://gw.example/mcp"},
+		{"trusted proxy", "10.1.2.3:5000", "127.0.0.1:7431", forwarded, "https://mcp.example.com/mcp"},
+		{"trusted proxy over IPv6", "[::1]:5000", "127.0.0.1:7431", forwarded, "https://mcp.example.com/mcp"},
+		{"untrusted peer", "192.0.2.7:5000", "127.0.0.1:7431", forwarded, "http://127.0.0.1:7431/mcp"},
+		{"unix socket peer", "/run/mcpgate/mcpgate.sock", "localhost", forwarded, "http://localhost/mcp"},
+	}
+	for _, tc := range tests {
+		r := httptest.NewRequest("POST", "http://"+tc.host+"/mcp", nil)
+		r.Host = tc.host
+		for k, v := range tc.hdr {
+			r.Header[k] = v
+		}
+		if got := o.Resource(r, Peer{Addr: tc.peer}); got != tc.want {
+			t.Errorf("%s: resource %q, want %q", tc.name, got, tc.want)
+		}
+	}
+	if got := MetadataURL("https://mcp.example.com/mcp"); got != "https://mcp.example.com/.well-known/oauth-protected-resource/mcp" {
+		t.Errorf("MetadataURL = %q", got)
+	}
+}

@@ -158,7 +158,11 @@ issuer = %[3]q
 oauth_subjects = ["svc"]
 oauth_scopes = ["mcp:read"]
 tools = ["a__*"]
-`, bins.Fake, record, as.Issuer, refresh)
+
+# Static tokens work beside OAuth.
+[clients.static]
+token_sha256 = %[5]q
+`, bins.Fake, record, as.Issuer, refresh, sha256Hex(fullToken))
 	toml, u := testutil.ConfigWith(t, backends, testutil.ConfigOptions{Auth: "required"})
 	return testutil.StartDaemon(t, toml, u, testutil.DaemonOptions{})
 }
@@ -471,5 +475,42 @@ func TestOAuthTypeScriptSDK(t *testing.T) {
 	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
 	if lines[len(lines)-1] != "ok" || !strings.Contains(out.String(), "a__echo") || strings.Contains(out.String(), "b__echo") {
 		t.Errorf("the SDK client's output, want a's tools only, then ok:\n%s", out.String())
+	}
+}
+
+// TestOAuthSessionRevalidated: a 2025 session belongs to the identity of
+// the token that initialized it, and every later request is validated
+// again: without a token, with an expired one or as another client, the
+// session is out of reach.
+func TestOAuthSessionRevalidated(t *testing.T) {
+	key := newKey(t, "k1")
+	as := startAuthServer(t, 0, time.Hour, key)
+	d := oauthGateway(t, as, filepath.Join(t.TempDir(), "record"), "1h")
+	resource, tokenEndpoint := discover(t, d.URL)
+	token := as.token(t, tokenEndpoint, "svc", svcSecret, resource, "mcp:read")
+	resp, body := exchange(t, tokenClient(token), d.URL, initializeBody)
+	sid := resp.Header.Get("Mcp-Session-Id")
+	if resp.StatusCode != http.StatusOK || sid == "" {
+		t.Fatalf("initialize: %s %s", resp.Status, body)
+	}
+	list := `{"jsonrpc":"2.0","id":2,"method":"tools/list"}`
+	expired := as.sign(t, key, map[string]any{"iss": as.Issuer, "sub": "svc", "aud": resource, "scope": "mcp:read",
+		"iat": time.Now().Add(-2 * time.Hour).Unix(), "exp": time.Now().Add(-time.Hour).Unix()})
+	tests := []struct {
+		name   string
+		hc     *http.Client
+		status int
+	}{
+		{"the same token", tokenClient(token), http.StatusOK},
+		{"no token", http.DefaultClient, http.StatusUnauthorized},
+		{"an expired token of the same subject", tokenClient(expired), http.StatusUnauthorized},
+		{"another client's static token", tokenClient(fullToken), http.StatusNotFound},
+		{"a new token of the same subject", tokenClient(as.token(t, tokenEndpoint, "svc", svcSecret, resource, "mcp:read")), http.StatusOK},
+	}
+	for _, tc := range tests {
+		resp, body := exchange(t, tc.hc, d.URL, list, "Mcp-Session-Id", sid, "Mcp-Protocol-Version", "2025-06-18")
+		if resp.StatusCode != tc.status {
+			t.Errorf("%s: %s, want %d: %s", tc.name, resp.Status, tc.status, body)
+		}
 	}
 }
