@@ -54,6 +54,13 @@ func newKey(t *testing.T, kid string) jose.JSONWebKey {
 // with keys, the first of which signs, tokens living ttl.
 func startAuthServer(t *testing.T, port int, ttl time.Duration, keys ...jose.JSONWebKey) *authServer {
 	t.Helper()
+	return startAuthServerEnv(t, nil, port, ttl, keys...)
+}
+
+// startAuthServerEnv is startAuthServer with more of oauth-as.mjs's
+// environment, such as AS_FORMAT=opaque.
+func startAuthServerEnv(t *testing.T, env []string, port int, ttl time.Duration, keys ...jose.JSONWebKey) *authServer {
+	t.Helper()
 	entry := filepath.Join(testutil.CacheDir(), "npm", "node_modules", "oidc-provider", "lib", "index.js")
 	if _, err := os.Stat(entry); err != nil {
 		testutil.Unavailable(t, "oidc-provider is not installed (run packaging/ci/deps.sh, which make check runs): %v", err)
@@ -74,6 +81,7 @@ func startAuthServer(t *testing.T, port int, ttl time.Duration, keys ...jose.JSO
 	cmd := exec.Command("node", filepath.Join(testutil.ModuleRoot(), "internal", "itest", "testdata", "oauth-as.mjs"))
 	cmd.Env = append(os.Environ(), "OIDC_PROVIDER="+entry, "AS_PORT="+strconv.Itoa(port), "AS_JWKS="+string(jwks),
 		"AS_CLIENTS="+clients, "AS_TTL="+strconv.Itoa(int(ttl/time.Second)))
+	cmd.Env = append(cmd.Env, env...)
 	out := &testutil.Buffer{}
 	cmd.Stdout, cmd.Stderr = out, out
 	exit := testutil.StartExit(t, cmd)

@@ -6,6 +6,8 @@
 // Environment: AS_PORT, AS_JWKS (its signing keys, private JWKs as JSON,
 // so that a test can rotate them across restarts), AS_CLIENTS (JSON array
 // of {client_id, client_secret, scope}), AS_TTL (token lifetime, seconds),
+// AS_FORMAT ("jwt", the default, or "opaque" for tokens only introspection
+// can check),
 // OIDC_PROVIDER (path of the package's entry module).
 // It prints "listening ISSUER" once it serves.
 import { pathToFileURL } from 'node:url';
@@ -34,7 +36,10 @@ const provider = new Provider(issuer, {
   features: {
     devInteractions: { enabled: false },
     clientCredentials: { enabled: true },
-    introspection: { enabled: true },
+    // Any authenticated client may introspect: the resource server
+    // (mcpgate) introspects tokens issued to others.
+    introspection: { enabled: true, allowedPolicy: () => true },
+    revocation: { enabled: true },
     resourceIndicators: {
       enabled: true,
       // Any absolute URI is a resource this server issues tokens for.
@@ -42,7 +47,7 @@ const provider = new Provider(issuer, {
         scope: 'mcp:read mcp:write',
         audience: resource,
         accessTokenTTL: ttl,
-        accessTokenFormat: 'jwt',
+        accessTokenFormat: process.env.AS_FORMAT || 'jwt',
         jwt: { sign: { alg } },
       }),
     },
