@@ -214,11 +214,13 @@ func (s *Set) Identify(r *http.Request, peer Peer) (*Client, *Refusal) {
 			return nil, &Refusal{Status: http.StatusUnauthorized, Reason: "the Authorization header is not a bearer token",
 				Advice: "send Authorization: Bearer TOKEN with a token from `mcpgatectl token create`"}
 		}
-		if c := s.byToken(strings.TrimSpace(token)); c != nil {
+		token = strings.TrimSpace(token)
+		sum := sha256.Sum256([]byte(token)) // once: static tokens and OAuth's cache both key by it
+		if c := s.byHash(sum); c != nil {
 			return c, nil
 		}
 		if s.oauth != nil {
-			return s.byOAuth(r, peer, strings.TrimSpace(token))
+			return s.byOAuth(r, peer, token, sum)
 		}
 		return nil, &Refusal{Status: http.StatusUnauthorized, Reason: "wrong bearer token: it matches no client",
 			Advice: "the token is not known to this gateway (revoked, or never created); create one with `mcpgatectl token create NAME`"}
@@ -240,10 +242,10 @@ func (s *Set) Identify(r *http.Request, peer Peer) (*Client, *Refusal) {
 	return nil, &Refusal{Status: http.StatusUnauthorized, Reason: "no bearer token", Advice: "this listener needs Authorization: Bearer TOKEN; `mcpgatectl token create NAME` makes one (or connect over the unix socket as a user a client lists)"}
 }
 
-// byToken finds the client whose token hashes to the presented one. Every
-// client is compared, in constant time, so timing tells nothing.
-func (s *Set) byToken(token string) *Client {
-	sum := sha256.Sum256([]byte(token))
+// byHash finds the client whose token hashes to sum, the SHA-256 of the
+// presented one. Every client is compared, in constant time, so timing
+// tells nothing.
+func (s *Set) byHash(sum [32]byte) *Client {
 	var found *Client
 	for _, c := range s.clients {
 		if c.hash != nil && subtle.ConstantTimeCompare(c.hash, sum[:]) == 1 && found == nil {

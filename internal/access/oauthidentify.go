@@ -63,10 +63,10 @@ func (s *Set) OAuth() *OAuth {
 }
 
 // byOAuth identifies the holder of an OAuth access token.
-func (s *Set) byOAuth(r *http.Request, peer Peer, token string) (*Client, *Refusal) {
+func (s *Set) byOAuth(r *http.Request, peer Peer, token string, sum [32]byte) (*Client, *Refusal) {
 	o := s.oauth
 	resource := o.Resource(r, peer)
-	g, err := o.Validate(r.Context(), token, resource)
+	g, err := o.validateHashed(r.Context(), token, sum, resource)
 	if err != nil {
 		var te *TokenError
 		if !errors.As(err, &te) {
