@@ -109,6 +109,9 @@ tools = ["a__*"]
 [clients.team]
 oauth_groups = ["team"]
 oauth_scopes = ["mcp:write"]
+[clients.team-admin]
+oauth_groups = ["team"]
+oauth_scopes = ["mcp:write", "mcp:admin"]
 `}))
 	if err != nil {
 		t.Fatal(err)
@@ -164,6 +167,8 @@ func TestOAuthTokens(t *testing.T) {
 		{name: "EdDSA", token: sign(t, ed, claims(iss, nil)), client: "svc"},
 		{name: "audience in a list", token: sign(t, rs, claims(iss, map[string]any{"aud": []string{"other", testResource}})), client: "svc"},
 		{name: "group and scope", token: sign(t, rs, claims(iss, map[string]any{"sub": "x", "groups": []string{"team"}, "scope": "mcp:read mcp:write"})), client: "team"},
+		{name: "group and more scopes", token: sign(t, rs, claims(iss, map[string]any{"sub": "x", "groups": []string{"team"}, "scope": "mcp:admin mcp:write"})), client: "team-admin"},
+		{name: "scopes as scp array", token: sign(t, rs, claims(iss, map[string]any{"sub": "x", "groups": []string{"team"}, "scope": nil, "scp": []string{"mcp:write"}})), client: "team"},
 		{name: "expired", token: sign(t, rs, claims(iss, map[string]any{"exp": time.Now().Add(-hour).Unix(), "iat": time.Now().Add(-2 * hour).Unix()})), status: 401, code: "invalid_token", reasonHas: "expired"},
 		{name: "expired within leeway", token: sign(t, rs, claims(iss, map[string]any{"exp": time.Now().Add(-10 * time.Second).Unix()})), client: "svc"},
 		{name: "future nbf", token: sign(t, rs, claims(iss, map[string]any{"nbf": time.Now().Add(hour).Unix()})), status: 401, code: "invalid_token", reasonHas: "not valid before"},

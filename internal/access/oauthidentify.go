@@ -76,7 +76,10 @@ func (s *Set) byOAuth(r *http.Request, peer Peer, token string, sum [32]byte) (*
 			Advice:    "get a new token for resource " + resource + " from an authorization server listed at " + MetadataURL(resource),
 			Challenge: o.challenge(resource, "invalid_token", te.Reason, nil)}
 	}
-	oc := s.matchGrant(g)
+	oc, lacking := s.matchGrant(g)
+	if oc == nil && lacking != nil {
+		oc = lacking // to say which scopes it lacks
+	}
 	if oc == nil {
 		return nil, &Refusal{Status: http.StatusForbidden,
 			Reason: fmt.Sprintf("the access token of issuer %q is valid, but its %s %s matches no client's oauth_subjects or oauth_groups",
@@ -93,21 +96,31 @@ func (s *Set) byOAuth(r *http.Request, peer Peer, token string, sum [32]byte) (*
 	return oc.c, nil
 }
 
-// matchGrant returns the first client, by name, that the grant names.
-func (s *Set) matchGrant(g *Grant) *oauthClient {
+// matchGrant returns the client the grant is: of the clients whose
+// oauth_subjects or oauth_groups name it, the one with the most
+// oauth_scopes the token carries all of, the first by name among equals,
+// so that clients of one identity with more scopes can be given more
+// tools. If the grant names clients but carries the scopes of none, it
+// returns nil and the first of them.
+func (s *Set) matchGrant(g *Grant) (best, lacking *oauthClient) {
 	for i := range s.oauthClients {
 		oc := &s.oauthClients[i]
 		if oc.issuer != g.Issuer {
 			continue
 		}
-		if g.Subject != "" && slices.Contains(oc.subjects, g.Subject) {
-			return oc
-		}
-		if slices.ContainsFunc(g.Groups, func(grp string) bool { return slices.Contains(oc.groups, grp) }) {
-			return oc
+		named := (g.Subject != "" && slices.Contains(oc.subjects, g.Subject)) ||
+			slices.ContainsFunc(g.Groups, func(grp string) bool { return slices.Contains(oc.groups, grp) })
+		switch {
+		case !named:
+		case len(g.missingScopes(oc.scopes)) > 0:
+			if lacking == nil {
+				lacking = oc
+			}
+		case best == nil || len(oc.scopes) > len(best.scopes):
+			best = oc
 		}
 	}
-	return nil
+	return best, lacking
 }
 
 // missingToken is the refusal of a request without a token when OAuth is
