@@ -8,12 +8,16 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
 	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -520,5 +524,73 @@ func TestOAuthSessionRevalidated(t *testing.T) {
 		if resp.StatusCode != tc.status {
 			t.Errorf("%s: %s, want %d: %s", tc.name, resp.Status, tc.status, body)
 		}
+	}
+}
+
+// TestOAuthUnknownKidFlood: tokens naming keys the issuer never had, many
+// at once, cost the authorization server at most one JWKS fetch per
+// jwks_refresh_interval. The gateway reads the real server's JWKS through
+// a proxy that counts.
+func TestOAuthUnknownKidFlood(t *testing.T) {
+	key := newKey(t, "k1")
+	as := startAuthServer(t, 0, time.Hour, key)
+	var fetches atomic.Int64
+	target, _ := url.Parse(as.Issuer)
+	rp := httputil.NewSingleHostReverseProxy(target)
+	counting := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fetches.Add(1)
+		rp.ServeHTTP(w, r)
+	}))
+	t.Cleanup(counting.Close)
+
+	bins := testutil.Build(t)
+	toml, u := testutil.ConfigWith(t, fmt.Sprintf(`
+[backends.a]
+command = %q
+
+[oauth]
+jwks_refresh_interval = "1h"
+
+[oauth.issuers.test]
+issuer = %q
+jwks_uri = %q
+
+[clients.svc]
+oauth_subjects = ["svc"]
+`, bins.Fake, as.Issuer, counting.URL+"/jwks"), testutil.ConfigOptions{Auth: "required"})
+	d := testutil.StartDaemon(t, toml, u, testutil.DaemonOptions{})
+	resource, tokenEndpoint := discover(t, d.URL)
+	good := as.token(t, tokenEndpoint, "svc", svcSecret, resource, "mcp:read")
+	if resp, body := exchange(t, tokenClient(good), d.URL, initializeBody); resp.StatusCode != http.StatusOK {
+		t.Fatalf("a good token: %s %s", resp.Status, body)
+	}
+	if n := fetches.Load(); n != 1 {
+		t.Fatalf("%d JWKS fetches for the first token, want 1", n)
+	}
+	var wg sync.WaitGroup
+	for i := range 100 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			forged := as.sign(t, jose.JSONWebKey{Key: key.Key, KeyID: fmt.Sprintf("forged-%d", i), Algorithm: "ES256"},
+				map[string]any{"iss": as.Issuer, "sub": "svc", "aud": resource, "exp": time.Now().Add(time.Hour).Unix()})
+			req, _ := http.NewRequest(http.MethodPost, d.URL, strings.NewReader(initializeBody))
+			req.Header.Set("Content-Type", "application/json")
+			req.Header.Set("Accept", "application/json, text/event-stream")
+			req.Header.Set("Authorization", "Bearer "+forged)
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusUnauthorized {
+				t.Errorf("a token with an unknown kid: %s", resp.Status)
+			}
+		}()
+	}
+	wg.Wait()
+	if n := fetches.Load(); n > 2 {
+		t.Errorf("100 tokens with unknown kids made %d JWKS fetches within one interval, want at most 1 beyond the first", n-1)
 	}
 }
