@@ -197,7 +197,7 @@ func (s *Set) Identify(r *http.Request, peer Peer) (*Client, *Refusal) {
 	}
 	// A token in a URL ends up in logs and Referer headers (RFC 6750
 	// section 5.3); the MCP authorization specification forbids it.
-	if q := r.URL.Query(); q.Has("access_token") || q.Has("token") {
+	if q := r.URL.RawQuery; q != "" && (r.URL.Query().Has("access_token") || r.URL.Query().Has("token")) {
 		return nil, s.badRequest(r, peer, "a token in the query string", "send the token in the Authorization header, never in the URL")
 	}
 	if len(r.Header.Values("Authorization")) > 1 {
