@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/mcpgate/mcpgate/internal/config"
 )
 
 // introspector asks an issuer whether a token is active (RFC 7662),
@@ -95,4 +97,17 @@ func redactURLError(err error) error {
 		return ue.Err
 	}
 	return err
+}
+
+// sameSecrets reports whether the introspection secrets in credentials are
+// those o read: a reload after the credential was rotated must use the new
+// one.
+func (o *OAuth) sameSecrets(credentials string) bool {
+	for _, is := range o.intro {
+		secret, err := config.ReadCredential(credentials, is.cfg.ClientSecretCredential)
+		if err != nil || !is.intro.ok || secret != is.intro.secret {
+			return false
+		}
+	}
+	return true
 }

@@ -392,3 +392,46 @@ issuer = "` + ti.srv.URL + `"
 		t.Errorf("MetadataURL = %q", got)
 	}
 }
+
+// TestOAuthReload checks that a reload that leaves [oauth] and the
+// introspection secret alone keeps the resource server, with its keys and
+// validated tokens, and that one changing either makes a new one.
+func TestOAuthReload(t *testing.T) {
+	ti := newTestIssuer(t)
+	creds := t.TempDir()
+	writeFile(t, creds, "secret", "one")
+	load := func(leeway string) *config.Config {
+		cfg, err := config.Load(testutil.WriteConfigFiles(t, map[string]string{"mcpgate.toml": `
+[oauth]
+leeway = "` + leeway + `"
+[oauth.issuers.jwt]
+issuer = "` + ti.srv.URL + `"
+[oauth.issuers.intro]
+issuer = "https://auth.example.com"
+introspection_endpoint = "https://auth.example.com/introspect"
+client_id = "gw"
+client_secret_credential = "secret"
+`}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cfg
+	}
+	first, w := NewSet(load("30s"), Options{CredentialsDirectory: creds})
+	if len(w) > 0 || first.OAuth() == nil {
+		t.Fatalf("warnings %q", w)
+	}
+	same, _ := NewSet(load("30s"), Options{CredentialsDirectory: creds, Previous: first})
+	if same.OAuth() != first.OAuth() {
+		t.Errorf("an unchanged [oauth] made a new resource server")
+	}
+	changed, _ := NewSet(load("10s"), Options{CredentialsDirectory: creds, Previous: same})
+	if changed.OAuth() == same.OAuth() {
+		t.Errorf("a changed [oauth] kept the old resource server")
+	}
+	writeFile(t, creds, "secret", "two")
+	rotated, _ := NewSet(load("10s"), Options{CredentialsDirectory: creds, Previous: changed})
+	if rotated.OAuth() == changed.OAuth() {
+		t.Errorf("a rotated introspection secret kept the old resource server")
+	}
+}

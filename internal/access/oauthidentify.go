@@ -34,7 +34,8 @@ func (s *Set) initOAuth(cfg *config.Config, opts Options) []string {
 	prev := opts.Previous
 	switch {
 	case !cfg.OAuth.Enabled():
-	case prev != nil && prev.oauth != nil && prev.oauth.cfg.Equal(&cfg.OAuth) && prev.oauth.endpoint == cfg.Gateway.Endpoint:
+	case prev != nil && prev.oauth != nil && prev.oauth.cfg.Equal(&cfg.OAuth) && prev.oauth.endpoint == cfg.Gateway.Endpoint &&
+		prev.oauth.sameSecrets(opts.CredentialsDirectory):
 		s.oauth = prev.oauth
 	default:
 		o, err := NewOAuth(cfg, opts.CredentialsDirectory)

@@ -38,8 +38,7 @@ import (
 type tokenSource struct {
 	cfg      config.RemoteOAuth
 	url      string // the backend's MCP endpoint, for discovery
-	secret   string
-	key      *jose.JSONWebKey // private_key_jwt; nil with a secret
+	creds    string // the credentials directory, read for every token request
 	http     *http.Client
 	log      *slog.Logger
 	endpoint string // the token endpoint, once known
@@ -53,34 +52,43 @@ type tokenSource struct {
 // maxOAuthAnswer bounds a metadata or token answer.
 const maxOAuthAnswer = 1 << 20
 
-// newTokenSource reads the credentials of b's OAuth keys.
+// newTokenSource returns the token source of b's OAuth keys, checking
+// that its credential can be read. The credential is read again for every
+// token request, so that a rotated secret or key is used from the next
+// one on.
 func newTokenSource(b *Backend) (*tokenSource, error) {
 	cfg := b.cfg.RemoteOAuth
-	s := &tokenSource{cfg: cfg, url: b.cfg.URL, endpoint: cfg.OAuthTokenEndpoint, log: b.opts.Logger,
+	s := &tokenSource{cfg: cfg, url: b.cfg.URL, creds: b.opts.CredentialsDirectory, endpoint: cfg.OAuthTokenEndpoint, log: b.opts.Logger,
 		http: &http.Client{Timeout: 30 * time.Second,
 			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}}
 	if s.log == nil {
 		s.log = slog.Default()
 	}
-	dir := b.opts.CredentialsDirectory
-	if cfg.OAuthClientSecretCredential != "" {
-		secret, err := config.ReadCredential(dir, cfg.OAuthClientSecretCredential)
-		if err != nil {
-			return nil, fmt.Errorf("oauth_client_secret_credential: %w", err)
-		}
-		s.secret = secret
-		return s, nil
+	if _, _, err := s.credential(); err != nil {
+		return nil, err
 	}
-	pemText, err := config.ReadCredential(dir, cfg.OAuthPrivateKeyCredential)
-	if err != nil {
-		return nil, fmt.Errorf("oauth_private_key_credential: %w", err)
-	}
-	key, err := parsePrivateKey([]byte(pemText))
-	if err != nil {
-		return nil, fmt.Errorf("oauth_private_key_credential ${credential:%s}: %w", cfg.OAuthPrivateKeyCredential, err)
-	}
-	s.key = key
 	return s, nil
+}
+
+// credential reads the client secret, or the private key of
+// private_key_jwt.
+func (s *tokenSource) credential() (secret string, key *jose.JSONWebKey, err error) {
+	if s.cfg.OAuthClientSecretCredential != "" {
+		secret, err := config.ReadCredential(s.creds, s.cfg.OAuthClientSecretCredential)
+		if err != nil {
+			return "", nil, fmt.Errorf("oauth_client_secret_credential: %w", err)
+		}
+		return secret, nil, nil
+	}
+	pemText, err := config.ReadCredential(s.creds, s.cfg.OAuthPrivateKeyCredential)
+	if err != nil {
+		return "", nil, fmt.Errorf("oauth_private_key_credential: %w", err)
+	}
+	key, err = parsePrivateKey([]byte(pemText))
+	if err != nil {
+		return "", nil, fmt.Errorf("oauth_private_key_credential ${credential:%s}: %w", s.cfg.OAuthPrivateKeyCredential, err)
+	}
+	return "", key, nil
 }
 
 // parsePrivateKey reads a PEM private key and picks its JWS algorithm.
@@ -154,12 +162,16 @@ func (s *tokenSource) fetch(ctx context.Context) (string, error) {
 		}
 		s.endpoint = ep
 	}
+	secret, key, err := s.credential()
+	if err != nil {
+		return "", err
+	}
 	form := url.Values{"grant_type": {"client_credentials"}, "resource": {s.cfg.OAuthResource}}
 	if len(s.cfg.OAuthScopes) > 0 {
 		form.Set("scope", strings.Join(s.cfg.OAuthScopes, " "))
 	}
-	if s.key != nil {
-		assertion, err := s.assertion()
+	if key != nil {
+		assertion, err := s.assertion(key)
 		if err != nil {
 			return "", err
 		}
@@ -173,9 +185,9 @@ func (s *tokenSource) fetch(ctx context.Context) (string, error) {
 	}
 	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 	req.Header.Set("Accept", "application/json")
-	if s.key == nil {
+	if key == nil {
 		// RFC 6749 section 2.3.1: both parts form-encoded first.
-		req.SetBasicAuth(url.QueryEscape(s.cfg.OAuthClientID), url.QueryEscape(s.secret))
+		req.SetBasicAuth(url.QueryEscape(s.cfg.OAuthClientID), url.QueryEscape(secret))
 	}
 	start := time.Now()
 	resp, err := s.http.Do(req)
@@ -218,8 +230,8 @@ func (s *tokenSource) fetch(ctx context.Context) (string, error) {
 
 // assertion signs a client assertion for private_key_jwt (RFC 7523
 // section 2.2): short-lived, one use.
-func (s *tokenSource) assertion() (string, error) {
-	signer, err := jose.NewSigner(jose.SigningKey{Algorithm: jose.SignatureAlgorithm(s.key.Algorithm), Key: s.key.Key}, (&jose.SignerOptions{}).WithType("JWT"))
+func (s *tokenSource) assertion(key *jose.JSONWebKey) (string, error) {
+	signer, err := jose.NewSigner(jose.SigningKey{Algorithm: jose.SignatureAlgorithm(key.Algorithm), Key: key.Key}, (&jose.SignerOptions{}).WithType("JWT"))
 	if err != nil {
 		return "", fmt.Errorf("oauth_private_key_credential: %v", err)
 	}

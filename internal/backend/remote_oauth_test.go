@@ -110,4 +110,10 @@ func TestTokenTransport(t *testing.T) {
 	if b.TokenExpiry().IsZero() {
 		t.Errorf("no token expiry in the status")
 	}
+	// The credential is read for every token request: a rotated one is
+	// used from the next on (here, a broken one is noticed).
+	os.WriteFile(filepath.Join(creds, "key"), []byte("not a key"), 0o600)
+	if _, err := b.tokens.src.Refused(t.Context(), "token-2"); err == nil || !strings.Contains(err.Error(), "not a PEM private key") {
+		t.Errorf("a new token request after the key changed: %v", err)
+	}
 }
