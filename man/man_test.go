@@ -275,8 +275,8 @@ func emptyIsNil(g config.Gateway) config.Gateway {
 func TestConfigExample(t *testing.T) {
 	p := readPage(t, "mcpgate.toml.5.scd")
 	blocks := codeBlocks(p.sections["EXAMPLE"])
-	if len(blocks) < 5 {
-		t.Fatalf("EXAMPLE has %d code blocks, want the main file and four drop-ins", len(blocks))
+	if len(blocks) < 6 {
+		t.Fatalf("EXAMPLE has %d code blocks, want the main file and five drop-ins", len(blocks))
 	}
 	path := testutil.WriteConfigFiles(t, map[string]string{
 		"mcpgate.toml":          blocks[0],
@@ -284,6 +284,7 @@ func TestConfigExample(t *testing.T) {
 		"conf.d/notes.toml":     blocks[2],
 		"conf.d/client-ci.toml": blocks[3],
 		"conf.d/remote.toml":    blocks[4],
+		"conf.d/oauth.toml":     blocks[5],
 		"conf.d/ignored.conf":   "not TOML, and not read",
 	})
 	cfg, err := config.Load(path)
@@ -307,6 +308,9 @@ func TestConfigExample(t *testing.T) {
 	}
 	if len(cfg.Backends["github"].Env) == 0 {
 		t.Error("the example shows no secret in env")
+	}
+	if !cfg.OAuth.Enabled() || cfg.Clients["admins"].OAuthIssuer != "corp" {
+		t.Errorf("the example's OAuth is %+v", cfg.OAuth)
 	}
 	if cfg.Clients["ci"] == nil || cfg.Clients["dev"] == nil {
 		t.Errorf("the example's clients are %v, want ci and dev", cfg.Clients)
