@@ -1,6 +1,8 @@
 package itest
 
 import (
+	"crypto/x509"
+	"encoding/pem"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -20,6 +22,11 @@ import (
 // token is renewed before it expires; the client's own token never
 // reaches the backend.
 func TestOAuthRemoteBackend(t *testing.T) {
+	t.Run("client secret", func(t *testing.T) { testOAuthRemoteBackend(t, false) })
+	t.Run("private_key_jwt", func(t *testing.T) { testOAuthRemoteBackend(t, true) })
+}
+
+func testOAuthRemoteBackend(t *testing.T, privateKey bool) {
 	as := startAuthServer(t, 0, 4*time.Second, newKey(t, "k1"))
 	bins := testutil.Build(t)
 
@@ -34,7 +41,7 @@ args = ["--record", %q]
 issuer = %q
 
 [clients.gateway]
-oauth_subjects = ["gw"]
+oauth_subjects = ["gw", "gwkey"]
 `, bins.Fake, record, as.Issuer), testutil.ConfigOptions{Auth: "required"})
 	up := testutil.StartDaemon(t, upstream, upURL, testutil.DaemonOptions{})
 
@@ -44,18 +51,28 @@ oauth_subjects = ["gw"]
 	if err := os.WriteFile(filepath.Join(creds, "gw-secret"), []byte(gwSecret+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	der, err := x509.MarshalPKCS8PrivateKey(as.gwKey.Key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(creds, "gw-key"), pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	auth := "oauth_client_id = \"gw\"\noauth_client_secret_credential = \"gw-secret\""
+	if privateKey {
+		auth = "oauth_client_id = \"gwkey\"\noauth_private_key_credential = \"gw-key\""
+	}
 	front, frontURL := testutil.ConfigWith(t, fmt.Sprintf(`
 [backends.up]
 url = %q
-oauth_client_id = "gw"
-oauth_client_secret_credential = "gw-secret"
+%s
 
 [oauth.issuers.test]
 issuer = %q
 
 [clients.svc]
 oauth_subjects = ["svc"]
-`, up.URL, as.Issuer), testutil.ConfigOptions{Auth: "required", Gateway: fmt.Sprintf("credentials_directory = %q", creds)})
+`, up.URL, auth, as.Issuer), testutil.ConfigOptions{Auth: "required", Gateway: fmt.Sprintf("credentials_directory = %q", creds)})
 	gw := testutil.StartDaemon(t, front, frontURL, testutil.DaemonOptions{})
 
 	resource, tokenEndpoint := discover(t, gw.URL)

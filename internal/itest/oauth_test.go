@@ -32,6 +32,9 @@ type authServer struct {
 	keys   []jose.JSONWebKey // private; the first signs
 	pid    int
 	exit   <-chan error
+	// gwKey is the private key of client "gwkey", which authenticates
+	// with private_key_jwt.
+	gwKey jose.JSONWebKey
 }
 
 // Test clients of the authorization server.
@@ -74,9 +77,12 @@ func startAuthServerEnv(t *testing.T, env []string, port int, ttl time.Duration,
 	if err != nil {
 		t.Fatal(err)
 	}
+	gwKey := newKey(t, "gwkey")
+	gwJWKS, _ := json.Marshal(jose.JSONWebKeySet{Keys: []jose.JSONWebKey{gwKey.Public()}})
 	clients := `[{"client_id":"svc","client_secret":"` + svcSecret + `","scope":"mcp:read mcp:write"},` +
 		`{"client_id":"other","client_secret":"` + otherSecret + `","scope":"mcp:read"},` +
-		`{"client_id":"gw","client_secret":"` + gwSecret + `","scope":"mcp:read"}]`
+		`{"client_id":"gw","client_secret":"` + gwSecret + `","scope":"mcp:read"},` +
+		`{"client_id":"gwkey","jwks":` + string(gwJWKS) + `,"scope":"mcp:read"}]`
 	cmd := exec.Command("node", filepath.Join(testutil.ModuleRoot(), "internal", "itest", "testdata", "oauth-as.mjs"))
 	cmd.Env = append(os.Environ(), "OIDC_PROVIDER="+entry, "AS_PORT="+strconv.Itoa(port), "AS_JWKS="+string(jwks),
 		"AS_CLIENTS="+clients, "AS_TTL="+strconv.Itoa(int(ttl/time.Second)))
@@ -84,7 +90,7 @@ func startAuthServerEnv(t *testing.T, env []string, port int, ttl time.Duration,
 	out := &testutil.Buffer{}
 	cmd.Stdout, cmd.Stderr = out, out
 	exit := testutil.StartExit(t, cmd)
-	as := &authServer{Issuer: fmt.Sprintf("http://127.0.0.1:%d", port), port: port, keys: keys, pid: cmd.Process.Pid, exit: exit}
+	as := &authServer{Issuer: fmt.Sprintf("http://127.0.0.1:%d", port), port: port, keys: keys, pid: cmd.Process.Pid, exit: exit, gwKey: gwKey}
 	out.Await(t, 30*time.Second, "the authorization server to listen", func(s string) bool { return strings.Contains(s, "listening "+as.Issuer) })
 	return as
 }

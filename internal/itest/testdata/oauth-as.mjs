@@ -18,14 +18,16 @@ const issuer = `http://127.0.0.1:${port}`;
 const ttl = Number(process.env.AS_TTL || 3600);
 const jwks = JSON.parse(process.env.AS_JWKS);
 const alg = jwks.keys[0].alg; // the first key signs
+// A client with "jwks" authenticates with private_key_jwt (RFC 7523).
 const clients = JSON.parse(process.env.AS_CLIENTS).map((c) => ({
   client_id: c.client_id,
-  client_secret: c.client_secret,
+  ...(c.jwks
+    ? { jwks: c.jwks, token_endpoint_auth_method: 'private_key_jwt', token_endpoint_auth_signing_alg: 'ES256' }
+    : { client_secret: c.client_secret, token_endpoint_auth_method: 'client_secret_basic' }),
   grant_types: ['client_credentials'],
   redirect_uris: [],
   response_types: [],
   scope: c.scope,
-  token_endpoint_auth_method: 'client_secret_basic',
   id_token_signed_response_alg: alg,
 }));
 
