@@ -13,9 +13,8 @@ import (
 // seen (signature checked) and afterwards (from the validated-token cache,
 // as every later request of a session).
 func BenchmarkIdentifyOAuth(b *testing.B) {
-	t := &testing.T{}
+	t := b
 	ti := newTestIssuer(t)
-	b.Cleanup(ti.srv.Close)
 	key := ti.addKey(t, "es", jose.ES256)
 	rsKey := ti.addKey(t, "rs", jose.RS256)
 	cfg := oauthConfig(t, ti.srv.URL, `jwks_refresh_interval = "1h"`)

@@ -34,7 +34,7 @@ type testIssuer struct {
 	fetches atomic.Int64      // JWKS fetches
 }
 
-func newTestIssuer(t *testing.T) *testIssuer {
+func newTestIssuer(t testing.TB) *testIssuer {
 	ti := &testIssuer{}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /.well-known/oauth-authorization-server", func(w http.ResponseWriter, r *http.Request) {
@@ -56,7 +56,7 @@ func newTestIssuer(t *testing.T) *testIssuer {
 }
 
 // addKey adds a new signing key of alg and returns it.
-func (ti *testIssuer) addKey(t *testing.T, kid string, alg jose.SignatureAlgorithm) jose.JSONWebKey {
+func (ti *testIssuer) addKey(t testing.TB, kid string, alg jose.SignatureAlgorithm) jose.JSONWebKey {
 	t.Helper()
 	var priv crypto.Signer
 	var err error
@@ -79,7 +79,7 @@ func (ti *testIssuer) addKey(t *testing.T, kid string, alg jose.SignatureAlgorit
 }
 
 // sign makes a JWT of claims signed by key, with header fields extra.
-func sign(t *testing.T, key jose.JSONWebKey, claims map[string]any) string {
+func sign(t testing.TB, key jose.JSONWebKey, claims map[string]any) string {
 	t.Helper()
 	opts := (&jose.SignerOptions{}).WithType("at+jwt").WithHeader("kid", key.KeyID)
 	s, err := jose.NewSigner(jose.SigningKey{Algorithm: jose.SignatureAlgorithm(key.Algorithm), Key: key.Key}, opts)
@@ -95,7 +95,7 @@ func sign(t *testing.T, key jose.JSONWebKey, claims map[string]any) string {
 
 const testResource = "http://127.0.0.1:7431/mcp"
 
-func oauthConfig(t *testing.T, iss string, extra string) *config.Config {
+func oauthConfig(t testing.TB, iss string, extra string) *config.Config {
 	t.Helper()
 	cfg, err := config.Load(testutil.WriteConfigFiles(t, map[string]string{"mcpgate.toml": `
 [oauth]
