@@ -2,7 +2,10 @@ module github.com/mcpgate/mcpgate/bench
 
 go 1.26.0
 
-require github.com/mcpgate/mcpgate v0.0.0
+require (
+	github.com/go-jose/go-jose/v4 v4.1.9
+	github.com/mcpgate/mcpgate v0.0.0
+)
 
 require (
 	github.com/beorn7/perks v1.0.1 // indirect

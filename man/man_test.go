@@ -113,6 +113,7 @@ func TestConfigKeys(t *testing.T) {
 		"backends":   entries(p.sections["[backends.NAME] SECTION"]),
 		"clients":    entries(p.sections["[clients.NAME] SECTION"]),
 		"composites": entries(p.sections["[composites.NAME] SECTION"]),
+		"oauth":      entries(p.sections["[oauth] SECTION"]),
 	}
 	adapter, err := os.ReadFile("../examples/adapters/jq.toml")
 	if err != nil {
@@ -132,6 +133,9 @@ func TestConfigKeys(t *testing.T) {
 			}
 			if name == "command" || name == "url" {
 				backendBase = "[backends.x]\n"
+			}
+			if strings.HasPrefix(name, "oauth_") { // a remote backend's own token
+				backendBase = remoteOAuthBase(name)
 			}
 			if name == "fallback" { // the example's fallback must exist
 				backendBase = "[backends.github-mirror]\ncommand = \"/bin/true\"\n" + backendBase
@@ -200,6 +204,9 @@ func TestConfigKeys(t *testing.T) {
 				}
 			case "clients":
 				checkClientKey(t, name, def, example)
+			case "oauth":
+				needs, _ := e.field("Needs")
+				checkOAuthKey(t, key, name, def, example, needs)
 			case "composites":
 				const base = "[composites.x]\nsteps = [{ tool = \"a__b\" }]\n"
 				exampleBase := base
@@ -268,8 +275,8 @@ func emptyIsNil(g config.Gateway) config.Gateway {
 func TestConfigExample(t *testing.T) {
 	p := readPage(t, "mcpgate.toml.5.scd")
 	blocks := codeBlocks(p.sections["EXAMPLE"])
-	if len(blocks) < 5 {
-		t.Fatalf("EXAMPLE has %d code blocks, want the main file and four drop-ins", len(blocks))
+	if len(blocks) < 6 {
+		t.Fatalf("EXAMPLE has %d code blocks, want the main file and five drop-ins", len(blocks))
 	}
 	path := testutil.WriteConfigFiles(t, map[string]string{
 		"mcpgate.toml":          blocks[0],
@@ -277,6 +284,7 @@ func TestConfigExample(t *testing.T) {
 		"conf.d/notes.toml":     blocks[2],
 		"conf.d/client-ci.toml": blocks[3],
 		"conf.d/remote.toml":    blocks[4],
+		"conf.d/oauth.toml":     blocks[5],
 		"conf.d/ignored.conf":   "not TOML, and not read",
 	})
 	cfg, err := config.Load(path)
@@ -300,6 +308,9 @@ func TestConfigExample(t *testing.T) {
 	}
 	if len(cfg.Backends["github"].Env) == 0 {
 		t.Error("the example shows no secret in env")
+	}
+	if !cfg.OAuth.Enabled() || cfg.Clients["admins"].OAuthIssuer != "corp" {
+		t.Errorf("the example's OAuth is %+v", cfg.OAuth)
 	}
 	if cfg.Clients["ci"] == nil || cfg.Clients["dev"] == nil {
 		t.Errorf("the example's clients are %v, want ci and dev", cfg.Clients)
@@ -548,6 +559,12 @@ func checkClientKey(t *testing.T, name, def, example string) {
 	base := "[clients.x]\nunix_users = [\"0\"]\n"
 	if name == "unix_users" {
 		base = "[clients.x]\nunix_groups = [\"0\"]\n"
+	}
+	if strings.HasPrefix(name, "oauth_") {
+		base = oauthIssuerBase + "[clients.x]\noauth_groups = [\"g\"]\n"
+		if name == "oauth_groups" {
+			base = oauthIssuerBase + "[clients.x]\noauth_subjects = [\"s\"]\n"
+		}
 	}
 	load := func(text string) (*config.Config, error) {
 		return config.Load(testutil.WriteConfigFiles(t, map[string]string{"mcpgate.toml": text}))

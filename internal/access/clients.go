@@ -41,6 +41,9 @@ type Set struct {
 	required bool
 	clients  []*Client // sorted by name
 	anon     *Client
+
+	oauth        *OAuth        // nil: OAuth off; see oauthidentify.go
+	oauthClients []oauthClient // the clients tokens can name, by name
 }
 
 // Options tune NewSet.
@@ -65,6 +68,7 @@ func NewSet(cfg *config.Config, opts Options) (*Set, []string) {
 		s.clients = append(s.clients, c)
 		warnings = append(warnings, w...)
 	}
+	warnings = append(warnings, s.initOAuth(cfg, opts)...)
 	return s, warnings
 }
 
@@ -174,9 +178,12 @@ func (s *Set) Client(name string) *Client {
 
 // Refusal says why a caller was not let in.
 type Refusal struct {
-	Status int    // http.StatusUnauthorized or http.StatusForbidden
+	Status int    // http.StatusUnauthorized, http.StatusForbidden or http.StatusBadRequest
 	Reason string // for the journal: which rule refused
 	Advice string // for the caller: what to do
+	// Challenge is the WWW-Authenticate value when OAuth is on (RFC 6750,
+	// RFC 9728); "" otherwise.
+	Challenge string
 }
 
 // Error returns the reason, so that a Refusal can travel as an error.
@@ -188,17 +195,35 @@ func (s *Set) Identify(r *http.Request, peer Peer) (*Client, *Refusal) {
 	if !s.required {
 		return s.anon, nil
 	}
+	// A token in a URL ends up in logs and Referer headers (RFC 6750
+	// section 5.3); the MCP authorization specification forbids it.
+	if q := r.URL.RawQuery; q != "" && (r.URL.Query().Has("access_token") || r.URL.Query().Has("token")) {
+		return nil, s.badRequest(r, peer, "a token in the query string", "send the token in the Authorization header, never in the URL")
+	}
+	if len(r.Header.Values("Authorization")) > 1 {
+		return nil, s.badRequest(r, peer, "more than one Authorization header", "send one Authorization: Bearer TOKEN header")
+	}
 	if h := r.Header.Get("Authorization"); h != "" {
 		scheme, token, _ := strings.Cut(h, " ")
 		if !strings.EqualFold(scheme, "Bearer") || strings.TrimSpace(token) == "" {
-			return nil, &Refusal{http.StatusUnauthorized, "the Authorization header is not a bearer token",
-				"send Authorization: Bearer TOKEN with a token from `mcpgatectl token create`"}
+			if s.oauth != nil {
+				ref := s.missingToken(r, peer)
+				ref.Reason = "the Authorization header is not a bearer token"
+				return nil, ref
+			}
+			return nil, &Refusal{Status: http.StatusUnauthorized, Reason: "the Authorization header is not a bearer token",
+				Advice: "send Authorization: Bearer TOKEN with a token from `mcpgatectl token create`"}
 		}
-		if c := s.byToken(strings.TrimSpace(token)); c != nil {
+		token = strings.TrimSpace(token)
+		sum := sha256.Sum256([]byte(token)) // once: static tokens and OAuth's cache both key by it
+		if c := s.byHash(sum); c != nil {
 			return c, nil
 		}
-		return nil, &Refusal{http.StatusUnauthorized, "wrong bearer token: it matches no client",
-			"the token is not known to this gateway (revoked, or never created); create one with `mcpgatectl token create NAME`"}
+		if s.oauth != nil {
+			return s.byOAuth(r, peer, token, sum)
+		}
+		return nil, &Refusal{Status: http.StatusUnauthorized, Reason: "wrong bearer token: it matches no client",
+			Advice: "the token is not known to this gateway (revoked, or never created); create one with `mcpgatectl token create NAME`"}
 	}
 	if peer.Cred != nil {
 		if c := s.byPeer(peer.Cred.Uid, peer.Cred.Gid, peer.Groups); c != nil {
@@ -208,17 +233,19 @@ func (s *Set) Identify(r *http.Request, peer Peer) (*Client, *Refusal) {
 		if u, err := user.LookupId(name); err == nil {
 			name = u.Username + " (" + name + ")"
 		}
-		return nil, &Refusal{http.StatusForbidden, "uid " + name + " matches no client's unix_users or unix_groups",
-			"user " + name + " may not use this gateway; an administrator can add it to unix_users or unix_groups of a [clients.NAME] table, or give it a token"}
+		return nil, &Refusal{Status: http.StatusForbidden, Reason: "uid " + name + " matches no client's unix_users or unix_groups",
+			Advice: "user " + name + " may not use this gateway; an administrator can add it to unix_users or unix_groups of a [clients.NAME] table, or give it a token"}
 	}
-	return nil, &Refusal{http.StatusUnauthorized, "no bearer token",
-		"this listener needs Authorization: Bearer TOKEN; `mcpgatectl token create NAME` makes one (or connect over the unix socket as a user a client lists)"}
+	if s.oauth != nil {
+		return nil, s.missingToken(r, peer)
+	}
+	return nil, &Refusal{Status: http.StatusUnauthorized, Reason: "no bearer token", Advice: "this listener needs Authorization: Bearer TOKEN; `mcpgatectl token create NAME` makes one (or connect over the unix socket as a user a client lists)"}
 }
 
-// byToken finds the client whose token hashes to the presented one. Every
-// client is compared, in constant time, so timing tells nothing.
-func (s *Set) byToken(token string) *Client {
-	sum := sha256.Sum256([]byte(token))
+// byHash finds the client whose token hashes to sum, the SHA-256 of the
+// presented one. Every client is compared, in constant time, so timing
+// tells nothing.
+func (s *Set) byHash(sum [32]byte) *Client {
 	var found *Client
 	for _, c := range s.clients {
 		if c.hash != nil && subtle.ConstantTimeCompare(c.hash, sum[:]) == 1 && found == nil {

@@ -130,6 +130,8 @@ type Backend struct {
 	graceTimer *time.Timer // drops it from the catalog when the grace ends; guarded by mu
 
 	lc lifecycle
+
+	tokens tokenHolder // a remote backend's own OAuth token; see remote_oauth.go
 }
 
 type op int

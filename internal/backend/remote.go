@@ -51,6 +51,9 @@ func newRemote(b *Backend) (*remote, error) {
 	if err != nil {
 		return nil, err
 	}
+	if hc, err = b.withToken(hc); err != nil {
+		return nil, err
+	}
 	header := http.Header{}
 	var secrets []string
 	for k, v := range b.cfg.Headers {

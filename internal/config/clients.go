@@ -33,6 +33,7 @@ type Client struct {
 	Prompts         []string  // globs over exposed prompt names
 	MaxSessions     int       // 0: no limit of its own
 	RateLimit       RateLimit // requests per interval; zero: unlimited
+	OAuthIdentity             // oauth_*: how access tokens name it; see oauth.go
 }
 
 // AnonymousClient is the name every caller has when [gateway] auth is
@@ -65,7 +66,7 @@ func accessFields() []field[Gateway] {
 }
 
 func clientFields() []field[Client] {
-	return []field[Client]{
+	return append([]field[Client]{
 		{"token_sha256", func(d *decoder, at keyPath, v any, c *Client) bool {
 			return d.str(at, v, &c.TokenSHA256, checkSHA256)
 		}},
@@ -93,7 +94,7 @@ func clientFields() []field[Client] {
 		{"rate_limit", func(d *decoder, at keyPath, v any, c *Client) bool {
 			return d.rateLimit(at, v, &c.RateLimit)
 		}},
-	}
+	}, oauthIdentityFields()...)
 }
 
 // client decodes the table v of clients.NAME; it returns nil if v is not a
@@ -118,11 +119,13 @@ func (d *decoder) client(at keyPath, v any) *Client {
 	_, cred := t["token_credential"]
 	_, users := t["unix_users"]
 	_, groups := t["unix_groups"]
+	_, subjects := t["oauth_subjects"]
+	_, oauthGroups := t["oauth_groups"]
 	switch {
 	case hash && cred:
 		d.fail(at.child("token_credential"), "set token_sha256 or token_credential, not both; a client has one token")
-	case !hash && !cred && !users && !groups && len(refused) == 0:
-		d.fail(at, "the client has no identity: set token_sha256 (`mcpgatectl token create` makes one), token_credential, unix_users or unix_groups")
+	case !hash && !cred && !users && !groups && !subjects && !oauthGroups && len(refused) == 0:
+		d.fail(at, "the client has no identity: set token_sha256 (`mcpgatectl token create` makes one), token_credential, unix_users, unix_groups, oauth_subjects or oauth_groups")
 	}
 	return c
 }
@@ -153,7 +156,7 @@ func (c *Client) Equal(o *Client) bool {
 	return c.Name == o.Name && c.TokenSHA256 == o.TokenSHA256 && c.TokenCredential == o.TokenCredential &&
 		slices.Equal(c.UnixUsers, o.UnixUsers) && slices.Equal(c.UnixGroups, o.UnixGroups) &&
 		slices.Equal(c.Tools, o.Tools) && slices.Equal(c.Resources, o.Resources) && slices.Equal(c.Prompts, o.Prompts) &&
-		c.MaxSessions == o.MaxSessions && c.RateLimit == o.RateLimit
+		c.MaxSessions == o.MaxSessions && c.RateLimit == o.RateLimit && c.oauthIdentityEqual(&o.OAuthIdentity)
 }
 
 // CredentialRefs returns the NAMEs of the ${credential:NAME} placeholders

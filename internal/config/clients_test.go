@@ -44,7 +44,7 @@ func TestClientErrors(t *testing.T) {
 		want       []string
 	}{
 		{"no identity", "[clients.x]\ntools = [\"*\"]\n", []string{
-			"mcpgate.toml:1:10: clients.x: the client has no identity: set token_sha256 (`mcpgatectl token create` makes one), token_credential, unix_users or unix_groups"}},
+			"mcpgate.toml:1:10: clients.x: the client has no identity: set token_sha256 (`mcpgatectl token create` makes one), token_credential, unix_users, unix_groups, oauth_subjects or oauth_groups"}},
 		{"two tokens", "[clients.x]\ntoken_sha256 = \"" + testHash + "\"\ntoken_credential = \"tok\"\n", []string{
 			"mcpgate.toml:3:1: clients.x.token_credential: set token_sha256 or token_credential, not both; a client has one token"}},
 		{"not a hash", "[clients.x]\ntoken_sha256 = \"secret\"\n", []string{

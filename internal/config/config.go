@@ -25,6 +25,7 @@ type Config struct {
 	Backends   map[string]*Backend   // by name
 	Clients    map[string]*Client    // by name; see clients.go
 	Composites map[string]*Composite // by name
+	OAuth      OAuth                 // [oauth]; see oauth.go
 	Files      []string              // files read, main first
 }
 
@@ -166,6 +167,7 @@ func Default() *Config {
 		Backends:   map[string]*Backend{},
 		Clients:    map[string]*Client{},
 		Composites: map[string]*Composite{},
+		OAuth:      defaultOAuth(),
 	}
 }
 

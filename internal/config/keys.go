@@ -20,5 +20,11 @@ func Keys() []string {
 	for _, k := range compositeKeys() {
 		keys = append(keys, "composites.NAME."+k)
 	}
+	for _, f := range oauthFields() {
+		keys = append(keys, "oauth."+f.key)
+	}
+	for _, f := range issuerFields() {
+		keys = append(keys, "oauth.issuers.NAME."+f.key)
+	}
 	return keys
 }

@@ -313,8 +313,10 @@ func (l *loader) resolve() *Config {
 				}
 			case "composites":
 				d.composites(at, f.doc[k], cfg)
+			case "oauth":
+				d.oauth(at, f.doc[k], &cfg.OAuth)
 			default:
-				d.unknown(at, []string{"gateway", "backends", "clients", "composites"}, "settings belong in [gateway], [backends.NAME], [clients.NAME] or [composites.NAME]")
+				d.unknown(at, []string{"gateway", "backends", "clients", "composites", "oauth"}, "settings belong in [gateway], [backends.NAME], [clients.NAME], [composites.NAME] or [oauth]")
 			}
 		}
 	}
@@ -335,5 +337,6 @@ func (l *loader) resolve() *Config {
 	}
 	l.checkFallbacks(cfg)
 	l.checkUnitNames(cfg)
+	l.checkOAuth(cfg)
 	return cfg
 }

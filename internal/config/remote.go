@@ -21,6 +21,7 @@ type Remote struct {
 	TLSServerName     string            // name verified instead of the URL's host
 	MaxConnections    int               // connections to the server at once; 8 for a remote backend
 	DisplayURL        string            // how the URL is shown in logs, D-Bus and status; "": its origin
+	RemoteOAuth                         // oauth_*: the gateway's own token; see remote_oauth.go
 }
 
 // defaultMaxConnections bounds the connections to one remote server: with
@@ -35,7 +36,7 @@ func (r *Remote) remoteEqual(o *Remote) bool {
 	return r.URL == o.URL && maps.Equal(r.Headers, o.Headers) &&
 		r.TLSCAFile == o.TLSCAFile && r.TLSClientCertFile == o.TLSClientCertFile &&
 		r.TLSClientKeyFile == o.TLSClientKeyFile && r.TLSServerName == o.TLSServerName &&
-		r.MaxConnections == o.MaxConnections && r.DisplayURL == o.DisplayURL
+		r.MaxConnections == o.MaxConnections && r.DisplayURL == o.DisplayURL && r.remoteOAuthEqual(&o.RemoteOAuth)
 }
 
 // processKeys only make sense for a spawned backend; remoteKeys only for a
@@ -47,10 +48,10 @@ var (
 
 // RemoteKeys returns the backend keys that apply only to a remote
 // backend.
-func RemoteKeys() []string { return slices.Clone(remoteKeys) }
+func RemoteKeys() []string { return append(slices.Clone(remoteKeys), remoteOAuthKeys...) }
 
 func remoteFields() []field[Backend] {
-	return []field[Backend]{
+	return append([]field[Backend]{
 		{"url", func(d *decoder, at keyPath, v any, b *Backend) bool {
 			return d.str(at, v, &b.URL, checkBackendURL)
 		}},
@@ -76,7 +77,7 @@ func remoteFields() []field[Backend] {
 			// Over HTTP/1.1 the server's event stream holds one for good.
 			return integer(d, at, v, &b.MaxConnections, 2, math.MaxInt32)
 		}},
-	}
+	}, remoteOAuthFields()...)
 }
 
 // checkRemote checks that a backend is either spawned or remote, and that
@@ -92,7 +93,7 @@ func (d *decoder) checkRemote(at keyPath, t map[string]any, b *Backend) {
 		if b.Transport == "streamable-http" || b.Transport == "sse" {
 			d.fail(at.child("transport"), "transport = %q is for a remote backend (url = ...); a spawned backend speaks stdio: remove transport, or replace command by url", b.Transport)
 		}
-		for _, k := range remoteKeys {
+		for _, k := range RemoteKeys() {
 			if _, ok := t[k]; ok {
 				d.fail(at.child(k), "%s applies only to a remote backend (url = ...); remove it, or replace command by url", k)
 			}
@@ -113,6 +114,7 @@ func (d *decoder) checkRemote(at keyPath, t map[string]any, b *Backend) {
 	if b.MaxConnections == 0 {
 		b.MaxConnections = defaultMaxConnections
 	}
+	d.checkRemoteOAuth(at, t, b)
 	if strings.HasPrefix(b.URL, "http://") {
 		for _, k := range []string{"tls_ca_file", "tls_client_cert_file", "tls_client_key_file", "tls_server_name"} {
 			if v, ok := t[k]; ok && v != "" {

@@ -164,6 +164,14 @@ func printBackend(w io.Writer, b dbusapi.BackendStatus, now time.Time, colour bo
 	if b.Unit != "" {
 		row("Unit", b.Unit)
 	}
+	if b.TokenExpiryTimestamp != 0 {
+		exp := time.UnixMicro(int64(b.TokenExpiryTimestamp))
+		when := "in " + now.Sub(exp).Abs().Round(time.Second).String()
+		if exp.Before(now) {
+			when = "expired " + ago(now.Sub(exp))
+		}
+		row("OAuth token", "expires "+exp.Format("Mon 2006-01-02 15:04:05 MST")+"; "+when)
+	}
 	// As systemctl status shows a unit's accounting: only what is known.
 	if b.TasksCurrent != math.MaxUint64 {
 		row("Tasks", strconv.FormatUint(b.TasksCurrent, 10))

@@ -165,6 +165,7 @@ func backendStatus(b *backend.Backend, tools []string) dbusapi.BackendStatus {
 		NFailedCalls:         h.NFailedCalls,
 		NFallbacks:           h.NFallbacks,
 		Unit:                 b.UnitName(),
+		TokenExpiryTimestamp: micros(b.TokenExpiry()),
 	}
 	out.Instances, out.NIdle, out.NBusy = instanceRows(b)
 	return out

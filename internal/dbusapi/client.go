@@ -156,7 +156,7 @@ func (c *Client) Backend(ctx context.Context, name string) (BackendStatus, error
 		"Name": &b.Name, "State": &b.State, "MainPID": &b.MainPID, "NRestarts": &b.NRestarts,
 		"LastExitStatus": &b.LastExitStatus, "LastError": &b.LastError,
 		"StateChangeTimestamp": &b.StateChangeTimestamp, "Tools": &b.Tools,
-		"StderrTail": &b.StderrTail, "Command": &b.Command, "URL": &b.URL, "Unit": &b.Unit,
+		"StderrTail": &b.StderrTail, "Command": &b.Command, "URL": &b.URL, "Unit": &b.Unit, "TokenExpiryTimestamp": &b.TokenExpiryTimestamp,
 		"MemoryCurrent": &b.MemoryCurrent, "TasksCurrent": &b.TasksCurrent, "CPUUsageNSec": &b.CPUUsageNSec,
 		"ConsecutiveFailures": &b.ConsecutiveFailures, "LastCheckTimestamp": &b.LastCheckTimestamp,
 		"LastCheckLatencyUSec": &b.LastCheckLatencyUSec, "CircuitOpenTimestamp": &b.CircuitOpenTimestamp,

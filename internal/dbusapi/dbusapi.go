@@ -125,6 +125,10 @@ type BackendStatus struct {
 
 	// Unit is the systemd unit its server runs in (runner = "unit"), or "".
 	Unit string `json:"unit,omitempty"`
+	// TokenExpiryTimestamp is when a remote backend's own OAuth access
+	// token expires, in microseconds since the epoch; 0 without one. The
+	// token itself is never shown.
+	TokenExpiryTimestamp uint64 `json:"token_expiry_timestamp,omitempty"`
 	// What its server's cgroup uses now, read from the cgroup on every
 	// read; math.MaxUint64 where unknown, as systemd shows it.
 	MemoryCurrent uint64 `json:"memory_current"`

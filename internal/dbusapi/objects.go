@@ -112,6 +112,7 @@ func (b backendObject) properties() (string, map[string]dbus.Variant, *dbus.Erro
 	props["ToolOutputBytes"] = dbus.MakeVariant(nonNil(st.ToolOutputBytes))
 	props["URL"] = dbus.MakeVariant(st.URL)
 	props["Unit"] = dbus.MakeVariant(st.Unit)
+	props["TokenExpiryTimestamp"] = dbus.MakeVariant(st.TokenExpiryTimestamp)
 	props["MemoryCurrent"] = dbus.MakeVariant(st.MemoryCurrent)
 	props["TasksCurrent"] = dbus.MakeVariant(st.TasksCurrent)
 	props["CPUUsageNSec"] = dbus.MakeVariant(st.CPUUsageNSec)

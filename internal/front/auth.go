@@ -30,7 +30,9 @@ func (h *Handler) identify(w http.ResponseWriter, r *http.Request) *http.Request
 	if h.opts.Refusals != nil {
 		access.Wait(r.Context(), h.opts.Refusals.Refused(peer, refusal, r.Method, r.URL.Path))
 	}
-	if refusal.Status == http.StatusUnauthorized {
+	if refusal.Challenge != "" {
+		w.Header().Set("WWW-Authenticate", refusal.Challenge)
+	} else if refusal.Status == http.StatusUnauthorized {
 		// As the MCP authorization specification asks of a protected
 		// resource; the realm names what the token is for.
 		w.Header().Set("WWW-Authenticate", `Bearer realm="mcpgate"`)

@@ -74,6 +74,9 @@ func New(g *gateway.Gateway, opts Options) *Handler {
 }
 
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Path != h.opts.Endpoint && h.serveMetadata(w, r) {
+		return
+	}
 	if r.URL.Path != h.opts.Endpoint {
 		http.Error(w, fmt.Sprintf("not found: the MCP endpoint is %s", h.opts.Endpoint), http.StatusNotFound)
 		return
@@ -89,7 +92,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		w.Header().Set("Access-Control-Allow-Origin", origin)
-		w.Header().Set("Access-Control-Expose-Headers", headerSession)
+		w.Header().Set("Access-Control-Expose-Headers", headerSession+", WWW-Authenticate")
 		w.Header().Add("Vary", "Origin")
 	}
 	if r.Method != http.MethodOptions { // preflights carry no credentials

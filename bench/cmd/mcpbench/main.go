@@ -44,7 +44,7 @@ func run(args []string) int {
 	fs.StringVar(&o.plots, "plots", "bench/plots", "directory for the SVG plots, when -markdown is set")
 	fs.StringVar(&o.version, "mcpgate-version", "dev", "mcpgate's version, for the record")
 	fs.StringVar(&o.reportOnly, "report", "", "render the Markdown and plots from this results file; run nothing")
-	fs.StringVar(&o.steps, "steps", "", "comma-separated steps to run (large,load,idle,demo,startup,profiles); empty: all")
+	fs.StringVar(&o.steps, "steps", "", "comma-separated steps to run (large,load,idle,demo,auth,startup,profiles); empty: all")
 	fs.BoolVar(&o.quick, "quick", false, "a smoke test: small loads, a few seconds per scenario")
 	fs.BoolVar(&o.verbose, "v", false, "show the gateways' output")
 	if err := fs.Parse(args); err != nil {
@@ -123,6 +123,7 @@ func bench(ctx context.Context, o *options) error {
 		{"load", "sessions and payloads", b.loadScenarios},
 		{"idle", "idle sessions", b.idleScenario},
 		{"demo", "demo backend", b.demoScenario},
+		{"auth", "authentication: static token and OAuth JWT", b.authScenario},
 		{"startup", "start-up", b.startupScenario},
 		{"profiles", "profiles of mcpgate", func() error { return b.profileScenario(prefix) }},
 	}

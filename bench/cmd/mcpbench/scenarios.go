@@ -128,7 +128,7 @@ func (b *bencher) loadRuns(scenario, backend string, running []*gateways.Running
 	for _, g := range running {
 		fmt.Fprintf(os.Stderr, "  %-8s %-10s %-12s sessions=%-4d payload=%d\n", scenario, backend, g.Name, sessions, payload)
 		st := &state{g: g, tally: load.Tally{Sessions: sessions, Payload: payload}}
-		open, err := load.Open(b.ctx, g.URL, sessions, strings.Repeat("x", payload))
+		open, err := load.OpenToken(b.ctx, g.URL, sessions, strings.Repeat("x", payload), g.Token)
 		if err != nil {
 			st.err = "failed: " + err.Error()
 		}

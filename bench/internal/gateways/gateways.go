@@ -34,6 +34,8 @@ type Gateway struct {
 	PerSessionChild bool
 	argv            func(e *Env, port int, backend []string) ([]string, error)
 	env             []string
+	// Token is the bearer token its sessions send; "" for none.
+	Token string
 }
 
 // All returns the gateways in the order of the tables: the floor, mcpgate,
@@ -70,7 +72,7 @@ func (g *Gateway) Start(ctx context.Context, e *Env, group *proc.Group, backend 
 		return nil, err
 	}
 	r := &Running{Gateway: g, URL: fmt.Sprintf("http://127.0.0.1:%d/mcp", port), Proc: p}
-	if err := load.Probe(ctx, r.URL, 30*time.Second); err != nil {
+	if err := load.ProbeToken(ctx, r.URL, g.Token, 30*time.Second); err != nil {
 		group.Stop(p)
 		return nil, fmt.Errorf("%s: %w", g.Name, err)
 	}

@@ -37,7 +37,8 @@ type Session struct {
 	body    []byte
 	resp    bytes.Buffer
 	payload string
-	shared  bool // the client is shared with other sessions
+	shared  bool   // the client is shared with other sessions
+	token   string // sent as a bearer token, if set
 }
 
 // NewSession returns a session of its own keep-alive connection to url;
@@ -141,6 +142,9 @@ func (s *Session) post(ctx context.Context, body []byte, id int64) (http.Header,
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json, text/event-stream")
+	if s.token != "" {
+		req.Header.Set("Authorization", "Bearer "+s.token)
+	}
 	if s.id != "" {
 		req.Header.Set("Mcp-Session-Id", s.id)
 		req.Header.Set("Mcp-Protocol-Version", Protocol)
@@ -202,11 +206,17 @@ var ErrNotReady = errors.New("gateway not ready")
 // Probe waits until a session can be initialized at url and the echo tool
 // answers, for at most timeout.
 func Probe(ctx context.Context, url string, timeout time.Duration) error {
+	return ProbeToken(ctx, url, "", timeout)
+}
+
+// ProbeToken is Probe with a bearer token.
+func ProbeToken(ctx context.Context, url, token string, timeout time.Duration) error {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	var last error
 	for {
 		s := NewSession(url, "probe")
+		s.token = token
 		err := s.Initialize(ctx)
 		if err == nil {
 			err = s.Call(ctx, 0)

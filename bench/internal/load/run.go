@@ -36,17 +36,22 @@ type Spec struct {
 // Open initializes n sessions at url, at most 32 at a time, each on its
 // own connection.
 func Open(ctx context.Context, url string, n int, payload string) ([]*Session, error) {
-	return open(ctx, url, n, payload, nil)
+	return open(ctx, url, n, payload, nil, "")
+}
+
+// OpenToken is Open for sessions that send a bearer token.
+func OpenToken(ctx context.Context, url string, n int, payload, token string) ([]*Session, error) {
+	return open(ctx, url, n, payload, nil, token)
 }
 
 // OpenShared initializes n sessions at url that share the connections of
 // one client: sessions that will stay idle, whose memory at the gateway is
 // then not hidden by that of their connections.
 func OpenShared(ctx context.Context, url string, n int, client *http.Client) ([]*Session, error) {
-	return open(ctx, url, n, "", client)
+	return open(ctx, url, n, "", client, "")
 }
 
-func open(ctx context.Context, url string, n int, payload string, client *http.Client) ([]*Session, error) {
+func open(ctx context.Context, url string, n int, payload string, client *http.Client, token string) ([]*Session, error) {
 	// The first failure cancels the rest: a gateway that fails one
 	// initialize is not waited for n times.
 	ctx, cancel := context.WithCancelCause(ctx)
@@ -56,6 +61,7 @@ func open(ctx context.Context, url string, n int, payload string, client *http.C
 	var wg sync.WaitGroup
 	for i := range sessions {
 		sessions[i] = NewSession(url, payload)
+		sessions[i].token = token
 		if client != nil {
 			sessions[i].http, sessions[i].shared = client, true
 		}

@@ -3,6 +3,7 @@ package report
 import (
 	"fmt"
 	"io"
+	"slices"
 	"text/tabwriter"
 )
 
@@ -43,7 +44,7 @@ func (r *Results) Rows() []Row {
 	for _, k := range r.Loads() {
 		floor := r.Find(k.Scenario, "floor", k.Sessions, k.Payload)
 		mine := r.Find(k.Scenario, "mcpgate", k.Sessions, k.Payload)
-		for _, g := range r.Gateways {
+		for _, g := range r.allGateways() {
 			run := r.Find(k.Scenario, g, k.Sessions, k.Payload)
 			if run == nil {
 				continue
@@ -124,4 +125,17 @@ func Summary(w io.Writer, r *Results) {
 	for _, t := range r.Targets() {
 		fmt.Fprintf(w, "target %-60s %s\n", t.Name+":", t.Verdict())
 	}
+}
+
+// allGateways returns the compared gateways, then the variants of one
+// that a scenario of its own measures (mcpgate with a token, with OAuth),
+// in the order they were run.
+func (r *Results) allGateways() []string {
+	names := slices.Clone(r.Gateways)
+	for _, l := range r.Load {
+		if !slices.Contains(names, l.Gateway) {
+			names = append(names, l.Gateway)
+		}
+	}
+	return names
 }

@@ -123,5 +123,18 @@ func (r *Results) Targets() []Target {
 			}
 		}
 	}
-	return append(ts, rss, large, ready)
+	// Validating an OAuth access token on every request, against a static
+	// token, with as many sessions as the payload loads: the gateway's CPU
+	// time per call, steadier on a shared machine than throughput.
+	oauth := Target{Name: "mcpgate CPU per call with an OAuth JWT ÷ with a static token", Limit: 1.1, AtMost: true, Unit: "×", Absent: "no auth run"}
+	for _, l := range r.Load {
+		if l.Scenario != "auth" || l.Gateway != "mcpgate-oauth" || l.Result == nil || l.Sessions == 1 {
+			continue
+		}
+		if st := r.Find("auth", "mcpgate-token", l.Sessions, l.Payload); st != nil && st.Result != nil && st.CPUPerCall > 0 {
+			oauth.Name = fmt.Sprintf("mcpgate CPU per call with an OAuth JWT ÷ with a static token (%d sessions)", l.Sessions)
+			oauth.Value, oauth.Absent = l.CPUPerCall/st.CPUPerCall, ""
+		}
+	}
+	return append(ts, rss, large, ready, oauth)
 }

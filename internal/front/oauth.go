@@ -1,0 +1,44 @@
+package front
+
+import (
+	"net/http"
+	"slices"
+	"strings"
+
+	"github.com/mcpgate/mcpgate/internal/access"
+)
+
+// serveMetadata answers a request for the RFC 9728 protected resource
+// metadata, when OAuth is on, and reports whether it did. The metadata is
+// public, as the 401 that points to it is: browsers' clients may read it
+// from any origin.
+func (h *Handler) serveMetadata(w http.ResponseWriter, r *http.Request) bool {
+	if h.opts.Clients == nil || !strings.HasPrefix(r.URL.Path, access.MetadataPath) {
+		return false
+	}
+	o := h.opts.Clients().OAuth()
+	if o == nil || !slices.Contains(o.MetadataPaths(), r.URL.Path) {
+		return false
+	}
+	if !h.hostAllowed(r.Host) {
+		h.httpError(w, http.StatusForbidden, "Host %q is not allowed; add it to allowed_hosts in the [gateway] section to serve it", r.Host)
+		return true
+	}
+	w.Header().Set("Access-Control-Allow-Origin", "*")
+	switch r.Method {
+	case http.MethodGet, http.MethodHead:
+	case http.MethodOptions:
+		w.Header().Set("Access-Control-Allow-Methods", "GET")
+		w.Header().Set("Access-Control-Allow-Headers", "Mcp-Protocol-Version")
+		w.WriteHeader(http.StatusNoContent)
+		return true
+	default:
+		w.Header().Set("Allow", "GET, HEAD")
+		h.httpError(w, http.StatusMethodNotAllowed, "method %s not allowed; the resource metadata is read with GET", r.Method)
+		return true
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "max-age=300")
+	w.Write(o.Metadata(o.Resource(r, access.PeerFrom(r.Context()))))
+	return true
+}

@@ -1,0 +1,80 @@
+package itest
+
+import (
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mcpgate/mcpgate/internal/testutil"
+)
+
+// TestOAuthTypeScriptSDK: the TypeScript MCP SDK's OAuth client support
+// (ClientCredentialsProvider) completes its discovery against mcpgate's
+// 401 and metadata, gets its token from the authorization server itself
+// and lists the tools its client may see.
+func TestOAuthTypeScriptSDK(t *testing.T) {
+	as := startAuthServer(t, 0, time.Hour, newKey(t, "k1"))
+	d := oauthGateway(t, as, filepath.Join(t.TempDir(), "record"), "1h")
+	sdk := filepath.Join(testutil.CacheDir(), "npm", "node_modules", "@modelcontextprotocol", "sdk", "dist", "esm")
+	if _, err := os.Stat(sdk); err != nil {
+		testutil.Unavailable(t, "@modelcontextprotocol/sdk is not installed (packaging/ci/deps.sh): %v", err)
+	}
+	cmd := exec.Command("node", filepath.Join(testutil.ModuleRoot(), "internal", "itest", "testdata", "oauth-sdk-client.mjs"))
+	cmd.Env = append(os.Environ(), "SDK="+sdk, "MCP_URL="+d.URL, "CLIENT_ID=svc", "CLIENT_SECRET="+svcSecret, "ISSUER="+as.Issuer, "SCOPE=mcp:read")
+	out := &testutil.Buffer{}
+	cmd.Stdout, cmd.Stderr = out, out
+	exit := testutil.StartExit(t, cmd)
+	select {
+	case err := <-exit:
+		if err != nil {
+			t.Fatalf("the SDK client failed: %v\n%s", err, out.String())
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatalf("the SDK client did not finish:\n%s", out.String())
+	}
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	if lines[len(lines)-1] != "ok" || !strings.Contains(out.String(), "a__echo") || strings.Contains(out.String(), "b__echo") {
+		t.Errorf("the SDK client's output, want a's tools only, then ok:\n%s", out.String())
+	}
+}
+
+// TestOAuthSessionRevalidated: a 2025 session belongs to the identity of
+// the token that initialized it, and every later request is validated
+// again: without a token, with an expired one or as another client, the
+// session is out of reach.
+func TestOAuthSessionRevalidated(t *testing.T) {
+	key := newKey(t, "k1")
+	as := startAuthServer(t, 0, time.Hour, key)
+	d := oauthGateway(t, as, filepath.Join(t.TempDir(), "record"), "1h")
+	resource, tokenEndpoint := discover(t, d.URL)
+	token := as.token(t, tokenEndpoint, "svc", svcSecret, resource, "mcp:read")
+	resp, body := exchange(t, tokenClient(token), d.URL, initializeBody)
+	sid := resp.Header.Get("Mcp-Session-Id")
+	if resp.StatusCode != http.StatusOK || sid == "" {
+		t.Fatalf("initialize: %s %s", resp.Status, body)
+	}
+	list := `{"jsonrpc":"2.0","id":2,"method":"tools/list"}`
+	expired := as.sign(t, key, map[string]any{"iss": as.Issuer, "sub": "svc", "aud": resource, "scope": "mcp:read",
+		"iat": time.Now().Add(-2 * time.Hour).Unix(), "exp": time.Now().Add(-time.Hour).Unix()})
+	tests := []struct {
+		name   string
+		hc     *http.Client
+		status int
+	}{
+		{"the same token", tokenClient(token), http.StatusOK},
+		{"no token", http.DefaultClient, http.StatusUnauthorized},
+		{"an expired token of the same subject", tokenClient(expired), http.StatusUnauthorized},
+		{"another client's static token", tokenClient(fullToken), http.StatusNotFound},
+		{"a new token of the same subject", tokenClient(as.token(t, tokenEndpoint, "svc", svcSecret, resource, "mcp:read")), http.StatusOK},
+	}
+	for _, tc := range tests {
+		resp, body := exchange(t, tc.hc, d.URL, list, "Mcp-Session-Id", sid, "Mcp-Protocol-Version", "2025-06-18")
+		if resp.StatusCode != tc.status {
+			t.Errorf("%s: %s, want %d: %s", tc.name, resp.Status, tc.status, body)
+		}
+	}
+}
