@@ -25,6 +25,7 @@ func Cause(err error) string {
 	var public *publicError
 	var status *mcphttp.StatusError
 	var unreachable *mcphttp.UnreachableError
+	var redirect *mcphttp.RedirectError
 	switch {
 	case err == nil:
 		return ""
@@ -36,6 +37,8 @@ func Cause(err error) string {
 		return "HTTP " + strconv.Itoa(status.Code)
 	case errors.As(err, &unreachable):
 		return "unreachable"
+	case errors.As(err, &redirect):
+		return "redirected to another origin (refused)"
 	case errors.Is(err, ErrTooLarge):
 		return "message too large (max_message_bytes)"
 	case errors.Is(err, ErrGone):

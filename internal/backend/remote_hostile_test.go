@@ -229,8 +229,13 @@ func TestRemoteBackendRefusesRedirectToAnotherOrigin(t *testing.T) {
 	r := runRemote(t, cfg, creds)
 	r.await(t, "healthy", healthy)
 	_, err := r.call(t, "redirect", `{}`)
-	if err == nil || !strings.Contains(err.Error(), "redirected to "+other.origin()) || !strings.Contains(err.Error(), "another origin") {
-		t.Fatalf("redirected call = %v, want an error naming %s", err, other.origin())
+	// The client reads a fixed cause; the journal, the origin.
+	if err == nil || err.Error() != `backend "r": redirected to another origin (refused)` {
+		t.Fatalf("redirected call = %v, want the fixed cause of a refused redirect", err)
+	}
+	var redirect *mcphttp.RedirectError
+	if !errors.As(err, &redirect) || !strings.Contains(redirect.Error(), other.origin()) {
+		t.Fatalf("redirected call = %v, want it to wrap a RedirectError naming %s", err, other.origin())
 	}
 	if n := other.requests.Load(); n != 0 {
 		t.Errorf("the other origin got %d requests, %d with a credential", n, other.credentials.Load())
@@ -238,7 +243,7 @@ func TestRemoteBackendRefusesRedirectToAnotherOrigin(t *testing.T) {
 	if res, err := r.call(t, "echo", `{}`); err != nil || !strings.Contains(string(res), "fine") {
 		t.Errorf("call after the redirect = %s, %v", res, err)
 	}
-	if logged := strings.Join(r.logs.Messages(), "\n"); !strings.Contains(logged, "refused a redirect to another origin") {
+	if logged := strings.Join(r.logs.Messages(), "\n"); !strings.Contains(logged, "refused a redirect to another origin") || !strings.Contains(logged, other.origin()) {
 		t.Errorf("the refusal was not logged:\n%s", logged)
 	}
 }
