@@ -73,7 +73,6 @@ const (
 	MessageIntegrityCorrupt MessageID = "8349695a82b941c4a172161e9666a771"
 )
 
-
 // Attr returns the attribute that makes Handler write id as MESSAGE_ID.
 func (id MessageID) Attr() slog.Attr { return slog.String(MessageIDKey, string(id)) }
 
