@@ -140,8 +140,9 @@ func (c *cli) integrityDecide(verb, name string, items []string) int {
 	if err != nil {
 		return c.fail(err)
 	}
+	done := map[string]string{"approve": "approved", "reject": "rejected"}[verb]
 	for _, k := range keys {
-		fmt.Fprintf(c.stdout, "%sd %s\n", strings.TrimSuffix(verb, "e"), shown(k))
+		fmt.Fprintf(c.stdout, "%s %s\n", done, shown(k))
 	}
 	return exitOK
 }

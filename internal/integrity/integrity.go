@@ -149,7 +149,11 @@ func (s *Store) Filter(name string, lists *backend.Lists) (served *backend.Lists
 			if err != nil {
 				s.log.Error(fmt.Sprintf("cannot write the integrity state file %s: %v; the baseline of backend %q holds until mcpgated stops", s.path, err, name), "backend", name)
 			}
-			s.log.Info(fmt.Sprintf("recorded the integrity baseline of backend %q: %d items; a change to any of them is held back until approved (integrity = %q)", name, n, set.Policy),
+			what := "held back until an operator approves it"
+			if set.Policy == config.IntegrityWarn {
+				what = "journaled (integrity = \"warn\")"
+			}
+			s.log.Info(fmt.Sprintf("recorded the integrity baseline of backend %q: %d items; a change to any of them, and any new item, is %s", name, n, what),
 				"backend", name, "items", n, "state_file", s.path, journal.MessageIntegrityBaseline.Attr())
 		})
 	}
