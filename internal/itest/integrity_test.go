@@ -57,6 +57,9 @@ type integrityRig struct {
 	policy          string
 	d               *testutil.Daemon
 	metricsURL      string
+	// backends, if set, replaces the fake servers' configuration.
+	backends func(fake string) string
+	npmEntry string // the npm server a backends function runs
 }
 
 func newIntegrityRig(t *testing.T, policy string) *integrityRig {
@@ -111,6 +114,9 @@ steps = [{ tool = "alpha__search", arguments = { q = "x" } }]
 [composites.safe]
 steps = [{ tool = "alpha__keep" }]
 `, bins.Fake, r.alphaFile, r.prim, r.beta)
+	if r.backends != nil {
+		backends = r.backends(bins.Fake)
+	}
 	gw := fmt.Sprintf("integrity = %q\nstate_directory = %q\nstatus_resources = true\nmetrics_listen = \"127.0.0.1:%d\"\n", r.policy, r.stateDir, port)
 	toml, url := testutil.ConfigWith(t, backends, testutil.ConfigOptions{Bus: "session", Gateway: gw})
 	r.d = testutil.StartDaemon(t, toml, url, testutil.DaemonOptions{Env: []string{"DBUS_SESSION_BUS_ADDRESS=" + r.bus.Address}})
@@ -155,13 +161,19 @@ func mustNotServe(t *testing.T, cs *mcp.ClientSession, names ...string) {
 
 func mustServe(t *testing.T, cs *mcp.ClientSession, names ...string) {
 	t.Helper()
-	listed := testutil.ToolNames(t, cs)
 	for _, name := range names {
-		if !listed[name] {
-			t.Errorf("%s is not listed; listed: %v", name, listed)
-		}
-		testutil.MustCallTool(t, cs, name, map[string]any{})
+		mustServeWith(t, cs, name, map[string]any{})
 	}
+}
+
+// mustServeWith checks that name is listed and that a call with args
+// succeeds.
+func mustServeWith(t *testing.T, cs *mcp.ClientSession, name string, args map[string]any) {
+	t.Helper()
+	if listed := testutil.ToolNames(t, cs); !listed[name] {
+		t.Errorf("%s is not listed; listed: %v", name, listed)
+	}
+	testutil.MustCallTool(t, cs, name, args)
 }
 
 // TestIntegrityPinHoldsBackUntilApproved updates the fake servers between
