@@ -68,6 +68,11 @@ func TestLoadErrors(t *testing.T) {
 		{"health_interval zero", map[string]string{"mcpgate.toml": "[gateway]\nhealth_interval = \"0s\"\n"}, []string{
 			`mcpgate.toml:2:1: gateway.health_interval: duration "0s" is not positive; write "off" to turn this off, or a value such as "30s"`,
 		}},
+		{"integrity values", map[string]string{"mcpgate.toml": "[gateway]\nintegrity = \"strict\"\nstate_directory = \"state\"\n" + gh + "max_description_bytes = 10\n"}, []string{
+			`mcpgate.toml:2:1: gateway.integrity: "strict" is not a valid value; use one of "pin", "warn", "off"`,
+			`mcpgate.toml:3:1: gateway.state_directory: "state" is not an absolute path; write one such as "/var/lib/mcpgate", or "" for systemd's StateDirectory=`,
+			`mcpgate.toml:6:1: backends.gh.max_description_bytes: 10 is out of range; use 64 to 2147483647`,
+		}},
 		// Fallbacks.
 		{"fallback cycle", map[string]string{"mcpgate.toml": "[backends.a]\ncommand = \"x\"\nfallback = [\"b\"]\n[backends.b]\ncommand = \"x\"\nfallback = [\"a\"]\n"}, []string{
 			`mcpgate.toml:6:1: backends.b.fallback: fallback cycle "a" → "b" → "a"; a call could go round it forever, remove one of them`,

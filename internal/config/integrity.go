@@ -1,6 +1,10 @@
 package config
 
-import "math"
+import (
+	"fmt"
+	"math"
+	"strings"
+)
 
 // The values of the integrity key.
 const (
@@ -54,6 +58,13 @@ func integrityFields[T any](integrity func(*T) *Integrity) []field[T] {
 // /var/lib/mcpgate.
 func stateDirectoryField() field[Gateway] {
 	return field[Gateway]{"state_directory", func(d *decoder, at keyPath, v any, g *Gateway) bool {
-		return d.str(at, v, &g.StateDirectory, checkAbsolute)
+		return d.str(at, v, &g.StateDirectory, checkStateDirectory)
 	}}
+}
+
+func checkStateDirectory(s string) string {
+	if s != "" && !strings.HasPrefix(s, "/") {
+		return fmt.Sprintf("%q is not an absolute path; write one such as \"/var/lib/mcpgate\", or \"\" for systemd's StateDirectory=", s)
+	}
+	return ""
 }
