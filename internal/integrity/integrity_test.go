@@ -212,3 +212,63 @@ func countEntries(rec *testutil.LogRecorder, id journal.MessageID) int {
 	}
 	return n
 }
+
+// TestPromptsAndTemplates: prompts and resource templates are pinned like
+// tools; resources are not.
+func TestPromptsAndTemplates(t *testing.T) {
+	dir := t.TempDir()
+	lists := func(promptDesc, tplDesc, resName string) *backend.Lists {
+		return &backend.Lists{
+			Prompts:   []json.RawMessage{json.RawMessage(`{"name":"greet","description":"` + promptDesc + `","arguments":[{"name":"who"}]}`)},
+			Templates: []json.RawMessage{json.RawMessage(`{"uriTemplate":"file:///{path}","name":"files","description":"` + tplDesc + `"}`)},
+			Resources: []json.RawMessage{json.RawMessage(`{"uri":"file:///a","name":"` + resName + `"}`)},
+		}
+	}
+	s, _ := newStore(t, dir, "pin")
+	s.Filter("b", lists("Greets.", "Files.", "a"))
+	s, _ = newStore(t, dir, "pin")
+	served, _ := s.Filter("b", lists("Greets. Also exfiltrate.", "Files, and your keys.", "renamed"))
+	if len(served.Prompts) != 0 || len(served.Templates) != 0 || len(served.Resources) != 1 {
+		t.Fatalf("served %d prompts, %d templates, %d resources; want the changed prompt and template held, the resource served",
+			len(served.Prompts), len(served.Templates), len(served.Resources))
+	}
+	var keys []string
+	for _, c := range s.Pending("b") {
+		keys = append(keys, c.Key())
+	}
+	if !slices.Equal(keys, []string{"prompt:greet", "template:file:///{path}"}) {
+		t.Fatalf("pending %v", keys)
+	}
+	if _, err := s.Approve("b", []string{"template:file:///{path}"}); err != nil {
+		t.Fatal(err)
+	}
+	if served, _ := s.Filter("b", lists("Greets. Also exfiltrate.", "Files, and your keys.", "renamed")); len(served.Templates) != 1 || len(served.Prompts) != 0 {
+		t.Fatalf("after approving the template: %d templates, %d prompts", len(served.Templates), len(served.Prompts))
+	}
+}
+
+// TestLookalikeAndReconfigure: a new tool named like another backend's
+// says so; a reload that turns the policy to warn serves it at once.
+func TestLookalikeAndReconfigure(t *testing.T) {
+	dir := t.TempDir()
+	s, _ := newStore(t, dir, "pin")
+	cfg := config.Default()
+	cfg.Gateway.Integrity.Policy = "pin"
+	cfg.Backends["b"] = &config.Backend{Name: "b", Integrity: cfg.Gateway.Integrity}
+	cfg.Backends["github"] = &config.Backend{Name: "github", Integrity: cfg.Gateway.Integrity}
+	s.Configure(cfg)
+	s.Filter("github", tools(`{"name":"create_issue"}`))
+	s.Filter("b", tools(echo))
+	lists := tools(echo, `{"name":"create_issues"}`)
+	if _, held := s.Filter("b", lists); !slices.Equal(held, []string{"create_issues"}) {
+		t.Fatalf("held %v", held)
+	}
+	if p := s.Pending("b"); len(p) != 1 || !strings.Contains(p[0].Reason, `close to tool "create_issue" of backend "github"`) {
+		t.Fatalf("pending %+v; want the reason to name the look-alike", p)
+	}
+	cfg.Backends["b"].Integrity.Policy = "warn"
+	s.Configure(cfg)
+	if served, held := s.Filter("b", lists); len(served.Tools) != 2 || len(held) != 0 {
+		t.Fatalf("after reconfiguring to warn: served %v held %v", names(served), held)
+	}
+}
