@@ -176,9 +176,9 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		"restart":      {1, 1, func(c *cli, a []string) int { return c.control("restart", a[0]) }},
 		"reload":       {0, 0, (*cli).reload},
 		"tools":        {0, 0, (*cli).tools},
-		"logs":         {0, 1, nil},  // parses its own flags
-		"token":        {1, 2, nil},  // parses its own flags
-		"integrity":    {1, -1, nil}, // parses its own flags
+		"logs":         {0, 1, nil}, // parses its own flags
+		"token":        {1, 2, nil}, // parses its own flags
+		"integrity":    {1, 1, nil}, // parses its own arguments
 		"check-config": {0, 1, (*cli).checkConfig},
 	}
 	spec, ok := commands[cmd]

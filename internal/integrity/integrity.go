@@ -107,6 +107,9 @@ func (s *Store) Configure(cfg *config.Config) {
 // the names of the tools it holds back. Resources are never held back.
 // The result is cached until lists, the settings or the approvals change.
 func (s *Store) Filter(name string, lists *backend.Lists) (served *backend.Lists, heldTools []string) {
+	if lists == nil {
+		return nil, nil
+	}
 	var logs []func()
 	defer func() {
 		for _, l := range logs {
