@@ -272,3 +272,24 @@ func TestLookalikeAndReconfigure(t *testing.T) {
 		t.Fatalf("after reconfiguring to warn: served %v held %v", names(served), held)
 	}
 }
+
+// TestApproveAllPassesOverWhatCannotBeApproved: approving a backend's
+// changes without naming them leaves what no approval serves pending.
+func TestApproveAllPassesOverWhatCannotBeApproved(t *testing.T) {
+	dir := t.TempDir()
+	s, _ := newStore(t, dir, "pin")
+	s.Filter("b", tools(echo))
+	keys, err := func() ([]string, error) {
+		s.Filter("b", tools(echoBad, zw))
+		return s.Approve("b", nil)
+	}()
+	if err != nil || !slices.Equal(keys, []string{"tool:echo"}) {
+		t.Fatalf("Approve(all) = %v, %v; want tool:echo alone", keys, err)
+	}
+	if served, held := s.Filter("b", tools(echoBad, zw)); len(served.Tools) != 1 || !slices.Equal(held, []string{"ad\u200bd"}) {
+		t.Fatalf("served %v held %v", names(served), held)
+	}
+	if _, err := s.Approve("b", nil); err == nil {
+		t.Fatal("approving when only an unapprovable item is pending succeeded")
+	}
+}

@@ -115,8 +115,8 @@ func (s *Store) selectLocked(name string, items []string) ([]*Change, error) {
 }
 
 // Approve approves the pending changes of backend name that items names
-// (all when empty): exactly the versions Pending and Diff show, so a
-// change made after the review stays pending. It returns the keys it
+// (all that can be approved when empty): exactly the versions Pending and
+// Diff show, so a change made after the review stays pending. It returns the keys it
 // approved. The caller refreshes the catalog, which then serves them.
 func (s *Store) Approve(name string, items []string) ([]string, error) {
 	return s.decide(name, items, true)
@@ -141,12 +141,23 @@ func (s *Store) decide(name string, items []string, approve bool) ([]string, err
 		return nil, err
 	}
 	if approve {
+		// Approving everything passes over what no approval serves;
+		// naming such an item is an error.
+		var ok []*Change
 		for _, c := range changes {
-			if !c.Approvable {
+			switch {
+			case c.Approvable:
+				ok = append(ok, c)
+			case len(items) > 0:
 				s.mu.Unlock()
 				return nil, fmt.Errorf("backend %q: %s %q cannot be approved: %s; if the size is expected, raise the limit in the configuration", name, c.Kind, visible(c.Name), c.Reason)
 			}
 		}
+		if len(ok) == 0 {
+			s.mu.Unlock()
+			return nil, fmt.Errorf("backend %q: nothing pending can be approved: %s", name, changes[0].Reason)
+		}
+		changes = ok
 	}
 	bs := s.st.Backends[name]
 	if bs == nil {
