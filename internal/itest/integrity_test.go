@@ -214,7 +214,9 @@ func TestIntegrityPinHoldsBackUntilApproved(t *testing.T) {
 
 	// One journal entry per change, with a diff.
 	change := "message_id=" + journal.MessageIntegrityChange.String()
-	awaitLog(t, d, `item=search`)
+	for _, item := range []string{"search", "fetch", "went", "newtool", "lookup"} {
+		awaitLog(t, d, "item="+item+" ")
+	}
 	for _, item := range []string{"search", "fetch", "went", "newtool", "lookup"} {
 		if n := strings.Count(d.Stderr.String(), "item="+item+" "); n != 1 {
 			t.Errorf("%d journal entries for %s, want 1", n, item)
@@ -286,7 +288,9 @@ func TestIntegrityWarnServesAndJournals(t *testing.T) {
 	cs := d.Connect(t, nil)
 	mustServe(t, cs, "alpha__search", "alpha__fetch", "alpha__went", "alpha__newtool", "alpha__keep", "beta__lookup", "composite__combo")
 	mustNotServe(t, cs, "alpha__ad_d")
-	awaitLog(t, d, "item=newtool")
+	for _, item := range []string{"search", "fetch", "went", "newtool", "lookup"} {
+		awaitLog(t, d, "item="+item+" ")
+	}
 	for _, item := range []string{"search", "fetch", "went", "newtool", "lookup"} {
 		if n := strings.Count(d.Stderr.String(), "item="+item+" "); n != 1 {
 			t.Errorf("%d journal entries for %s, want 1", n, item)
