@@ -194,10 +194,11 @@ func TestDefaultConfig(t *testing.T) {
 	if len(shipped.Files) != 2 {
 		t.Errorf("files read %q, want mcpgate.toml and conf.d/example.toml", shipped.Files)
 	}
-	// The one default the package changes: under the package's systemd,
-	// each backend is a unit of its own.
+	// The defaults the package changes: under the package's systemd, each
+	// backend is a unit of its own, and what backends offer is pinned.
 	packaged := config.Default().Gateway
 	packaged.Runner = config.RunnerUnit
+	packaged.Integrity.Policy = config.IntegrityPin
 	if !reflect.DeepEqual(shipped.Gateway, packaged) {
 		t.Errorf("the shipped configuration changes defaults:\n got %+v\nwant %+v", shipped.Gateway, packaged)
 	}

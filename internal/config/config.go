@@ -54,6 +54,8 @@ type Gateway struct {
 	Limits                            // sessions, requests in flight, idle times
 	IdleExit            time.Duration // 0 (default, "off"): never exit for being idle
 	Runner              string        // default of every backend's runner: "process" (default) | "unit"
+	Integrity                         // defaults of every backend's integrity keys
+	StateDirectory      string        // "" (default): $STATE_DIRECTORY, else /var/lib/mcpgate
 }
 
 // RateLimit limits how many log lines a backend may emit per interval.
@@ -110,6 +112,7 @@ type Backend struct {
 	Remote    // url and the keys of a remote backend; see remote.go
 	Lifecycle // when children run and whom they serve
 	Resources // cgroup limits of its children; see resources.go
+	Integrity // default Gateway.Integrity; see integrity.go
 }
 
 // defaultGateway is the one place that knows the gateway defaults.
@@ -132,6 +135,7 @@ func defaultGateway() Gateway {
 		Access:              defaultAccess(),
 		Health:              defaultHealth(),
 		Limits:              defaultLimits(),
+		Integrity:           defaultIntegrity(),
 	}
 }
 
@@ -156,6 +160,7 @@ func defaultBackend(name string, g *Gateway) *Backend {
 		Calls:                 defaultCalls(),
 		Lifecycle:             defaultLifecycle(),
 		Runner:                g.Runner,
+		Integrity:             g.Integrity,
 	}
 }
 

@@ -30,6 +30,7 @@ func wantGateway() Gateway {
 		CompositePrefix:     "composite__",
 		Access:              Access{Auth: "required", Audit: "calls"},
 		Health:              wantHealth(),
+		Integrity:           Integrity{Policy: "off", MaxDescriptionBytes: 8192, MaxSchemaBytes: 65536},
 		Limits: Limits{
 			MaxSessions:           1000,
 			SessionIdleTimeout:    time.Hour,
@@ -77,6 +78,7 @@ func wantBackend(file string) *Backend {
 		Calls:                 Calls{QueueTimeout: 30 * time.Second},
 		Lifecycle:             defaultLifecycle(),
 		Runner:                RunnerProcess,
+		Integrity:             Integrity{Policy: "off", MaxDescriptionBytes: 8192, MaxSchemaBytes: 65536},
 	}
 }
 
@@ -240,6 +242,12 @@ func TestBackendKeys(t *testing.T) {
 		}},
 		{"inherits gateway health defaults", "health_interval = \"1s\"\ncatalog_refresh = \"1m\"", "failure_threshold = 7", func(b *Backend) {
 			b.HealthInterval, b.CatalogRefresh, b.FailureThreshold = time.Second, time.Minute, 7
+		}},
+		{"integrity keys", "integrity = \"pin\"\nmax_schema_bytes = 1000", "integrity = \"warn\"\nmax_description_bytes = 100", func(b *Backend) {
+			b.Integrity = Integrity{Policy: "warn", MaxDescriptionBytes: 100, MaxSchemaBytes: 1000}
+		}},
+		{"inherits gateway integrity", "integrity = \"pin\"", "", func(b *Backend) {
+			b.Integrity.Policy = "pin"
 		}},
 		{"own values beat gateway", "request_timeout = \"7s\"\nlog_rate_limit = \"5/1s\"", "timeout = \"3s\"\nlog_rate_limit = \"off\"", func(b *Backend) {
 			b.Timeout = 3 * time.Second

@@ -92,7 +92,8 @@ func gatewayFields() []field[Gateway] {
 	fields = append(fields, limitFields()...)
 	fields = append(fields, accessFields()...)
 	fields = append(fields, healthFields(func(g *Gateway) *Health { return &g.Health })...)
-	return append(fields, idleExitField(), runnerField[Gateway](func(g *Gateway) *string { return &g.Runner }))
+	fields = append(fields, idleExitField(), runnerField[Gateway](func(g *Gateway) *string { return &g.Runner }))
+	return append(append(fields, integrityFields(func(g *Gateway) *Integrity { return &g.Integrity })...), stateDirectoryField())
 }
 
 func backendFields() []field[Backend] {
@@ -168,6 +169,7 @@ func backendFields() []field[Backend] {
 	fields = append(fields, outputBackendFields()...)
 	fields = append(fields, prerequisiteBackendFields()...)
 	fields = append(fields, healthFields(func(b *Backend) *Health { return &b.Health })...)
+	fields = append(fields, integrityFields(func(b *Backend) *Integrity { return &b.Integrity })...)
 	fields = append(fields, callFields()...)
 	fields = append(fields, remoteFields()...)
 	fields = append(fields, runnerField[Backend](func(b *Backend) *string { return &b.Runner }))

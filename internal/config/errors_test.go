@@ -68,6 +68,11 @@ func TestLoadErrors(t *testing.T) {
 		{"health_interval zero", map[string]string{"mcpgate.toml": "[gateway]\nhealth_interval = \"0s\"\n"}, []string{
 			`mcpgate.toml:2:1: gateway.health_interval: duration "0s" is not positive; write "off" to turn this off, or a value such as "30s"`,
 		}},
+		{"integrity values", map[string]string{"mcpgate.toml": "[gateway]\nintegrity = \"strict\"\nstate_directory = \"state\"\n" + gh + "max_description_bytes = 10\n"}, []string{
+			`mcpgate.toml:2:1: gateway.integrity: "strict" is not a valid value; use one of "pin", "warn", "off"`,
+			`mcpgate.toml:3:1: gateway.state_directory: "state" is not an absolute path; write one such as "/var/lib/mcpgate", or "" for systemd's StateDirectory=`,
+			`mcpgate.toml:6:1: backends.gh.max_description_bytes: 10 is out of range; use 64 to 2147483647`,
+		}},
 		// Fallbacks.
 		{"fallback cycle", map[string]string{"mcpgate.toml": "[backends.a]\ncommand = \"x\"\nfallback = [\"b\"]\n[backends.b]\ncommand = \"x\"\nfallback = [\"a\"]\n"}, []string{
 			`mcpgate.toml:6:1: backends.b.fallback: fallback cycle "a" → "b" → "a"; a call could go round it forever, remove one of them`,
@@ -87,7 +92,7 @@ func TestLoadErrors(t *testing.T) {
 			`mcpgate.toml:2:1: gateway.Request-Timeout: unknown key (did you mean "request_timeout"?)`,
 		}},
 		{"unknown gateway key without suggestion", map[string]string{"mcpgate.toml": "[gateway]\ncolour = 1\n"}, []string{
-			`mcpgate.toml:2:1: gateway.colour: unknown key; valid keys here: listen, endpoint, request_timeout, shutdown_grace_period, drain_timeout, max_message_bytes, page_size, max_stream_events, allowed_origins, allowed_hosts, bus, log_target, log_level, log_rate_limit, composite_prefix, metrics_listen, status_resources, max_sessions, session_idle_timeout, resume_window, max_concurrent_requests, http_read_timeout, http_idle_timeout, sse_keepalive_interval, max_subscriptions, auth, audit, credentials_directory, health_interval, health_timeout, failure_threshold, recovery_multiplier, start_wait, catalog_grace, catalog_refresh, idle_exit, runner`,
+			`mcpgate.toml:2:1: gateway.colour: unknown key; valid keys here: listen, endpoint, request_timeout, shutdown_grace_period, drain_timeout, max_message_bytes, page_size, max_stream_events, allowed_origins, allowed_hosts, bus, log_target, log_level, log_rate_limit, composite_prefix, metrics_listen, status_resources, max_sessions, session_idle_timeout, resume_window, max_concurrent_requests, http_read_timeout, http_idle_timeout, sse_keepalive_interval, max_subscriptions, auth, audit, credentials_directory, health_interval, health_timeout, failure_threshold, recovery_multiplier, start_wait, catalog_grace, catalog_refresh, idle_exit, runner, integrity, max_description_bytes, max_schema_bytes, state_directory`,
 		}},
 		{"unknown top-level key", map[string]string{"mcpgate.toml": "[gatway]\nbus = \"none\"\ncommand = \"x\"\n"}, []string{
 			`mcpgate.toml:1:2: gatway: unknown key (did you mean "gateway"?)`,

@@ -51,7 +51,7 @@ const (
 // Commands returns the name of every mcpgatectl command, as dispatched by
 // Main and listed by "mcpgatectl help".
 func Commands() []string {
-	return []string{"status", "start", "stop", "restart", "reload", "tools", "logs", "check-config", "token", "bridge", "import", "help", "version"}
+	return []string{"status", "start", "stop", "restart", "reload", "tools", "logs", "check-config", "token", "integrity", "bridge", "import", "help", "version"}
 }
 
 const usage = `usage: mcpgatectl [OPTIONS] COMMAND [ARGS]
@@ -72,6 +72,14 @@ Commands:
                          make a client with a new bearer token
   token list             list the configured clients
   token revoke NAME      remove a client token create made
+  integrity list [NAME]  list tools, prompts and templates held back for review
+  integrity diff NAME [ITEM ...]
+                         show what changed since the approved baseline
+  integrity approve NAME [ITEM ...]
+                         serve the reviewed versions (all pending if no ITEM)
+  integrity reject NAME [ITEM ...]
+                         keep them held back and stop reporting them
+  integrity reset        re-baseline after an unreadable state file
   bridge [--socket PATH | --url URL] [--token-file FILE]
                          relay MCP between stdin/stdout and the gateway
   import FILE            print [backends.*] TOML for a Claude Desktop,
@@ -170,6 +178,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		"tools":        {0, 0, (*cli).tools},
 		"logs":         {0, 1, nil}, // parses its own flags
 		"token":        {1, 2, nil}, // parses its own flags
+		"integrity":    {1, 1, nil}, // parses its own arguments
 		"check-config": {0, 1, (*cli).checkConfig},
 	}
 	spec, ok := commands[cmd]
@@ -181,6 +190,8 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return c.logs(args)
 	case "token":
 		return c.token(args)
+	case "integrity":
+		return c.integrity(args)
 	}
 	pos, err := parseInterleaved(c.flagSet("mcpgatectl "+cmd), args)
 	if err != nil {

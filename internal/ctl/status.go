@@ -143,6 +143,7 @@ func printOverview(w io.Writer, s statusJSON, colour bool) {
 		}
 		fmt.Fprintln(w, strings.TrimRight(prefix+line, " "))
 	}
+	printPendingSummary(w, s.Backends)
 }
 
 // printBackend prints one backend like "systemctl status" prints a unit.
@@ -221,6 +222,9 @@ func printBackend(w io.Writer, b dbusapi.BackendStatus, now time.Time, colour bo
 		for _, t := range b.ToolOutputBytes {
 			fmt.Fprintf(w, "%12s  %s: %s\n", "", t.Tool, outputSaving(t.Processed, t.Returned))
 		}
+	}
+	if len(b.PendingChanges) > 0 {
+		row("Integrity", pendingSummary(b))
 	}
 	printInstances(w, b, row)
 	if len(b.StderrTail) > 0 {

@@ -29,6 +29,7 @@ import (
 	"github.com/mcpgate/mcpgate/internal/config"
 	"github.com/mcpgate/mcpgate/internal/front"
 	"github.com/mcpgate/mcpgate/internal/gateway"
+	"github.com/mcpgate/mcpgate/internal/integrity"
 	"github.com/mcpgate/mcpgate/internal/journal"
 	"github.com/mcpgate/mcpgate/internal/listeners"
 	"github.com/mcpgate/mcpgate/internal/sdnotify"
@@ -123,6 +124,8 @@ type daemon struct {
 	lns     *listeners.Set
 	srv     *http.Server
 	metrics *metrics
+	// integrity holds back what backends offer until it is approved.
+	integrity *integrity.Store
 
 	clients  atomic.Pointer[access.Set] // the clients in effect; replaced by reload
 	refusals *access.Refusals
@@ -231,6 +234,7 @@ func (d *daemon) run(ctx context.Context) int {
 		Logger:         d.log,
 	})
 	g := d.cfg.Gateway
+	d.integrity = d.newIntegrity(d.cfg)
 	d.gw = gateway.New(d.sup, gateway.Options{
 		Version:            Version,
 		PageSize:           g.PageSize,
@@ -245,6 +249,7 @@ func (d *daemon) run(ctx context.Context) int {
 		Audit:              g.Audit == "calls",
 		// Status resources show every backend's health to every client.
 		StatusResources: g.StatusResources,
+		Integrity:       d.integrity,
 	})
 	d.loadClients(d.cfg)
 	d.refusals = access.NewRefusals(d.log)
@@ -450,6 +455,7 @@ func (d *daemon) reload(ctx context.Context) (err error) {
 	next := *d.cfg
 	next.Backends, next.Clients, next.Composites, next.Files = cfg.Backends, cfg.Clients, cfg.Composites, cfg.Files
 	change, err := d.apply(ctx, &next, func() {
+		d.integrity.Configure(&next)
 		d.gw.Refresh()
 		d.gw.SetClients(d.loadClients(&next))
 		d.gw.Configure(&next)

@@ -106,6 +106,7 @@ func (g *dbusGateway) Backends() []dbusapi.BackendStatus {
 	out := make([]dbusapi.BackendStatus, len(list))
 	for i, b := range list {
 		out[i] = backendStatus(b, tools[b.Name()])
+		out[i].PendingChanges = g.d.pendingChanges(b.Name())
 	}
 	return out
 }
@@ -116,6 +117,7 @@ func (g *dbusGateway) Backend(name string) (dbusapi.BackendStatus, bool) {
 		return dbusapi.BackendStatus{}, false
 	}
 	st := backendStatus(b, g.toolNames()[name])
+	st.PendingChanges = g.d.pendingChanges(name)
 	st.StderrTail = b.StderrTail(math.MaxInt)
 	u := b.Usage()
 	st.MemoryCurrent, st.TasksCurrent, st.CPUUsageNSec = u.MemoryCurrent, u.TasksCurrent, u.CPUUsageNSec

@@ -80,10 +80,12 @@ var (
 		"Calls waiting for one of the backend's max_concurrent_calls slots.", []string{"backend"}, nil)
 	descFallbacks = prometheus.NewDesc("mcpgate_fallbacks_total",
 		"Calls the backend could not serve that a fallback served.", []string{"backend"}, nil)
+	descPending = prometheus.NewDesc("mcpgate_integrity_pending_changes",
+		"Tools, prompts and resource templates of the backend that differ from the approved baseline (integrity).", []string{"backend"}, nil)
 )
 
 func (c backendCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descState, descRestarts, descCheck, descFailures, descCircuit, descInFlight, descQueued, descFallbacks} {
+	for _, d := range []*prometheus.Desc{descState, descRestarts, descCheck, descFailures, descCircuit, descInFlight, descQueued, descFallbacks, descPending} {
 		ch <- d
 	}
 }
@@ -101,6 +103,7 @@ func (c backendCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(descInFlight, prometheus.GaugeValue, float64(h.CallsInFlight), name)
 		ch <- prometheus.MustNewConstMetric(descQueued, prometheus.GaugeValue, float64(h.CallsQueued), name)
 		ch <- prometheus.MustNewConstMetric(descFallbacks, prometheus.CounterValue, float64(h.NFallbacks), name)
+		ch <- prometheus.MustNewConstMetric(descPending, prometheus.GaugeValue, float64(c.d.integrity.NumPending(name)), name)
 	}
 }
 

@@ -53,6 +53,10 @@ func NewBusAuthorizer(bus *dbus.Conn, usePolkit bool) *BusAuthorizer {
 
 // Authorize implements Authorizer.
 func (a *BusAuthorizer) Authorize(ctx context.Context, sender string, interactive bool) error {
+	return a.authorize(ctx, sender, ManageAction, interactive)
+}
+
+func (a *BusAuthorizer) authorize(ctx context.Context, sender, action string, interactive bool) error {
 	c, err := a.identify(ctx, sender)
 	if err != nil {
 		return err
@@ -69,20 +73,20 @@ func (a *BusAuthorizer) Authorize(ctx context.Context, sender string, interactiv
 		}
 		return fmt.Errorf("%w: uid %d is neither root nor the gateway's own user", ErrAccessDenied, uid)
 	}
-	ok, challenge, err := a.checkPolkit(ctx, sender, interactive)
+	ok, challenge, err := a.checkPolkit(ctx, sender, action, interactive)
 	switch {
 	case err != nil:
-		return fmt.Errorf("%w: uid %d is not root and polkit could not be asked about %s: %v", ErrAccessDenied, uid, ManageAction, err)
+		return fmt.Errorf("%w: uid %d is not root and polkit could not be asked about %s: %v", ErrAccessDenied, uid, action, err)
 	case ok:
 		return nil
 	case challenge:
-		return fmt.Errorf("%w: %s needs authentication; call again allowing interactive authorization, with a polkit agent running", ErrAccessDenied, ManageAction)
+		return fmt.Errorf("%w: %s needs authentication; call again allowing interactive authorization, with a polkit agent running", ErrAccessDenied, action)
 	}
-	return fmt.Errorf("%w: polkit does not allow uid %d %s", ErrAccessDenied, uid, ManageAction)
+	return fmt.Errorf("%w: polkit does not allow uid %d %s", ErrAccessDenied, uid, action)
 }
 
-// checkPolkit asks polkit whether sender may perform ManageAction.
-func (a *BusAuthorizer) checkPolkit(ctx context.Context, sender string, interactive bool) (ok, challenge bool, err error) {
+// checkPolkit asks polkit whether sender may perform action.
+func (a *BusAuthorizer) checkPolkit(ctx context.Context, sender, action string, interactive bool) (ok, challenge bool, err error) {
 	subject := struct {
 		Kind    string
 		Details map[string]dbus.Variant
@@ -96,6 +100,6 @@ func (a *BusAuthorizer) checkPolkit(ctx context.Context, sender string, interact
 		Details               map[string]string
 	}
 	err = a.Bus.Object(polkitName, polkitPath).CallWithContext(ctx, polkitCheck, 0,
-		subject, ManageAction, map[string]string{}, flags, "").Store(&result)
+		subject, action, map[string]string{}, flags, "").Store(&result)
 	return result.Authorized, result.Challenge, err
 }

@@ -165,6 +165,7 @@ func (c *Client) Backend(ctx context.Context, name string) (BackendStatus, error
 		"NBytesProcessed": &b.NBytesProcessed, "NBytesReturned": &b.NBytesReturned,
 		"ToolOutputBytes": &b.ToolOutputBytes,
 		"Instances":       &b.Instances, "NIdle": &b.NIdle, "NBusy": &b.NBusy,
+		"PendingChanges": &b.PendingChanges,
 	})
 	return b, err
 }

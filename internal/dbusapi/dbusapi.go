@@ -134,6 +134,10 @@ type BackendStatus struct {
 	MemoryCurrent uint64 `json:"memory_current"`
 	TasksCurrent  uint64 `json:"tasks_current"`
 	CPUUsageNSec  uint64 `json:"cpu_usage_nsec"`
+
+	// PendingChanges are its tools, prompts and templates that differ from
+	// the approved baseline (see IntegrityGateway).
+	PendingChanges []PendingChange `json:"pending_changes"`
 }
 
 // Instance is one instance of a backend with instance = "session", on

@@ -273,6 +273,9 @@ func (s *Server) emitter() {
 					}
 				}
 				s.emit(BackendPath(b.Name), propertiesChanged, BackendInterface, changed, invalidated)
+				if _, ok := changed["PendingChanges"]; ok {
+					s.emit(BackendPath(b.Name), BackendInterface+".PendingChangesChanged", uint32(len(b.PendingChanges)))
+				}
 			}
 		}
 		now := watchedManager(s.managerStatus())
@@ -311,6 +314,7 @@ func watchedBackend(b BackendStatus) map[string]dbus.Variant {
 		"Instances":            dbus.MakeVariant(nonNilInstances(b.Instances)),
 		"NIdle":                dbus.MakeVariant(b.NIdle),
 		"NBusy":                dbus.MakeVariant(b.NBusy),
+		"PendingChanges":       dbus.MakeVariant(nonNil(b.PendingChanges)),
 	}
 }
 
@@ -350,6 +354,10 @@ func variantEqual(a, b dbus.Variant) bool {
 	}
 	if as, ok := a.Value().([]Instance); ok {
 		bs, ok := b.Value().([]Instance)
+		return ok && slices.Equal(as, bs)
+	}
+	if as, ok := a.Value().([]PendingChange); ok {
+		bs, ok := b.Value().([]PendingChange)
 		return ok && slices.Equal(as, bs)
 	}
 	return a.Signature() == b.Signature() && a.Value() == b.Value()

@@ -346,6 +346,7 @@ func TestServerProperties(t *testing.T) {
 		"NCalls": uint64(0), "NFailedCalls": uint64(0), "NFallbacks": uint64(0), "URL": "",
 		"Instances": []Instance{}, "NIdle": uint32(0), "NBusy": uint32(0),
 		"Unit": "", "TokenExpiryTimestamp": uint64(0), "MemoryCurrent": uint64(0), "TasksCurrent": uint64(0), "CPUUsageNSec": uint64(0),
+		"PendingChanges": []PendingChange{},
 	}
 	if len(props) != len(want) {
 		t.Errorf("GetAll returned %d properties, want %d: %v", len(props), len(want), props)

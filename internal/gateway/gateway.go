@@ -82,6 +82,8 @@ type Options struct {
 	Audit bool
 	// StatusResources serves mcpgate://health and mcpgate://backend/NAME.
 	StatusResources bool
+	// Integrity, if set, decides what of each backend's lists clients see.
+	Integrity Integrity
 }
 
 // Gateway is the MCP server clients talk to.
@@ -160,6 +162,7 @@ func (g *Gateway) Refresh() {
 	g.rebuildMu.Lock()
 	defer g.rebuildMu.Unlock()
 	var sources []catalog.Source
+	held := map[string]bool{} // exposed names of tools held back by Integrity
 	if g.opts.StatusResources {
 		sources = append(sources, g.statusSource())
 	}
@@ -168,10 +171,11 @@ func (g *Gateway) Refresh() {
 		if server == nil {
 			continue // not running, nor kept through a restart (catalog_grace) or idle (on-demand)
 		}
+		lists = g.integrityFilter(b, lists, held)
 		sources = append(sources, catalog.Source{Backend: b.Name(), Prefix: b.Config().ToolPrefix, Lists: lists})
 	}
 	// Composites come last: a backend's tool keeps a name both claim.
-	sources = append(sources, g.compositeSource())
+	sources = append(sources, g.withoutHeldComposites(g.compositeSource(), held))
 	next := catalog.Build(sources)
 	next.Conflicts = append(next.Conflicts, g.compositeWarnings(next)...)
 	prev := g.catalog.Swap(next)

@@ -53,6 +53,9 @@ type backendHealth struct {
 	Calls               uint64    `json:"calls"`
 	FailedCalls         uint64    `json:"failedCalls"`
 	Fallbacks           uint64    `json:"fallbacks"`
+	// PendingChanges counts its tools, prompts and templates that differ
+	// from the approved baseline (integrity).
+	PendingChanges int `json:"pendingChanges"`
 }
 
 func healthOf(b *backend.Backend) backendHealth {
@@ -83,11 +86,15 @@ func (g *Gateway) readStatus(msg *jsonrpc.Message, stream *Stream, uri string) b
 	case uri == HealthURI:
 		all := []backendHealth{}
 		for _, b := range g.registry.Backends() {
-			all = append(all, healthOf(b))
+			h := healthOf(b)
+			h.PendingChanges = g.numPending(b.Name())
+			all = append(all, h)
 		}
 		v = map[string]any{"backends": all}
 	case isBackend && g.registry.Backend(name) != nil:
-		v = healthOf(g.registry.Backend(name))
+		h := healthOf(g.registry.Backend(name))
+		h.PendingChanges = g.numPending(name)
+		v = h
 	default:
 		return false
 	}

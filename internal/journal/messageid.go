@@ -57,6 +57,20 @@ const (
 	MessageAudit MessageID = "af84f9ba2bdf44638ea8e737adfb73ba"
 	// MessageAuthNone: the gateway runs with [gateway] auth = "none".
 	MessageAuthNone MessageID = "273d966c9f434cc7943e1a61d6265f03"
+	// MessageIntegrityBaseline: the integrity baseline of a backend was
+	// recorded (attrs backend, items, state_file).
+	MessageIntegrityBaseline MessageID = "7e659e1e529745a8972d985b8419cb2c"
+	// MessageIntegrityChange: a tool, prompt or resource template differs
+	// from the approved baseline, is new, or breaks a limit (attrs backend,
+	// kind, item, reason, served, diff).
+	MessageIntegrityChange MessageID = "73b48c658303459fb52bb385c022af9a"
+	// MessageIntegrityDecision: an operator approved or rejected a change
+	// (attrs backend, item, decision), or reset an unreadable state file.
+	MessageIntegrityDecision MessageID = "50a71a94290e4afb887858c3c72712bd"
+	// MessageIntegrityCorrupt: the integrity state file cannot be read;
+	// nothing pinned is trusted until an operator resets it (attr
+	// state_file).
+	MessageIntegrityCorrupt MessageID = "8349695a82b941c4a172161e9666a771"
 )
 
 // Attr returns the attribute that makes Handler write id as MESSAGE_ID.

@@ -50,6 +50,10 @@
 //	                            without ping does)
 //	--no-tools-if FILE          list no tools while FILE exists, e.g. to come
 //	                            back from a restart without tools
+//	--tools-file FILE           a JSON array of tool objects, read at start and
+//	                            listed as written after the others; calling one
+//	                            returns "NAME ok" (a test changes the file
+//	                            between starts to change the catalog)
 //	--record FILE               append every line read from stdin to FILE,
 //	                            byte for byte including its newline
 //	--sleeper, --sleeper-double-fork, --sleeper-max DURATION

@@ -1045,3 +1045,27 @@ func TestAllocate(t *testing.T) {
 		t.Errorf("allocate 1 more: %+v", out)
 	}
 }
+
+// TestToolsFile: --tools-file tools are listed exactly as written and
+// answer "NAME ok".
+func TestToolsFile(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "tools.json")
+	tool := `{"name":"search","description":"Searches.","inputSchema":{"type":"object"},"annotations":{"readOnlyHint":true}}`
+	if err := os.WriteFile(file, []byte("["+tool+"]"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p := start(t, nil, "--tools-file", file)
+	p.initialize()
+	var list struct {
+		Tools []json.RawMessage `json:"tools"`
+	}
+	if err := json.Unmarshal(p.call("tools/list", `{}`), &list); err != nil {
+		t.Fatal(err)
+	}
+	if last := list.Tools[len(list.Tools)-1]; string(last) != tool {
+		t.Errorf("last listed tool %s, want %s as written", last, tool)
+	}
+	if out := p.callTool("search", `{}`); out.text() != "search ok" {
+		t.Errorf("search answered %+v", out)
+	}
+}

@@ -36,6 +36,7 @@ type options struct {
 	record                string
 	ping                  string
 	noToolsIf             string
+	toolsFile             string
 
 	// sleeper mode, used for the grandchildren of spawn_grandchild.
 	sleeper           bool
@@ -110,6 +111,7 @@ func parseOptions(args []string, getenv func(string) string, stderr io.Writer) (
 	fs.BoolVar(&o.prompts, "prompts", false, "offer the prompt greet and its completion")
 	fs.StringVar(&o.record, "record", "", "append every line read from stdin to this file")
 	fs.StringVar(&o.noToolsIf, "no-tools-if", "", "list no tools when this file exists at start")
+	fs.StringVar(&o.toolsFile, "tools-file", "", "a JSON array of tool objects, read at start, listed as written")
 	fs.StringVar(&o.ping, "ping", "answer", `how to treat ping: "answer", "never" (read it, never answer) or "unknown" (-32601)`)
 	fs.BoolVar(&o.sleeper, "sleeper", false, "internal: run as a grandchild that prints its PID and sleeps")
 	fs.BoolVar(&o.sleeperDoubleFork, "sleeper-double-fork", false, "internal: start a sleeper, print its PID and exit")

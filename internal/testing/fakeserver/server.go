@@ -88,6 +88,8 @@ type server struct {
 
 	mu            sync.Mutex
 	extraTools    []string
+	fileTools     []json.RawMessage // from --tools-file, as written
+	fileToolNames []string
 	logLevel      string
 	subscriptions map[string]bool
 	cancelled     []cancellation
@@ -114,6 +116,9 @@ func newServer(opts *options, out, stderr io.Writer) (*server, error) {
 		cancelSignals: make(map[string]chan struct{}),
 		pending:       make(map[string]chan *message),
 		eof:           make(chan struct{}),
+	}
+	if err := s.readToolsFile(); err != nil {
+		return nil, err
 	}
 	for _, t := range builtinTools() {
 		s.tools[t.name] = t

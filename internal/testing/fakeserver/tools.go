@@ -114,7 +114,7 @@ func (s *server) listTools(m *message) (any, error) {
 		Description string          `json:"description"`
 		InputSchema json.RawMessage `json:"inputSchema"`
 	}
-	all := []listedTool{}
+	all := []any{}
 	if s.opts.noToolsIf != "" {
 		if _, err := os.Stat(s.opts.noToolsIf); err == nil {
 			return listResult("tools", all, ""), nil
@@ -129,6 +129,9 @@ func (s *server) listTools(m *message) (any, error) {
 		all = append(all, listedTool{name, "A no-op tool.", json.RawMessage(`{"type":"object"}`)})
 	}
 	s.mu.Unlock()
+	for _, raw := range s.fileTools {
+		all = append(all, raw)
+	}
 	items, next, err := page(s, m.Params, all)
 	if err != nil {
 		return nil, err
@@ -150,7 +153,7 @@ func (s *server) callTool(m *message) (any, error) {
 		return t.run(s, c)
 	}
 	s.mu.Lock()
-	extra := slices.Contains(s.extraTools, p.Name)
+	extra := slices.Contains(s.extraTools, p.Name) || slices.Contains(s.fileToolNames, p.Name)
 	s.mu.Unlock()
 	if extra {
 		return textResult(p.Name+" ok", nil), nil
@@ -601,4 +604,27 @@ func (s *server) toolPID(*call) (any, error) {
 	}
 	count := s.counter.Add(1)
 	return textResult(fmt.Sprint(pid), map[string]any{"pid": pid, "pgid": pgid, "ppid": os.Getppid(), "count": count}), nil
+}
+
+// readToolsFile reads --tools-file: tools listed exactly as written, so
+// that a test can change what a server offers between its starts.
+func (s *server) readToolsFile() error {
+	if s.opts.toolsFile == "" {
+		return nil
+	}
+	data, err := os.ReadFile(s.opts.toolsFile)
+	if err != nil {
+		return err
+	}
+	if err := json.Unmarshal(data, &s.fileTools); err != nil {
+		return fmt.Errorf("--tools-file %s: %w", s.opts.toolsFile, err)
+	}
+	for _, raw := range s.fileTools {
+		var t struct {
+			Name string `json:"name"`
+		}
+		json.Unmarshal(raw, &t)
+		s.fileToolNames = append(s.fileToolNames, t.Name)
+	}
+	return nil
 }
