@@ -140,8 +140,7 @@ func (s *Session) callCLI(msg *jsonrpc.Message, stream *Stream, b *backend.Backe
 	}
 	// The catalog the caller routed by may be older than the backend: a
 	// reload may have removed the tool meanwhile.
-	tool := b.Config().Tools[name]
-	if tool == nil {
+	if b.Config().Tools[name] == nil {
 		refuse(jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "unknown tool %q: backend %q no longer has it", name, b.Name()))
 		return
 	}
@@ -154,7 +153,7 @@ func (s *Session) callCLI(msg *jsonrpc.Message, stream *Stream, b *backend.Backe
 		if err != nil {
 			return jsonrpc.AppendError(nil, msg.ID, jsonrpc.AsError(asRPCError(CodeBackendUnavailable, err)))
 		}
-		result, err := clitool.Call(ctx, tool, args, opts)
+		result, err := b.CallCLI(ctx, name, args, opts)
 		if err != nil {
 			adm.Done("error")
 			return jsonrpc.AppendError(nil, msg.ID, jsonrpc.AsError(err))
