@@ -123,7 +123,8 @@ type Backend struct {
 	lim        *limiter    // max_concurrent_calls and rate_limit
 	graceUntil time.Time   // a restarting backend stays listed until then; guarded by mu
 	graceTimer *time.Timer // drops it from the catalog when the grace ends; guarded by mu
-	cliRuns    atomic.Int64 // numbers the cgroups of a cli backend's calls
+
+	cliRuns atomic.Int64 // numbers the cgroups of a cli backend's calls
 
 	lc lifecycle
 }
