@@ -124,7 +124,8 @@ type Backend struct {
 	graceUntil time.Time   // a restarting backend stays listed until then; guarded by mu
 	graceTimer *time.Timer // drops it from the catalog when the grace ends; guarded by mu
 
-	cliRuns atomic.Int64 // numbers the cgroups of a cli backend's calls
+	cliRuns       atomic.Int64  // numbers the cgroups of a cli backend's calls
+	restartsTotal atomic.Uint64 // automatic restarts, never reset
 
 	lc lifecycle
 }
@@ -212,6 +213,11 @@ func (b *Backend) Conn() *Conn {
 	}
 	return b.conn
 }
+
+// RestartsTotal returns how often the backend restarted after a crash
+// since it was made: Status.Restarts, but never reset by an operator's
+// start, so that it only grows (a Prometheus counter).
+func (b *Backend) RestartsTotal() uint64 { return b.restartsTotal.Load() }
 
 // StderrTail returns up to n of the child's most recent stderr lines.
 func (b *Backend) StderrTail(n int) []string { return b.stderr.tail(n, 0) }
@@ -447,6 +453,12 @@ func (s *supervision) serve(ctx context.Context, conn *Conn) (died bool) {
 				cmd.done <- nil // already running
 				continue
 			}
+			if cmd.op == opRestart {
+				// As through a crash: the lists stay (catalog_grace) and
+				// calls wait (start_wait) for the new child.
+				b.keepListed()
+				b.setState(Starting, nil)
+			}
 			s.stopConn(conn, "stopped by the operator")
 			s.obey(cmd)
 			return false
@@ -459,7 +471,9 @@ func (s *supervision) stopConn(conn *Conn, why string) {
 	b := s.b
 	conn.reason.Store(ptr(why))
 	conn.shutdown(b.opts.GracePeriod)
-	b.lists.Store(&Lists{})
+	if !b.inGrace() { // a restart keeps them listed
+		b.lists.Store(&Lists{})
+	}
 	b.mu.Lock()
 	if b.conn == conn {
 		b.conn = nil
@@ -476,6 +490,7 @@ func (s *supervision) obey(cmd command) {
 	case opStop:
 		s.want = false
 		s.stopPrerequisite()
+		b.endGrace() // of a restart it interrupted
 		b.setState(Stopped, func(st *Status) { st.Retrying = false })
 		cmd.done <- nil
 	case opRestart:
@@ -595,6 +610,7 @@ func (s *supervision) crashed(ctx context.Context, started time.Time, startErr e
 		st.PID, st.LastExit, st.LastError, st.Retrying = 0, exit, reason, true
 		st.Restarts++
 		st.InWindow = len(s.crashes)
+		b.restartsTotal.Add(1)
 	})
 	b.log.Info("restarting backend", "in", delay.Round(time.Millisecond), "attempt", len(s.crashes), "max_restarts", cfg.MaxRestarts, journal.MessageRestart.Attr())
 	// The start waits for the first attempt only, never for the restarts:
