@@ -87,7 +87,7 @@ func TestLoadErrors(t *testing.T) {
 			`mcpgate.toml:2:1: gateway.Request-Timeout: unknown key (did you mean "request_timeout"?)`,
 		}},
 		{"unknown gateway key without suggestion", map[string]string{"mcpgate.toml": "[gateway]\ncolour = 1\n"}, []string{
-			`mcpgate.toml:2:1: gateway.colour: unknown key; valid keys here: listen, endpoint, request_timeout, shutdown_grace_period, drain_timeout, max_message_bytes, page_size, max_stream_events, allowed_origins, allowed_hosts, bus, log_target, log_level, log_rate_limit, composite_prefix, metrics_listen, status_resources, max_sessions, session_idle_timeout, resume_window, max_concurrent_requests, http_read_timeout, http_idle_timeout, sse_keepalive_interval, auth, audit, credentials_directory, health_interval, health_timeout, failure_threshold, recovery_multiplier, start_wait, catalog_grace, catalog_refresh, idle_exit, runner`,
+			`mcpgate.toml:2:1: gateway.colour: unknown key; valid keys here: listen, endpoint, request_timeout, shutdown_grace_period, drain_timeout, max_message_bytes, page_size, max_stream_events, allowed_origins, allowed_hosts, bus, log_target, log_level, log_rate_limit, composite_prefix, metrics_listen, status_resources, max_sessions, session_idle_timeout, resume_window, max_concurrent_requests, max_batch_size, http_read_timeout, http_idle_timeout, sse_keepalive_interval, auth, audit, credentials_directory, health_interval, health_timeout, failure_threshold, recovery_multiplier, start_wait, catalog_grace, catalog_refresh, idle_exit, runner`,
 		}},
 		{"unknown top-level key", map[string]string{"mcpgate.toml": "[gatway]\nbus = \"none\"\ncommand = \"x\"\n"}, []string{
 			`mcpgate.toml:1:2: gatway: unknown key (did you mean "gateway"?)`,
