@@ -124,8 +124,9 @@ type Backend struct {
 	graceUntil time.Time   // a restarting backend stays listed until then; guarded by mu
 	graceTimer *time.Timer // drops it from the catalog when the grace ends; guarded by mu
 
-	cliRuns       atomic.Int64  // numbers the cgroups of a cli backend's calls
-	restartsTotal atomic.Uint64 // automatic restarts, never reset
+	cliRuns       atomic.Int64          // numbers the cgroups of a cli backend's calls
+	restartsTotal atomic.Uint64         // automatic restarts, never reset
+	served        atomic.Pointer[Lists] // the lists it last served; see Served
 
 	lc lifecycle
 }
@@ -213,6 +214,11 @@ func (b *Backend) Conn() *Conn {
 	}
 	return b.conn
 }
+
+// Served returns the lists the backend last served while it ran, whatever
+// its state now, or nil if it never ran: what a fallback may stand in for
+// (see Lists for what it serves now).
+func (b *Backend) Served() *Lists { return b.served.Load() }
 
 // RestartsTotal returns how often the backend restarted after a crash
 // since it was made: Status.Restarts, but never reset by an operator's
@@ -392,6 +398,7 @@ func (s *supervision) start(ctx context.Context) (*Conn, time.Time, error) {
 			}
 			b.cameBack(r.lists)
 			b.lists.Store(r.lists)
+			b.served.Store(r.lists)
 			b.saveCache(conn.Server(), r.lists)
 			b.setState(Healthy, func(st *Status) { st.Server = conn.Server(); st.LastError = "" })
 			go b.watch(conn)
@@ -696,6 +703,7 @@ func (b *Backend) publishLists(conn *Conn, lists *Lists) {
 	b.mu.Unlock()
 	if current {
 		b.lists.Store(lists)
+		b.served.Store(lists)
 		b.saveCache(conn.Server(), lists)
 		b.changed()
 	}

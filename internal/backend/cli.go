@@ -32,6 +32,7 @@ func (b *Backend) runCLI(ctx context.Context) {
 	}
 	up := func() {
 		b.lists.Store(&Lists{Tools: tools})
+		b.served.Store(b.lists.Load())
 		b.setState(Healthy, func(st *Status) { st.LastError = "" })
 	}
 	down := func() {

@@ -52,9 +52,12 @@ type backendHealth struct {
 	Calls               uint64    `json:"calls"`
 	FailedCalls         uint64    `json:"failedCalls"`
 	Fallbacks           uint64    `json:"fallbacks"`
+	// ServedByFallback are the tools of a stopped or failed backend that
+	// stay listed because a fallback serves them.
+	ServedByFallback []string `json:"servedByFallback,omitempty"`
 }
 
-func healthOf(b *backend.Backend) backendHealth {
+func (g *Gateway) healthOf(b *backend.Backend) backendHealth {
 	st, h := b.Status(), b.Health()
 	circuit := "closed"
 	if !h.CircuitOpen.IsZero() {
@@ -68,7 +71,16 @@ func healthOf(b *backend.Backend) backendHealth {
 		Restarts:           st.Restarts, LastError: st.LastError,
 		CallsInFlight: h.CallsInFlight, CallsQueued: h.CallsQueued,
 		Calls: h.NCalls, FailedCalls: h.NFailedCalls, Fallbacks: h.NFallbacks,
+		ServedByFallback: g.standInsOf(b.Name()),
 	}
+}
+
+// standInsOf returns the tools of backend name listed for its fallbacks.
+func (g *Gateway) standInsOf(name string) []string {
+	if m := g.standIns.Load(); m != nil {
+		return (*m)[name]
+	}
+	return nil
 }
 
 // readStatus answers resources/read of a status resource. It reports false
@@ -82,11 +94,11 @@ func (g *Gateway) readStatus(msg *jsonrpc.Message, stream *Stream, uri string) b
 	case uri == HealthURI:
 		all := []backendHealth{}
 		for _, b := range g.registry.Backends() {
-			all = append(all, healthOf(b))
+			all = append(all, g.healthOf(b))
 		}
 		v = map[string]any{"backends": all}
 	case isBackend && g.registry.Backend(name) != nil:
-		v = healthOf(g.registry.Backend(name))
+		v = g.healthOf(g.registry.Backend(name))
 	default:
 		return false
 	}
