@@ -213,7 +213,7 @@ func run(ctx context.Context, argv []string, stdin string, env []string, dir str
 		_ = cmd.Wait()
 		close(exited)
 	}()
-	var escaped []int // in the cgroup when it was killed: maybe reparented to us
+	var escaped []int // killed outside the process group: maybe reparented to us
 	kill := func() {
 		_ = unix.Kill(-pgid, unix.SIGKILL)
 		if group != nil {
@@ -243,9 +243,13 @@ func run(ctx context.Context, argv []string, stdin string, env []string, dir str
 		case <-exitedC:
 			exitedC = nil
 		}
-		if gaveUp && exitedC == nil {
+		if gaveUp && exitedC == nil && pending > 0 {
+			if group == nil { // a cgroup's kill reached them already
+				escaped = append(escaped, killHolders(pipeInode(outR), pipeInode(errR))...)
+			}
 			outR.Close() // the readers return what they have
 			errR.Close()
+			gaveUp = false
 		}
 	}
 	<-exited
@@ -261,6 +265,8 @@ func run(ctx context.Context, argv []string, stdin string, env []string, dir str
 	}
 	if group != nil {
 		reapGroup(group, escaped)
+	} else {
+		reap(escaped)
 	}
 	out.elapsed = time.Since(start)
 	return out

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -95,4 +96,38 @@ env = { TOKEN = "${credential:tok}" }
 	if err == nil || !strings.Contains(err.Error(), "${credential:tok}") {
 		t.Errorf("call without the credential: %v; want an error naming ${credential:tok}", err)
 	}
+}
+
+// Without a cgroup too, a cli call whose program's child left its process
+// group neither holds the gateway's shutdown nor outlives it: the
+// descendant holding the call's pipes is found by them and killed (the
+// daemon's shutdown fails the test if a process of it survives).
+func TestCLIEscapedGrandchildEndsWithTheGateway(t *testing.T) {
+	pidFile := filepath.Join(t.TempDir(), "escaped")
+	d := gatewayWith(t, `drain_timeout = "200ms"`, `
+[backends.sh]
+transport = "cli"
+
+[backends.sh.tools.escape]
+command = ["sh", "-c", "setsid sh -c 'echo $$ > \"$0\"; exec sleep 1000' \"$1\"; echo started", "sh", "`+pidFile+`"]
+timeout = "1h"
+`)
+	cs := d.Connect(t, nil)
+	called := make(chan error, 1)
+	go func() {
+		_, err := testutil.CallTool(t, cs, "sh__escape", nil)
+		called <- err
+	}()
+	var pid int
+	testutil.Eventually(t, 10*time.Second, "the escaped grandchild's pid file", func() bool {
+		b, err := os.ReadFile(pidFile)
+		pid, _ = strconv.Atoi(strings.TrimSpace(string(b)))
+		return err == nil && pid > 0
+	})
+	t.Cleanup(func() { unix.Kill(pid, unix.SIGKILL) })
+	d.Terminate(t)
+	if st := testutil.State(pid); st != "" {
+		t.Errorf("the escaped grandchild %d outlived the gateway (state %s)", pid, st)
+	}
+	<-called
 }
