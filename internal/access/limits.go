@@ -25,17 +25,24 @@ func NewBucket(burst int, interval time.Duration) *Bucket {
 // Take takes one token. When none is left it returns false and how long
 // until one is.
 func (b *Bucket) Take(now time.Time) (ok bool, retryAfter time.Duration) {
+	return b.TakeN(now, 1)
+}
+
+// TakeN takes n tokens, all or none (the messages of a batch). When fewer
+// are left it returns false and how long until n are; n beyond the burst
+// never succeeds.
+func (b *Bucket) TakeN(now time.Time, n int) (ok bool, retryAfter time.Duration) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if !b.last.IsZero() {
 		b.tokens = min(b.burst, b.tokens+now.Sub(b.last).Seconds()*b.perSec)
 	}
 	b.last = now
-	if b.tokens >= 1 {
-		b.tokens--
+	if b.tokens >= float64(n) {
+		b.tokens -= float64(n)
 		return true, 0
 	}
-	wait := time.Duration((1 - b.tokens) / b.perSec * float64(time.Second))
+	wait := time.Duration((float64(n) - b.tokens) / b.perSec * float64(time.Second))
 	return false, max(wait, time.Millisecond)
 }
 

@@ -129,6 +129,10 @@ type Backend struct {
 	graceUntil time.Time   // a restarting backend stays listed until then; guarded by mu
 	graceTimer *time.Timer // drops it from the catalog when the grace ends; guarded by mu
 
+	cliRuns       atomic.Int64          // numbers the cgroups of a cli backend's calls
+	restartsTotal atomic.Uint64         // automatic restarts, never reset
+	served        atomic.Pointer[Lists] // the lists it last served; see Served
+
 	lc lifecycle
 
 	tokens tokenHolder // a remote backend's own OAuth token; see remote_oauth.go
@@ -217,6 +221,16 @@ func (b *Backend) Conn() *Conn {
 	}
 	return b.conn
 }
+
+// Served returns the lists the backend last served while it ran, whatever
+// its state now, or nil if it never ran: what a fallback may stand in for
+// (see Lists for what it serves now).
+func (b *Backend) Served() *Lists { return b.served.Load() }
+
+// RestartsTotal returns how often the backend restarted after a crash
+// since it was made: Status.Restarts, but never reset by an operator's
+// start, so that it only grows (a Prometheus counter).
+func (b *Backend) RestartsTotal() uint64 { return b.restartsTotal.Load() }
 
 // StderrTail returns up to n of the child's most recent stderr lines.
 func (b *Backend) StderrTail(n int) []string { return b.stderr.tail(n, 0) }
@@ -391,6 +405,7 @@ func (s *supervision) start(ctx context.Context) (*Conn, time.Time, error) {
 			}
 			b.cameBack(r.lists)
 			b.lists.Store(r.lists)
+			b.served.Store(r.lists)
 			b.saveCache(conn.Server(), r.lists)
 			b.setState(Healthy, func(st *Status) { st.Server = conn.Server(); st.LastError = "" })
 			go b.watch(conn)
@@ -452,6 +467,12 @@ func (s *supervision) serve(ctx context.Context, conn *Conn) (died bool) {
 				cmd.done <- nil // already running
 				continue
 			}
+			if cmd.op == opRestart {
+				// As through a crash: the lists stay (catalog_grace) and
+				// calls wait (start_wait) for the new child.
+				b.keepListed()
+				b.setState(Starting, nil)
+			}
 			s.stopConn(conn, "stopped by the operator")
 			s.obey(cmd)
 			return false
@@ -464,7 +485,9 @@ func (s *supervision) stopConn(conn *Conn, why string) {
 	b := s.b
 	conn.reason.Store(ptr(why))
 	conn.shutdown(b.opts.GracePeriod)
-	b.lists.Store(&Lists{})
+	if !b.inGrace() { // a restart keeps them listed
+		b.lists.Store(&Lists{})
+	}
 	b.mu.Lock()
 	if b.conn == conn {
 		b.conn = nil
@@ -481,6 +504,7 @@ func (s *supervision) obey(cmd command) {
 	case opStop:
 		s.want = false
 		s.stopPrerequisite()
+		b.endGrace() // of a restart it interrupted
 		b.setState(Stopped, func(st *Status) { st.Retrying = false })
 		cmd.done <- nil
 	case opRestart:
@@ -602,6 +626,7 @@ func (s *supervision) crashed(ctx context.Context, started time.Time, startErr e
 		st.PID, st.LastExit, st.LastError, st.Cause, st.Retrying = 0, exit, reason, cause, true
 		st.Restarts++
 		st.InWindow = len(s.crashes)
+		b.restartsTotal.Add(1)
 	})
 	b.log.Info("restarting backend", "in", delay.Round(time.Millisecond), "attempt", len(s.crashes), "max_restarts", cfg.MaxRestarts, journal.MessageRestart.Attr())
 	// The start waits for the first attempt only, never for the restarts:
@@ -696,6 +721,7 @@ func (b *Backend) publishLists(conn *Conn, lists *Lists) {
 	b.mu.Unlock()
 	if current {
 		b.lists.Store(lists)
+		b.served.Store(lists)
 		b.saveCache(conn.Server(), lists)
 		b.changed()
 	}

@@ -104,10 +104,15 @@ func unitEnv(cfg *config.Backend, opts Options) ([]string, error) {
 
 // configuredEnv returns the backend's env with its credentials filled in.
 func configuredEnv(cfg *config.Backend, opts Options) (map[string]string, error) {
-	extra := make(map[string]string, len(cfg.Env))
-	for k, v := range cfg.Env {
+	return expandEnv(cfg.Env, opts.CredentialsDirectory)
+}
+
+// expandEnv returns env with the credentials of dir filled in.
+func expandEnv(env map[string]string, dir string) (map[string]string, error) {
+	extra := make(map[string]string, len(env))
+	for k, v := range env {
 		var err error
-		if extra[k], err = expandCredentials(v, opts.CredentialsDirectory); err != nil {
+		if extra[k], err = expandCredentials(v, dir); err != nil {
 			return nil, fmt.Errorf("env %s: %w", k, err)
 		}
 	}

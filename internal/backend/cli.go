@@ -3,10 +3,13 @@ package backend
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"maps"
 	"slices"
 
+	"github.com/mcpgate/mcpgate/internal/cgroup"
 	"github.com/mcpgate/mcpgate/internal/clitool"
+	"github.com/mcpgate/mcpgate/internal/config"
 )
 
 // IsCLI reports whether the backend is a set of command-line tools
@@ -29,6 +32,7 @@ func (b *Backend) runCLI(ctx context.Context) {
 	}
 	up := func() {
 		b.lists.Store(&Lists{Tools: tools})
+		b.served.Store(b.lists.Load())
 		b.setState(Healthy, func(st *Status) { st.LastError = "" })
 	}
 	down := func() {
@@ -56,4 +60,34 @@ func (b *Backend) runCLI(ctx context.Context) {
 			cmd.done <- nil
 		}
 	}
+}
+
+// CallCLI runs the cli tool name with the arguments of a tools/call as
+// clitool.Call does, with what the backend adds: the tool's env with its
+// ${credential:NAME} placeholders filled in (as a child's env is), and,
+// when the daemon has a delegated cgroup, a cgroup of the call's own that
+// is killed when the call ends, so that nothing the program started
+// outlives it. A tool the backend does not have, or a credential that
+// cannot be read, is an error that names it (never a credential's value).
+func (b *Backend) CallCLI(ctx context.Context, name string, args json.RawMessage, opts clitool.Options) (json.RawMessage, error) {
+	tool := b.cfg.Tools[name]
+	if tool == nil {
+		return nil, fmt.Errorf("backend %q has no tool %q", b.name, name)
+	}
+	if len(tool.Env) > 0 {
+		env, err := expandEnv(tool.Env, b.opts.CredentialsDirectory)
+		if err != nil {
+			return nil, fmt.Errorf("backend %q tool %q: %w", b.name, name, err)
+		}
+		expanded := *tool
+		expanded.Env = env
+		tool = &expanded
+	}
+	if tree := b.opts.Cgroups; tree != nil && opts.Cgroup == nil {
+		n := b.cliRuns.Add(1)
+		opts.Cgroup = func() (*cgroup.Group, error) {
+			return tree.New(fmt.Sprintf("%s@cli-%d", b.name, n), config.Resources{})
+		}
+	}
+	return clitool.Call(ctx, tool, args, opts)
 }

@@ -352,7 +352,15 @@ var ErrTimeout = errors.New("no answer in time")
 // error wrapping ErrTimeout when the child did not answer within timeout;
 // the child is then told the request is cancelled. Nothing of the call
 // outlives the timeout. done must not block.
+//
+// Such requests meet the circuit breaker as calls do: while the circuit is
+// open they are refused at once (a *RefusedError), and one that times out
+// makes the backend suspect, so that it is probed.
 func (c *Conn) Async(method string, params json.RawMessage, timeout time.Duration, done func(*jsonrpc.Message, error)) {
+	if open, retryAt := c.b.circuitOpen(); open {
+		done(nil, c.b.circuitError(retryAt))
+		return
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	call, err := c.Go(ctx, method, params, nil, func(m *jsonrpc.Message, err error) {
 		cancel()
@@ -368,6 +376,9 @@ func (c *Conn) Async(method string, params json.RawMessage, timeout time.Duratio
 	context.AfterFunc(ctx, func() {
 		if c.Abandon(call, "timed out in mcpgate") {
 			done(nil, fmt.Errorf("backend %q did not answer %s within %s: %w", c.b.name, method, timeout, ErrTimeout))
+			if c.proc != nil || c.remote != nil {
+				c.b.Probe(c)
+			}
 		}
 	})
 }

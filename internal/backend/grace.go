@@ -18,8 +18,16 @@ func (b *Backend) Listed() bool {
 	return false
 }
 
-// keepListed keeps the lists of a child that died for catalog_grace; when
-// the grace ends without a new handshake the catalog drops them.
+// inGrace reports whether the backend's lists are kept for a restart.
+func (b *Backend) inGrace() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return time.Now().Before(b.graceUntil)
+}
+
+// keepListed keeps the lists of a child that died, or that an operator
+// restarts, for catalog_grace; when the grace ends without a new handshake
+// the catalog drops them.
 func (b *Backend) keepListed() {
 	grace := b.cfg.CatalogGrace
 	b.mu.Lock()

@@ -17,6 +17,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/mcpgate/mcpgate/internal/cgroup"
 	"github.com/mcpgate/mcpgate/internal/config"
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
 )
@@ -31,6 +32,10 @@ type Options struct {
 	MaxOutputBytes  int64    // standard output beyond this fails the call; default 16 MiB
 	MaxStderrBytes  int64    // kept of standard error; default 64 KiB
 	ReservedEnvVars []string // never passed on (systemd's variables for the daemon)
+	// Cgroup, if set, makes the cgroup a run starts in; it is killed and
+	// removed when the run ends, so nothing the program started outlives
+	// the call.
+	Cgroup func() (*cgroup.Group, error)
 }
 
 // ListEntry returns the tools/list object of tool.
@@ -137,65 +142,155 @@ type outcome struct {
 	elapsed  time.Duration
 }
 
-// run starts argv in its own process group, feeds stdin, collects bounded
-// output, and kills the group when ctx ends or the output is too large.
+// run starts argv in its own process group (and its own cgroup, if
+// opts.Cgroup gives one), feeds stdin, collects bounded output, and kills
+// the group when ctx ends or the output is too large. It returns once the
+// program is gone and, after a kill, without waiting for pipes that
+// descendants outside its process group still hold.
 func run(ctx context.Context, argv []string, stdin string, env []string, dir string, opts Options) outcome {
 	start := time.Now()
+	var group *cgroup.Group
+	if opts.Cgroup != nil {
+		g, err := opts.Cgroup()
+		if err != nil {
+			return outcome{startErr: err}
+		}
+		group = g
+		defer removeGroup(group)
+	}
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Env, cmd.Dir = env, dir
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	cmd.Stdin = strings.NewReader(stdin)
-	stdout, err := cmd.StdoutPipe()
+	if group != nil {
+		// In the cgroup from its first instruction: what it forks cannot
+		// leave it, whatever its process group or session.
+		cmd.SysProcAttr.UseCgroupFD, cmd.SysProcAttr.CgroupFD = true, group.FD()
+	}
+	// Pipes of our own rather than exec's: their read ends can be closed
+	// while a read waits, so that descendants which keep the write ends
+	// cannot keep the call.
+	stdinR, stdinW, err := os.Pipe()
 	if err != nil {
 		return outcome{startErr: err}
 	}
-	stderr, err := cmd.StderrPipe()
+	defer stdinW.Close()
+	outR, outW, err := os.Pipe()
 	if err != nil {
+		stdinR.Close()
 		return outcome{startErr: err}
 	}
-	if err := cmd.Start(); err != nil {
+	defer outR.Close()
+	errR, errW, err := os.Pipe()
+	if err != nil {
+		stdinR.Close()
+		outW.Close()
+		return outcome{startErr: err}
+	}
+	defer errR.Close()
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = stdinR, outW, errW
+	err = cmd.Start()
+	stdinR.Close()
+	outW.Close()
+	errW.Close()
+	if err != nil {
 		return outcome{startErr: err}
 	}
 	pgid := cmd.Process.Pid
+	stdinDone := make(chan struct{})
+	go func() { // closing stdinW ends a write that nobody reads
+		defer close(stdinDone)
+		_, _ = io.WriteString(stdinW, stdin)
+		stdinW.Close()
+	}()
+	defer func() { <-stdinDone }()
 	var out outcome
 	tooLarge := make(chan struct{})
 	outDone, errDone := make(chan []byte, 1), make(chan []byte, 1)
-	go func() { outDone <- readBounded(stdout, orDefault(opts.MaxOutputBytes, 16<<20), tooLarge) }()
-	go func() { errDone <- readTail(stderr, orDefault(opts.MaxStderrBytes, 64<<10)) }()
-	killed := make(chan struct{})
-	watchDone := make(chan struct{})
-	go func() { // kills the whole group on timeout, cancellation or excess output
-		defer close(watchDone)
-		select {
-		case <-ctx.Done():
-			out.timedOut = errors.Is(ctx.Err(), context.DeadlineExceeded)
-		case <-tooLarge:
-			out.tooLarge = true
-		case <-killed:
-			return
-		}
-		_ = unix.Kill(-pgid, unix.SIGKILL)
+	go func() { outDone <- readBounded(outR, orDefault(opts.MaxOutputBytes, 16<<20), tooLarge) }()
+	go func() { errDone <- readTail(errR, orDefault(opts.MaxStderrBytes, 64<<10)) }()
+	exited := make(chan struct{})
+	go func() {
+		_ = cmd.Wait()
+		close(exited)
 	}()
-	// The pipes close when every process holding them is gone, so reading
-	// them to the end also waits for grandchildren that kept them.
-	out.stdout, out.stderr = <-outDone, <-errDone
-	// Wait, not Process.Wait: it also ends the stdin copier and closes
-	// our ends of the pipes.
-	_ = cmd.Wait()
+	var escaped []int // killed outside the process group: maybe reparented to us
+	kill := func() {
+		_ = unix.Kill(-pgid, unix.SIGKILL)
+		if group != nil {
+			pids, _ := group.Procs()
+			escaped = append(escaped, pids...)
+			_ = group.Kill()
+		}
+	}
+	// Wait for both pipes to end. Once the program was killed (timeout,
+	// cancellation, excess output) and is gone, whatever still holds its
+	// pipes left its process group: the call does not wait for it.
+	done, tooLargeC, exitedC, gaveUp := ctx.Done(), (<-chan struct{})(tooLarge), (<-chan struct{})(exited), false
+	for pending := 2; pending > 0; {
+		select {
+		case out.stdout = <-outDone:
+			pending--
+		case out.stderr = <-errDone:
+			pending--
+		case <-done:
+			out.timedOut = errors.Is(ctx.Err(), context.DeadlineExceeded)
+			done, gaveUp = nil, true
+			kill()
+		case <-tooLargeC:
+			out.tooLarge = true
+			tooLargeC, gaveUp = nil, true
+			kill()
+		case <-exitedC:
+			exitedC = nil
+		}
+		if gaveUp && exitedC == nil && pending > 0 {
+			if group == nil { // a cgroup's kill reached them already
+				escaped = append(escaped, killHolders(pipeInode(outR), pipeInode(errR))...)
+			}
+			outR.Close() // the readers return what they have
+			errR.Close()
+			gaveUp = false
+		}
+	}
+	<-exited
 	out.state = cmd.ProcessState
-	close(killed)
-	<-watchDone
 	// Whatever is left in the group is an orphan now: kill it and reap the
 	// members that were reparented to us (mcpgated is a child subreaper).
-	_ = unix.Kill(-pgid, unix.SIGKILL)
+	kill()
 	for {
 		var ws unix.WaitStatus
 		if _, err := unix.Wait4(-pgid, &ws, 0, nil); err != nil && !errors.Is(err, unix.EINTR) {
 			break
 		}
 	}
+	if group != nil {
+		reapGroup(group, escaped)
+	} else {
+		reap(escaped)
+	}
 	out.elapsed = time.Since(start)
 	return out
+}
+
+// reapGroup waits until the killed cgroup of a call is empty and reaps
+// those of its processes that were reparented to us, as the process
+// runner does for a server's cgroup. A process the kernel cannot kill at
+// once (in uninterruptible sleep) leaves the group behind, removed later.
+func reapGroup(g *cgroup.Group, pids []int) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_ = g.WaitEmpty(ctx)
+	for _, pid := range pids {
+		var ws unix.WaitStatus
+		_, _ = unix.Wait4(pid, &ws, unix.WNOHANG, nil)
+	}
+}
+
+// removeGroup removes a call's cgroup, killing what is left in it.
+func removeGroup(g *cgroup.Group) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_ = g.Remove(ctx)
 }
 
 // orDefault returns v, or def when v is not positive.

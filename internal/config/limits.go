@@ -13,6 +13,7 @@ type Limits struct {
 	SessionIdleTimeout    time.Duration // default 1h
 	ResumeWindow          time.Duration // default 5s
 	MaxConcurrentRequests int           // default 64
+	MaxBatchSize          int           // messages in one JSON-RPC batch; default 32
 	HTTPReadTimeout       time.Duration // default 60s
 	HTTPIdleTimeout       time.Duration // default 2m
 	SSEKeepAliveInterval  time.Duration // default 25s
@@ -26,6 +27,7 @@ func defaultLimits() Limits {
 		SessionIdleTimeout:    time.Hour,
 		ResumeWindow:          5 * time.Second,
 		MaxConcurrentRequests: 64,
+		MaxBatchSize:          32,
 		HTTPReadTimeout:       60 * time.Second,
 		HTTPIdleTimeout:       2 * time.Minute,
 		SSEKeepAliveInterval:  25 * time.Second,
@@ -46,6 +48,9 @@ func limitFields() []field[Gateway] {
 		}},
 		{"max_concurrent_requests", func(d *decoder, at keyPath, v any, g *Gateway) bool {
 			return integer(d, at, v, &g.MaxConcurrentRequests, 1, math.MaxInt32)
+		}},
+		{"max_batch_size", func(d *decoder, at keyPath, v any, g *Gateway) bool {
+			return integer(d, at, v, &g.MaxBatchSize, 1, math.MaxInt32)
 		}},
 		{"http_read_timeout", func(d *decoder, at keyPath, v any, g *Gateway) bool {
 			return d.duration(at, v, &g.HTTPReadTimeout)

@@ -9,11 +9,16 @@ import (
 	"github.com/mcpgate/mcpgate/internal/config"
 )
 
-// processBackends returns the enabled backends whose servers mcpgated
-// spawns itself (runner = "process"), and those of them with limits.
+// processBackends returns the enabled backends whose servers or programs
+// mcpgated spawns itself (runner = "process", and cli backends, whose
+// calls each get a cgroup), and those of them with limits.
 func processBackends(cfg *config.Config) (all, limited []*config.Backend) {
 	for _, b := range cfg.EnabledBackends() {
-		if b.IsRemote() || b.Transport == "cli" || b.UnitRunner() {
+		if b.Transport == "cli" {
+			all = append(all, b)
+			continue
+		}
+		if b.IsRemote() || b.UnitRunner() {
 			continue
 		}
 		all = append(all, b)

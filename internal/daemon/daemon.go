@@ -352,6 +352,7 @@ func (d *daemon) serve() error {
 		ResumeWindow:          g.ResumeWindow,
 		KeepAlive:             g.SSEKeepAliveInterval,
 		MaxConcurrentRequests: g.MaxConcurrentRequests,
+		MaxBatchSize:          g.MaxBatchSize,
 		Logger:                d.log,
 		Clients:               d.clients.Load,
 		Refusals:              d.refusals,

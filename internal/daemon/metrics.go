@@ -66,8 +66,8 @@ type backendCollector struct{ d *daemon }
 var (
 	descState = prometheus.NewDesc("mcpgate_backend_state",
 		"1 for the state the backend is in: starting, healthy, unhealthy, stopped or failed.", []string{"backend", "state"}, nil)
-	descRestarts = prometheus.NewDesc("mcpgate_backend_restarts",
-		"Automatic restarts since the backend was last started by hand (NRestarts).", []string{"backend"}, nil)
+	descRestarts = prometheus.NewDesc("mcpgate_backend_restarts_total",
+		"Automatic restarts of the backend after crashes; unlike NRestarts, a start by hand does not reset it.", []string{"backend"}, nil)
 	descCheck = prometheus.NewDesc("mcpgate_health_check_latency_seconds",
 		"How long the backend's last health check took.", []string{"backend"}, nil)
 	descFailures = prometheus.NewDesc("mcpgate_health_check_consecutive_failures",
@@ -96,7 +96,7 @@ func (c backendCollector) Collect(ch chan<- prometheus.Metric) {
 		for _, s := range []backend.State{backend.Starting, backend.Healthy, backend.Unhealthy, backend.Stopped, backend.Failed} {
 			ch <- prometheus.MustNewConstMetric(descState, prometheus.GaugeValue, boolValue(st.State == s), name, s.String())
 		}
-		ch <- prometheus.MustNewConstMetric(descRestarts, prometheus.GaugeValue, float64(st.Restarts), name)
+		ch <- prometheus.MustNewConstMetric(descRestarts, prometheus.CounterValue, float64(b.RestartsTotal()), name)
 		ch <- prometheus.MustNewConstMetric(descCheck, prometheus.GaugeValue, h.LastCheckLatency.Seconds(), name)
 		ch <- prometheus.MustNewConstMetric(descFailures, prometheus.GaugeValue, float64(h.ConsecutiveFailures), name)
 		ch <- prometheus.MustNewConstMetric(descCircuit, prometheus.GaugeValue, boolValue(!h.CircuitOpen.IsZero()), name)

@@ -42,7 +42,11 @@ type Options struct {
 	// MaxConcurrentRequests bounds the POSTs processed at once, and so,
 	// with MaxMessageBytes, the memory request bodies take; 0: no bound.
 	MaxConcurrentRequests int
-	Logger                *slog.Logger
+	// MaxBatchSize bounds the messages of one JSON-RPC batch; 0: no bound.
+	// Each message of a batch counts against MaxConcurrentRequests and the
+	// client's rate_limit as a POST of its own would.
+	MaxBatchSize int
+	Logger       *slog.Logger
 	// Clients, if set, returns the clients in effect; every request must
 	// come from one of them. Nil lets everyone in as client "anonymous".
 	Clients func() *access.Set
@@ -222,6 +226,10 @@ func (h *Handler) batch(w http.ResponseWriter, r *http.Request, body []byte, sse
 		h.rpcError(w, http.StatusBadRequest, nil, e.Code, "%s", e.Message)
 		return
 	}
+	if !h.admitBatch(w, r, len(items)) {
+		return
+	}
+	defer h.releaseN(len(items) - 1)
 	var requests []*jsonrpc.Message
 	var invalid [][]byte
 	for _, item := range items {

@@ -114,7 +114,12 @@ func (c *call) servedBy(result json.RawMessage) json.RawMessage {
 	if c.fb == nil || c.b == c.fb.primary {
 		return result
 	}
-	member := jsonrpc.AppendString(append(jsonrpc.AppendString(nil, ServedByKey), ':'), c.b.Name())
+	return servedBy(result, c.b.Name())
+}
+
+// servedBy marks result as served by the backend name.
+func servedBy(result json.RawMessage, name string) json.RawMessage {
+	member := jsonrpc.AppendString(append(jsonrpc.AppendString(nil, ServedByKey), ':'), name)
 	if meta, span, ok := jsonrpc.Lookup(result, "_meta"); ok && len(meta) > 1 && meta[0] == '{' {
 		return jsonrpc.Replace(result, span, prependMember(meta, member))
 	}

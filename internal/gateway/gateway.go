@@ -117,6 +117,9 @@ type Gateway struct {
 	idle     chan struct{} // signalled when inflight drops to zero
 
 	settings atomic.Pointer[settings] // see Configure
+	// standIns are the exposed names of the tools of stopped or failed
+	// backends that stay listed for their fallbacks, by backend.
+	standIns atomic.Pointer[map[string][]string]
 	outputState
 	localState
 }
@@ -174,6 +177,9 @@ func (g *Gateway) Refresh() {
 		lists = g.integrityFilter(b, lists, held)
 		sources = append(sources, catalog.Source{Backend: b.Name(), Prefix: b.Config().ToolPrefix, Lists: lists})
 	}
+	standIns, kept := g.standInSources()
+	sources = append(sources, standIns...)
+	g.standIns.Store(&kept)
 	// Composites come last: a backend's tool keeps a name both claim.
 	sources = append(sources, g.withoutHeldComposites(g.compositeSource(), held))
 	next := catalog.Build(sources)

@@ -72,8 +72,24 @@ func (s *Session) callLocal(msg *jsonrpc.Message, stream *Stream, tool *catalog.
 	if b == nil || !b.IsCLI() {
 		return false
 	}
-	s.callCLI(msg, stream, b, tool.Original, then)
+	s.callCLI(msg, stream, b, tool.Original, then, false)
 	return true
+}
+
+// forwardCLI is forwardVia for a cli backend, which has no connection to
+// forward on: a tools/call (one a fallback serves, or one that a reload
+// made a cli backend's) runs its program, and any other request is
+// refused.
+func (s *Session) forwardCLI(msg *jsonrpc.Message, stream *Stream, b *backend.Backend, params json.RawMessage, then func(ok bool, size int), fb *fallback) {
+	name, _, err := stringParam(params, "name")
+	if msg.Method != "tools/call" || err != nil {
+		if then != nil {
+			then(false, 0)
+		}
+		stream.push(errorResponse(msg.ID, jsonrpc.CodeMethodNotFound, "backend %q runs command-line tools; it does not serve %s", b.Name(), msg.Method), true)
+		return
+	}
+	s.callCLI(msg, stream, b, name, then, fb != nil && fb.primary != b)
 }
 
 // runLocal runs fn for a local call on its own goroutine, counted as in
@@ -109,13 +125,25 @@ func (s *Session) runLocal(msg *jsonrpc.Message, stream *Stream, then func(ok bo
 	}()
 }
 
-// callCLI runs a cli backend's tool.
-func (s *Session) callCLI(msg *jsonrpc.Message, stream *Stream, b *backend.Backend, name string, then func(ok bool, size int)) {
+// callCLI runs a cli backend's tool; a fallback's result says it served
+// the call (servedBy).
+func (s *Session) callCLI(msg *jsonrpc.Message, stream *Stream, b *backend.Backend, name string, then func(ok bool, size int), fallback bool) {
+	refuse := func(err error) {
+		if then != nil {
+			then(false, 0)
+		}
+		stream.push(jsonrpc.AppendError(nil, msg.ID, jsonrpc.AsError(err)), true)
+	}
 	if b.Status().State != backend.Healthy {
-		stream.push(jsonrpc.AppendError(nil, msg.ID, jsonrpc.Errorf(CodeBackendUnavailable, "%v", unavailable(b))), true)
+		refuse(jsonrpc.Errorf(CodeBackendUnavailable, "%v", unavailable(b)))
 		return
 	}
-	tool := b.Config().Tools[name]
+	// The catalog the caller routed by may be older than the backend: a
+	// reload may have removed the tool meanwhile.
+	if b.Config().Tools[name] == nil {
+		refuse(jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "unknown tool %q: backend %q no longer has it", name, b.Name()))
+		return
+	}
 	args, _, _ := jsonrpc.Lookup(msg.Params, "arguments")
 	opts := clitool.Options{Env: backend.MinimalEnv(os.Environ(), b.Config().InheritEnv), MaxOutputBytes: s.g.maxMessageBytes(), ReservedEnvVars: config.ReservedEnv()}
 	s.runLocal(msg, stream, then, func(ctx context.Context) []byte {
@@ -125,13 +153,17 @@ func (s *Session) callCLI(msg *jsonrpc.Message, stream *Stream, b *backend.Backe
 		if err != nil {
 			return jsonrpc.AppendError(nil, msg.ID, jsonrpc.AsError(asRPCError(CodeBackendUnavailable, err)))
 		}
-		result, err := clitool.Call(ctx, tool, args, opts)
+		result, err := b.CallCLI(ctx, name, args, opts)
 		if err != nil {
 			adm.Done("error")
 			return jsonrpc.AppendError(nil, msg.ID, jsonrpc.AsError(err))
 		}
 		adm.Done("ok")
-		return jsonrpc.AppendResult(nil, msg.ID, s.g.processOutput(b.Name(), name, result))
+		result = s.g.processOutput(b.Name(), name, result)
+		if fallback {
+			result = servedBy(result, b.Name())
+		}
+		return jsonrpc.AppendResult(nil, msg.ID, result)
 	})
 }
 

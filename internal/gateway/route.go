@@ -116,6 +116,9 @@ func (s *Session) HandleRequest(msg *jsonrpc.Message, stream *Stream) {
 func (g *Gateway) soleBackend() *backend.Backend {
 	var only *backend.Backend
 	for _, b := range g.registry.Backends() {
+		if b.IsCLI() {
+			continue // it has tools only, and answers nothing else
+		}
 		if _, server := b.Catalog(); server != nil {
 			if only != nil {
 				return nil
@@ -182,6 +185,10 @@ func (s *Session) forwardVia(msg *jsonrpc.Message, stream *Stream, name string, 
 			then(false, 0)
 		}
 		stream.push(jsonrpc.AppendError(nil, msg.ID, &jsonrpc.Error{Code: CodeBackendUnavailable, Message: fmt.Sprintf("backend %q was removed", name)}), true)
+		return
+	}
+	if b.IsCLI() {
+		s.forwardCLI(msg, stream, b, params, then, fb)
 		return
 	}
 	if b.Pooled() {

@@ -56,9 +56,12 @@ type backendHealth struct {
 	// PendingChanges counts its tools, prompts and templates that differ
 	// from the approved baseline (integrity).
 	PendingChanges int `json:"pendingChanges"`
+	// ServedByFallback are the tools of a stopped or failed backend that
+	// stay listed because a fallback serves them.
+	ServedByFallback []string `json:"servedByFallback,omitempty"`
 }
 
-func healthOf(b *backend.Backend) backendHealth {
+func (g *Gateway) healthOf(b *backend.Backend) backendHealth {
 	st, h := b.Status(), b.Health()
 	circuit := "closed"
 	if !h.CircuitOpen.IsZero() {
@@ -72,7 +75,16 @@ func healthOf(b *backend.Backend) backendHealth {
 		Restarts:           st.Restarts, LastError: st.Cause, // never the detail, which can quote the server
 		CallsInFlight: h.CallsInFlight, CallsQueued: h.CallsQueued,
 		Calls: h.NCalls, FailedCalls: h.NFailedCalls, Fallbacks: h.NFallbacks,
+		ServedByFallback: g.standInsOf(b.Name()),
 	}
+}
+
+// standInsOf returns the tools of backend name listed for its fallbacks.
+func (g *Gateway) standInsOf(name string) []string {
+	if m := g.standIns.Load(); m != nil {
+		return (*m)[name]
+	}
+	return nil
 }
 
 // readStatus answers resources/read of a status resource. It reports false
@@ -86,13 +98,13 @@ func (g *Gateway) readStatus(msg *jsonrpc.Message, stream *Stream, uri string) b
 	case uri == HealthURI:
 		all := []backendHealth{}
 		for _, b := range g.registry.Backends() {
-			h := healthOf(b)
+			h := g.healthOf(b)
 			h.PendingChanges = g.numPending(b.Name())
 			all = append(all, h)
 		}
 		v = map[string]any{"backends": all}
 	case isBackend && g.registry.Backend(name) != nil:
-		h := healthOf(g.registry.Backend(name))
+		h := g.healthOf(g.registry.Backend(name))
 		h.PendingChanges = g.numPending(name)
 		v = h
 	default:

@@ -91,7 +91,7 @@ rate_limit = "5/1h"
 		{"mcpgate_backend_state", map[string]string{"backend": "m", "state": "failed"}, 0},
 		{"mcpgate_circuit_open", map[string]string{"backend": "m"}, 0},
 		{"mcpgate_calls_in_flight", map[string]string{"backend": "m"}, 0},
-		{"mcpgate_backend_restarts", map[string]string{"backend": "m"}, 0},
+		{"mcpgate_backend_restarts_total", map[string]string{"backend": "m"}, 0},
 		{"mcpgate_sessions", nil, 1},
 	} {
 		if got := value(t, fams, tc.family, tc.labels); got != tc.want {
