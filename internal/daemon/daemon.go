@@ -202,8 +202,8 @@ func (d *daemon) run(ctx context.Context) int {
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
 	defer signal.Stop(sigs)
 
-	// Take the sockets first: connections that arrive while the backends
-	// start wait in the listen backlog and are served once we are ready.
+	// Take the sockets first: connections that arrive before the front
+	// serves wait in the listen backlog.
 	d.lns, err = listeners.Open(d.cfg.Gateway.Listen, d.log)
 	if err != nil {
 		return d.fail(err)
@@ -272,9 +272,9 @@ func (d *daemon) run(ctx context.Context) int {
 	d.gw.Refresh()
 	d.updateStatus()
 
-	if code, stop := d.awaitBackends(ctx, sigs); stop {
-		return code
-	}
+	// Clients are served while the backends start: those that are ready
+	// are in the catalog, the others join with list_changed once their
+	// handshake ends. No client waits for the slowest backend.
 	stopMetrics, err := d.serveMetrics()
 	if err != nil {
 		d.shutdownBackends()
@@ -283,6 +283,10 @@ func (d *daemon) run(ctx context.Context) int {
 	defer stopMetrics()
 	if err := d.serve(); err != nil {
 		return d.fail(err)
+	}
+	d.log.Info("serving clients while the backends start", "listeners", listenerNames(d.lns))
+	if code, stop := d.awaitBackends(ctx, sigs); stop {
+		return code
 	}
 	// READY=1 carries the status, so readiness never comes with a stale one.
 	d.notify.Send("READY=1", "STATUS="+d.statusLine())
@@ -297,7 +301,9 @@ func (d *daemon) run(ctx context.Context) int {
 }
 
 // awaitBackends waits until every backend settled, stretching systemd's
-// start timeout meanwhile. stop is true when the daemon must exit with code.
+// start timeout meanwhile, while the front already serves clients: READY=1
+// still means that every backend's first start attempt is decided. stop is
+// true when the daemon must exit with code.
 func (d *daemon) awaitBackends(ctx context.Context, sigs <-chan os.Signal) (code int, stop bool) {
 	const step = 10 * time.Second
 	settled := make(chan error, 1)
@@ -314,6 +320,9 @@ func (d *daemon) awaitBackends(ctx context.Context, sigs <-chan os.Signal) (code
 					d.finalStatus("failed: " + err.Error())
 					d.notify.Errno(int(unix.EHOSTDOWN))
 					d.log.Error(err.Error(), "backend", b.Name())
+					d.gw.StopAccepting()
+					d.gw.Close()
+					d.srv.Close()
 					d.shutdownBackends()
 					return exitFailed, true
 				}
@@ -325,10 +334,8 @@ func (d *daemon) awaitBackends(ctx context.Context, sigs <-chan os.Signal) (code
 			if sig == syscall.SIGHUP {
 				continue // the configuration is read once we are up
 			}
-			d.notify.Stopping()
-			d.finalStatus("stopping: shutting backends down")
-			d.shutdownBackends()
-			return exitOK, true
+			d.log.Info("stopping", "signal", unix.SignalName(sig.(syscall.Signal)), journal.MessageStopping.Attr())
+			return d.stop(), true
 		}
 	}
 }

@@ -406,8 +406,8 @@ func TestSocketActivationAcceptYesIsRefused(t *testing.T) {
 
 // TestClientsDuringStartupAreServed connects clients, and sends their
 // initialize, while a backend is still in its handshake (held by the fake
-// server's barrier, which the test opens): each is answered once the daemon
-// is ready, none is lost.
+// server's barrier, which the test opens): each is answered, none is lost
+// (TestClientsServedWhileABackendStarts shows they need not wait).
 func TestClientsDuringStartupAreServed(t *testing.T) {
 	gate := filepath.Join(t.TempDir(), "alpha.record")
 	toml, url := config(t, "", fmt.Sprintf("[backends.alpha]\ncommand = \"FAKE\"\nargs = [\"--record\", %q, \"--initialize-barrier\", \"2\"]\n", gate))

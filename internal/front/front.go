@@ -160,7 +160,7 @@ func (h *Handler) post(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if msg.IsRequest() && msg.Method == "initialize" {
-		h.initialize(w, msg, clientOf(r))
+		h.initialize(w, r, msg)
 		return
 	}
 	sess := h.session(w, r)
@@ -181,7 +181,14 @@ func (h *Handler) post(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-func (h *Handler) initialize(w http.ResponseWriter, msg *jsonrpc.Message, client *access.Client) {
+func (h *Handler) initialize(w http.ResponseWriter, r *http.Request, msg *jsonrpc.Message) {
+	client := clientOf(r)
+	if r.Context().Err() != nil {
+		// The client gave up (it waited in the listen backlog while the
+		// daemon started): no session it would never use.
+		h.log.Debug("initialize abandoned by the client before it was answered; no session started", "client", client.Name)
+		return
+	}
 	sess, result, err := h.g.NewSession(msg.Params, client)
 	if h.limitError(w, err, msg.ID) {
 		return
@@ -199,6 +206,10 @@ func (h *Handler) initialize(w http.ResponseWriter, msg *jsonrpc.Message, client
 	w.Header().Set(headerSession, sess.ID)
 	w.Header().Set("Content-Type", "application/json")
 	w.Write(jsonrpc.AppendResult(nil, msg.ID, result))
+	if http.NewResponseController(w).Flush() != nil || r.Context().Err() != nil {
+		h.g.CloseSession(sess.ID, "the client abandoned its initialize")
+		h.log.Debug("initialize abandoned by the client; its session ended", "session", sess.ID, "client", client.Name)
+	}
 }
 
 // batch handles a JSON array of messages, which only protocol 2025-03-26

@@ -104,13 +104,19 @@ func (g *Gateway) NewSession(params json.RawMessage, client *access.Client) (*Se
 }
 
 // initializeResult advertises what the healthy backends provide, and
-// list_changed for every list, which the gateway relays.
+// list_changed for every list, which the gateway relays. While a backend is
+// still in its handshake, what it will provide is unknown: every list is
+// offered, so that its tools, prompts and resources can join with
+// list_changed once it is ready.
 func (g *Gateway) initializeResult(s *Session) json.RawMessage {
 	var tools, prompts, resources, subscribe, logging, completions bool
 	var instructions []string
 	for _, b := range g.registry.Backends() {
 		_, info := b.Catalog()
 		if info == nil {
+			if starting(b) {
+				tools, prompts, resources = true, true, true
+			}
 			continue
 		}
 		c := info.Capabilities
@@ -152,6 +158,17 @@ func (g *Gateway) initializeResult(s *Session) json.RawMessage {
 		out = jsonrpc.AppendString(out, strings.Join(instructions, "\n\n"))
 	}
 	return append(out, '}')
+}
+
+// starting reports whether b is in its first start attempt, or waits to
+// try again: it may yet join the catalog.
+func starting(b *backend.Backend) bool {
+	select {
+	case <-b.Settled():
+		return b.Status().State == backend.Starting
+	default:
+		return true
+	}
 }
 
 func (s *Session) touch() {
