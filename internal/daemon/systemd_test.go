@@ -916,9 +916,9 @@ args = ["--record", %q]
 		{"drain timeout reached"},
 		// work saw its stdin close and exited by itself; stuck did not
 		// read it and was terminated after the grace period.
-		{`msg="backend stopped"`, "backend=work", fmt.Sprint(workPID), `exit="exited with status 0"`},
-		{"child did not exit in time", "backend=stuck", "signal=SIGTERM"},
-		{`msg="backend stopped"`, "backend=stuck", fmt.Sprint(stuckPID), `exit="killed by signal SIGTERM"`},
+		{`msg="backend \"work\" stopped: `, "backend=work", fmt.Sprint(workPID), `exit="exited with status 0"`},
+		{`backend \"stuck\" did not exit in time; sending SIGTERM to its process group`, "backend=stuck", "signal=SIGTERM"},
+		{`msg="backend \"stuck\" stopped: `, "backend=stuck", fmt.Sprint(stuckPID), `exit="killed by signal SIGTERM"`},
 	} {
 		if !logged(out, want...) {
 			t.Errorf("no log line with all of %q", want)

@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"crypto/sha256"
+	"fmt"
 	"log/slog"
 	"strconv"
 	"sync"
@@ -54,7 +55,7 @@ func (g *Gateway) SetClients(set *access.Set) {
 		old := s.Client()
 		c := set.Client(old.Name)
 		if c == nil {
-			g.log.Info("ending the session of a client that was removed", "session", s.ID, "client", old.Name)
+			g.log.Info(fmt.Sprintf("ending a session of client %q, which was removed", old.Name), "session", s.ID, "client", old.Name)
 			g.CloseSession(s.ID, "client \""+old.Name+"\" was removed from the configuration")
 			return
 		}

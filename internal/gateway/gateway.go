@@ -8,6 +8,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -293,7 +294,7 @@ func (g *Gateway) Run(ctx context.Context) {
 		case now := <-tick.C:
 			g.eachSession(func(s *Session) {
 				if s.idleSince(now) > g.opts.SessionIdleTimeout {
-					g.log.Info("ending idle session", "session", s.ID)
+					g.log.Info(fmt.Sprintf("ending an idle session of client %q", s.Client().Name), "session", s.ID, "client", s.Client().Name)
 					g.CloseSession(s.ID, "the session was idle too long")
 				}
 			})

@@ -25,7 +25,7 @@ func (g *Gateway) Notification(b *backend.Backend, conn *backend.Conn, msg *json
 		}
 		c := v.(*call)
 		if c.conn != conn {
-			g.log.Warn("dropped progress for a call on another backend", "backend", b.Name())
+			g.log.Warn(fmt.Sprintf("backend %q: dropped progress for a call on another backend", b.Name()), "backend", b.Name())
 			return
 		}
 		c.progressed()
