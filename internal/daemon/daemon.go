@@ -448,6 +448,10 @@ func (d *daemon) reload(ctx context.Context) (err error) {
 		d.log.Warn("changes to the [gateway] section take effect when mcpgated restarts; backends are reloaded now")
 	}
 	change, err := d.apply(ctx, cfg)
+	summary := change.String()
+	if clients := clientChange(d.cfg.Clients, cfg.Clients); clients != "" {
+		summary += "; " + clients
+	}
 	d.cfg.Backends = cfg.Backends
 	d.cfg.Clients = cfg.Clients
 	d.cfg.Composites = cfg.Composites
@@ -455,7 +459,7 @@ func (d *daemon) reload(ctx context.Context) (err error) {
 	d.gw.SetClients(d.loadClients(d.cfg))
 	d.gw.Configure(d.cfg)
 	d.gw.Refresh()
-	d.log.Info("configuration reloaded: "+change.String(), journal.MessageReload.Attr())
+	d.log.Info("configuration reloaded: "+summary, journal.MessageReload.Attr())
 	return err
 }
 
