@@ -68,8 +68,12 @@ Commands:
   logs NAME [-f] [-n N]  show a backend's journal entries
   logs --client NAME     show the audit entries of a client's calls
   check-config [PATH]    validate a configuration file (default ` + config.DefaultPath + `)
-  token create NAME [--tools GLOB ...] [--print] [--config PATH]
-                         make a client with a new bearer token
+  token create NAME [--tools GLOB ...] [--resources GLOB ...] [--prompts GLOB ...]
+                    [--print] [--config PATH]
+                         make a client with a new bearer token; it may use
+                         every tool, resource and prompt, except that each
+                         of --tools, --resources and --prompts given limits
+                         that list to what its patterns match
   token list             list the configured clients
   token revoke NAME      remove a client token create made
   bridge [--socket PATH | --url URL] [--token-file FILE]

@@ -53,8 +53,10 @@ func (c *cli) token(args []string) int {
 	sub, args := args[0], args[1:]
 	fs := c.flagSet("mcpgatectl token " + sub)
 	cfgPath := fs.String("config", config.DefaultPath, "")
-	var tools stringList
+	var tools, resources, prompts stringList
 	fs.Var(&tools, "tools", "")
+	fs.Var(&resources, "resources", "")
+	fs.Var(&prompts, "prompts", "")
 	printOnly := fs.Bool("print", false, "")
 	pos, err := parseInterleaved(fs, args)
 	if err != nil {
@@ -62,13 +64,13 @@ func (c *cli) token(args []string) int {
 	}
 	switch {
 	case sub == "create" && len(pos) == 1:
-		return c.tokenCreate(*cfgPath, pos[0], tools, *printOnly)
+		return c.tokenCreate(*cfgPath, pos[0], policy{tools, resources, prompts}, *printOnly)
 	case sub == "list" && len(pos) == 0:
 		return c.tokenList(*cfgPath)
 	case sub == "revoke" && len(pos) == 1:
 		return c.tokenRevoke(*cfgPath, pos[0])
 	}
-	return c.usageError(fmt.Errorf("token takes create NAME [--tools GLOB ...] [--print], list, or revoke NAME"))
+	return c.usageError(fmt.Errorf("token takes create NAME [--tools GLOB ...] [--resources GLOB ...] [--prompts GLOB ...] [--print], list, or revoke NAME"))
 }
 
 // stringList is a flag that may be given several times.
@@ -77,9 +79,13 @@ type stringList []string
 func (l *stringList) String() string     { return strings.Join(*l, ",") }
 func (l *stringList) Set(v string) error { *l = append(*l, v); return nil }
 
+// policy is what token create restricts: each list, when given, becomes the
+// client's key of that name; a list not given stays "*", everything.
+type policy struct{ tools, resources, prompts []string }
+
 // tokenCreate makes a random 256-bit token, prints it once and writes the
 // drop-in with its hash (or prints it with --print).
-func (c *cli) tokenCreate(cfgPath, name string, tools []string, printOnly bool) int {
+func (c *cli) tokenCreate(cfgPath, name string, pol policy, printOnly bool) int {
 	if !tokenClientName.MatchString(name) || name == config.AnonymousClient {
 		return c.usageError(fmt.Errorf("invalid client name %q; use 1 to 64 letters, digits, \"_\" or \"-\" (not %q)", name, config.AnonymousClient))
 	}
@@ -99,12 +105,18 @@ func (c *cli) tokenCreate(cfgPath, name string, tools []string, printOnly bool) 
 	var b strings.Builder
 	fmt.Fprintf(&b, "# Client %q, made by mcpgatectl token create. The token itself is not\n# stored anywhere; `mcpgatectl token revoke %s` removes this file.\n", name, name)
 	fmt.Fprintf(&b, "[clients.%s]\ntoken_sha256 = %q\n", name, hex.EncodeToString(sum[:]))
-	if len(tools) > 0 {
-		quoted := make([]string, len(tools))
-		for i, t := range tools {
+	for _, key := range []struct {
+		name     string
+		patterns []string
+	}{{"tools", pol.tools}, {"resources", pol.resources}, {"prompts", pol.prompts}} {
+		if len(key.patterns) == 0 {
+			continue
+		}
+		quoted := make([]string, len(key.patterns))
+		for i, t := range key.patterns {
 			quoted[i] = strconv.Quote(t)
 		}
-		fmt.Fprintf(&b, "tools = [%s]\n", strings.Join(quoted, ", "))
+		fmt.Fprintf(&b, "%s = [%s]\n", key.name, strings.Join(quoted, ", "))
 	}
 	if printOnly {
 		fmt.Fprint(c.stdout, b.String())
@@ -157,7 +169,14 @@ func (c *cli) tokenList(cfgPath string) int {
 		if len(cl.UnixGroups) > 0 {
 			how = append(how, "unix groups "+strings.Join(cl.UnixGroups, ","))
 		}
-		fmt.Fprintf(c.stdout, "%s\t%s\ttools %s\t%s:%d\n", n, strings.Join(how, "; "), strings.Join(cl.Tools, ","), cl.File, cl.Line)
+		uses := "tools " + strings.Join(cl.Tools, ",")
+		if !slices.Equal(cl.Resources, []string{"*"}) {
+			uses += "; resources " + strings.Join(cl.Resources, ",")
+		}
+		if !slices.Equal(cl.Prompts, []string{"*"}) {
+			uses += "; prompts " + strings.Join(cl.Prompts, ",")
+		}
+		fmt.Fprintf(c.stdout, "%s\t%s\t%s\t%s:%d\n", n, strings.Join(how, "; "), uses, cl.File, cl.Line)
 	}
 	return exitOK
 }
