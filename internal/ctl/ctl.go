@@ -66,7 +66,7 @@ Commands:
   reload                 re-read the configuration and apply it
   tools                  list the tools the gateway exposes
   logs NAME [-f] [-n N]  show a backend's journal entries
-  logs --client NAME     show the audit entries of a client's calls
+  logs --client NAME     show a client's calls and policy refusals
   check-config [PATH]    validate a configuration file (default ` + config.DefaultPath + `)
   token create NAME [--tools GLOB ...] [--resources GLOB ...] [--prompts GLOB ...]
                     [--print] [--config PATH]

@@ -231,6 +231,7 @@ func (d *daemon) run(ctx context.Context) int {
 		Logger:         d.log,
 	})
 	g := d.cfg.Gateway
+	d.refusals = access.NewRefusals(d.log)
 	d.gw = gateway.New(d.sup, gateway.Options{
 		Version:            Version,
 		PageSize:           g.PageSize,
@@ -244,9 +245,9 @@ func (d *daemon) run(ctx context.Context) int {
 		Audit:              g.Audit == "calls",
 		// Status resources show every backend's health to every client.
 		StatusResources: g.StatusResources,
+		Refusals:        d.refusals,
 	})
 	d.loadClients(d.cfg)
-	d.refusals = access.NewRefusals(d.log)
 	d.gw.Configure(d.cfg)
 	d.onRemove = append(d.onRemove, d.gw.ForgetOutputBytes)
 	defer d.units.close()

@@ -180,6 +180,15 @@ func (s *Session) audited(msg *jsonrpc.Message, backend, what, name string) func
 	}
 }
 
+// hidden journals that the session's client called what its policy hides
+// (what is "tool", "prompt" or "uri"); the client itself gets the error of
+// an unknown name.
+func (s *Session) hidden(method, what string, k access.Kind, name string) {
+	if r := s.g.opts.Refusals; r != nil {
+		r.Hidden(s.Client().Name, s.ID, method, what, name, s.policy().Rule(k, name))
+	}
+}
+
 // unknownToolFor is unknownTool with suggestions only among the tools the
 // session's client may see.
 func (s *Session) unknownToolFor(cat *catalog.Catalog, name string) error {

@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/mcpgate/mcpgate/internal/access"
 	"github.com/mcpgate/mcpgate/internal/backend"
 	"github.com/mcpgate/mcpgate/internal/catalog"
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
@@ -80,6 +81,8 @@ type Options struct {
 	Audit bool
 	// StatusResources serves mcpgate://health and mcpgate://backend/NAME.
 	StatusResources bool
+	// Refusals, if set, journals calls of what a client's policy hides.
+	Refusals *access.Refusals
 }
 
 // Gateway is the MCP server clients talk to.
