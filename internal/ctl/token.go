@@ -1,6 +1,7 @@
 package ctl
 
 import (
+	"context"
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
@@ -15,7 +16,9 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/mcpgate/mcpgate/internal/access"
 	"github.com/mcpgate/mcpgate/internal/config"
+	"github.com/mcpgate/mcpgate/internal/dbusapi"
 )
 
 // bridgeTokenEnv names the variable the bridge takes its token from.
@@ -94,6 +97,9 @@ func (c *cli) tokenCreate(cfgPath, name string, pol policy, printOnly bool) int 
 			fmt.Fprintf(c.stderr, "mcpgatectl: client %q already exists (%s:%d); revoke it first, or choose another name\n", name, cl.File, cl.Line)
 			return exitFailed
 		}
+		for _, u := range c.unmatched(cfg, name, pol) {
+			fmt.Fprintln(c.stderr, "warning: "+u.String())
+		}
 	}
 	var raw [32]byte
 	if _, err := rand.Read(raw[:]); err != nil {
@@ -140,6 +146,51 @@ func (c *cli) tokenCreate(cfgPath, name string, pol policy, printOnly bool) int 
 	fmt.Fprintln(c.stdout, token)
 	fmt.Fprintf(c.stderr, "wrote %s; the token above is shown only once. Apply it with: mcpgatectl reload\n", path)
 	return exitOK
+}
+
+// unmatched returns the patterns of pol that match nothing: tools against
+// the running gateway's tools, when it answers on the bus, else against
+// the backends' prefixes, as --check-config does; prompts against the
+// prefixes. Resource patterns are checked at reload, against the catalog.
+func (c *cli) unmatched(cfg *config.Config, name string, pol policy) []access.Unmatched {
+	orAll := func(l []string) []string {
+		if len(l) == 0 {
+			return []string{"*"}
+		}
+		return l
+	}
+	client := &config.Client{Name: name, Tools: orAll(pol.tools), Resources: []string{"*"}, Prompts: orAll(pol.prompts)}
+	static := *cfg
+	static.Clients = map[string]*config.Client{name: client}
+	out := access.UnmatchedPrefixes(&static)
+	tools, ok := c.liveTools()
+	if !ok {
+		return out
+	}
+	live := slices.DeleteFunc(out, func(u access.Unmatched) bool { return u.Kind == access.Tools })
+	toolsOnly := &config.Client{Name: name, Tools: client.Tools, Resources: []string{"*"}, Prompts: []string{"*"}}
+	return append(access.UnmatchedPatterns(map[string]*config.Client{name: toolsOnly}, access.Names{access.Tools: tools}), live...)
+}
+
+// liveTools returns the names of the running gateway's tools, if it
+// answers on the bus; a gateway that is not running is no error here.
+func (c *cli) liveTools() ([]string, bool) {
+	client, err := dbusapi.Dial(c.opts.user)
+	if err != nil {
+		return nil, false
+	}
+	defer client.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), readTimeout)
+	defer cancel()
+	tools, err := client.ListTools(ctx)
+	if err != nil {
+		return nil, false
+	}
+	names := make([]string, len(tools))
+	for i, t := range tools {
+		names[i] = t.Name
+	}
+	return names, true
 }
 
 // tokenList prints each configured client and how it is recognised.

@@ -83,6 +83,12 @@ func checkConfig(path string, stdout, stderr io.Writer) int {
 	for _, w := range cfg.CredentialsInArgs() {
 		fmt.Fprintln(stderr, "warning: "+w)
 	}
+	// No catalog without the running gateway: only patterns that no
+	// backend's prefix can match. Reload checks against the live catalog.
+	for _, u := range access.UnmatchedPrefixes(cfg) {
+		c := cfg.Clients[u.Client]
+		fmt.Fprintf(stderr, "%s:%d: warning: %s\n", c.File, c.Line, u)
+	}
 	failed := false
 	for _, p := range checkCommands(cfg) {
 		fmt.Fprintln(stderr, p.err.Error())
@@ -461,6 +467,7 @@ func (d *daemon) reload(ctx context.Context) (err error) {
 	d.gw.Configure(d.cfg)
 	d.gw.Refresh()
 	d.log.Info("configuration reloaded: "+summary, journal.MessageReload.Attr())
+	d.warnUnmatched()
 	return err
 }
 

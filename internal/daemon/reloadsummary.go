@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/mcpgate/mcpgate/internal/access"
+	"github.com/mcpgate/mcpgate/internal/catalog"
 	"github.com/mcpgate/mcpgate/internal/config"
 )
 
@@ -47,4 +49,32 @@ func sameClient(a, b *config.Client) bool {
 	x, y := *a, *b
 	x.File, x.Line, y.File, y.Line = "", 0, "", 0
 	return reflect.DeepEqual(x, y)
+}
+
+// catalogNames are the names of cat a policy can match.
+func catalogNames(cat *catalog.Catalog) access.Names {
+	var n access.Names
+	for _, e := range cat.Tools {
+		n[access.Tools] = append(n[access.Tools], e.Name)
+	}
+	for _, e := range cat.Prompts {
+		n[access.Prompts] = append(n[access.Prompts], e.Name)
+	}
+	for _, list := range [][]catalog.Resource{cat.Resources, cat.Templates} {
+		for _, r := range list {
+			n[access.Resources] = append(n[access.Resources], r.URI)
+		}
+	}
+	return n
+}
+
+// warnUnmatched warns, after a reload, about each pattern of a client's
+// policy that matches nothing in the catalog: a typo shows a client
+// nothing, silently.
+func (d *daemon) warnUnmatched() {
+	for _, u := range access.UnmatchedPatterns(d.cfg.Clients, catalogNames(d.gw.Catalog())) {
+		c := d.cfg.Clients[u.Client]
+		d.log.Warn(fmt.Sprintf("%s (%s:%d); the catalog has the tools, prompts and resources of the backends that are running", u, c.File, c.Line),
+			"client", u.Client)
+	}
 }
