@@ -180,10 +180,6 @@ func (g *Gateway) Request(b *backend.Backend, conn *backend.Conn, msg *jsonrpc.M
 			conn.Reply(msg.ID, json.RawMessage(`{}`))
 			return
 		}
-		if msg.Method == "roots/list" {
-			g.noRoots(b, conn, msg, "relay_client_requests = false")
-			return
-		}
 		refuse(jsonrpc.CodeMethodNotFound, "mcpgate does not relay %s for backend %q (relay_client_requests = false)", msg.Method, b.Name())
 		return
 	}
