@@ -206,7 +206,9 @@ func (h *Handler) initialize(w http.ResponseWriter, r *http.Request, msg *jsonrp
 	w.Header().Set(headerSession, sess.ID)
 	w.Header().Set("Content-Type", "application/json")
 	w.Write(jsonrpc.AppendResult(nil, msg.ID, result))
-	if http.NewResponseController(w).Flush() != nil || r.Context().Err() != nil {
+	// A client that closes its connection once it has the answer is
+	// normal: only an answer that could not be written ends the session.
+	if http.NewResponseController(w).Flush() != nil {
 		h.g.CloseSession(sess.ID, "the client abandoned its initialize")
 		h.log.Debug("initialize abandoned by the client; its session ended", "session", sess.ID, "client", client.Name)
 	}
