@@ -4,7 +4,9 @@
 package access
 
 import (
+	"fmt"
 	"slices"
+	"strings"
 	"unicode/utf8"
 )
 
@@ -59,6 +61,30 @@ func (p *Policy) Allows(k Kind, name string) bool {
 		}
 	}
 	return allowed
+}
+
+var kindKeys = [...]string{Tools: "tools", Resources: "resources", Prompts: "prompts"}
+
+// Rule says which rule of the policy decides about name, for the journal:
+// `tools pattern "!gh_delete*" hides it`, or `no pattern of tools shows
+// it` when none matches.
+func (p *Policy) Rule(k Kind, name string) string {
+	if p.Unrestricted() {
+		return "no policy: everything is shown"
+	}
+	rules := p.rules[k]
+	for i := len(rules) - 1; i >= 0; i-- {
+		pat := rules[i]
+		neg := len(pat) > 0 && pat[0] == '!'
+		if Match(strings.TrimPrefix(pat, "!"), name) {
+			verb := "shows"
+			if neg {
+				verb = "hides"
+			}
+			return fmt.Sprintf("%s pattern %q %s it", kindKeys[k], pat, verb)
+		}
+	}
+	return fmt.Sprintf("no pattern of %s shows it", kindKeys[k])
 }
 
 // Match reports whether name matches the glob pattern: "*" matches any run

@@ -2,6 +2,7 @@ package access
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"sync"
 	"time"
@@ -44,32 +45,7 @@ func NewRefusals(log *slog.Logger) *Refusals {
 // Refused journals a refusal of peer and returns how long to wait before
 // answering it.
 func (r *Refusals) Refused(peer Peer, ref *Refusal, method, path string) time.Duration {
-	now := time.Now()
-	key := peer.key()
-	r.mu.Lock()
-	f := r.peers[key]
-	switch {
-	case f == nil:
-		if len(r.peers) >= maxPeers {
-			r.forgetOld(now)
-		}
-		f = &failures{since: now}
-		r.peers[key] = f
-	case now.Sub(f.since) > refusalWindow:
-		// A new window; what was suppressed is reported with its first
-		// entry.
-		f.since, f.count = now, 0
-	}
-	f.count++
-	logIt := f.count <= refusalsLogged
-	suppressed := 0
-	if logIt {
-		suppressed, f.suppressed = f.suppressed, 0
-	} else {
-		f.suppressed++
-	}
-	count := f.count
-	r.mu.Unlock()
+	logIt, suppressed, count := r.count(peer.key())
 	if logIt {
 		attrs := []any{"peer", peer.String(), "http_status", ref.Status, "reason", ref.Reason, "http_method", method, "path", path, journal.MessageAccessDenied.Attr()}
 		if suppressed > 0 {
@@ -84,6 +60,56 @@ func (r *Refusals) Refused(peer Peer, ref *Refusal, method, path string) time.Du
 		return 0
 	}
 	return min(refusalDelay<<min(count-refusalsFree-1, 10), maxDelay)
+}
+
+// count counts a refusal of key in its window and reports whether to log
+// it, how many refusals before it were not logged, and how many the window
+// has seen.
+func (r *Refusals) count(key string) (logIt bool, suppressed, count int) {
+	now := time.Now()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	f := r.peers[key]
+	switch {
+	case f == nil:
+		if len(r.peers) >= maxPeers {
+			r.forgetOld(now)
+		}
+		f = &failures{since: now}
+		r.peers[key] = f
+	case now.Sub(f.since) > refusalWindow:
+		// A new window; what was suppressed is reported with its first
+		// entry.
+		f.since, f.count = now, 0
+	}
+	f.count++
+	logIt = f.count <= refusalsLogged
+	if logIt {
+		suppressed, f.suppressed = f.suppressed, 0
+	} else {
+		f.suppressed++
+	}
+	return logIt, suppressed, f.count
+}
+
+// Hidden journals that client's policy refused a call of method on a
+// tool, prompt or resource (what: "tool", "prompt" or "uri") it hides:
+// the client got the error of an unknown name, the operator learns which
+// rule decided. Per client and window the first few are logged, the rest
+// counted, as Refused does for peers; no answer is delayed.
+func (r *Refusals) Hidden(client, session, method, what, name, rule string) {
+	logIt, suppressed, count := r.count("client " + client)
+	if !logIt {
+		return
+	}
+	attrs := []any{"client", client, "session", session, "method", method, what, name, "reason", rule, journal.MessageAccessDenied.Attr()}
+	if suppressed > 0 {
+		attrs = append(attrs, "suppressed", suppressed)
+	}
+	if count == refusalsLogged {
+		attrs = append(attrs, "note", "further policy refusals of this client within a minute are counted, not logged")
+	}
+	r.log.Warn(fmt.Sprintf("refused client %q: %s %s: %s", client, method, name, rule), attrs...)
 }
 
 // forgetOld drops windows that ended; if none did, all of them. Called

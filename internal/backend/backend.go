@@ -409,7 +409,7 @@ func (s *supervision) start(ctx context.Context) (*Conn, time.Time, error) {
 			b.saveCache(conn.Server(), r.lists)
 			b.setState(Healthy, func(st *Status) { st.Server = conn.Server(); st.LastError = "" })
 			go b.watch(conn)
-			b.log.Info("backend ready", conn.ident(), "tools", len(r.lists.Tools), "protocol_version", conn.Server().ProtocolVersion, journal.MessageBackendReady.Attr())
+			b.log.Info(fmt.Sprintf("backend %q ready: %d tools", b.name, len(r.lists.Tools)), conn.ident(), "tools", len(r.lists.Tools), "protocol_version", conn.Server().ProtocolVersion, journal.MessageBackendReady.Attr())
 			s.answer(nil)
 			b.settle()
 			return conn, started, nil
@@ -494,7 +494,7 @@ func (s *supervision) stopConn(conn *Conn, why string) {
 	}
 	b.mu.Unlock()
 	b.update(func(st *Status) { st.PID = 0; st.LastExit = conn.exit })
-	b.log.Info("backend stopped", "backend_pid", conn.PID(), "reason", why, "exit", conn.exit.Text)
+	b.log.Info(fmt.Sprintf("backend %q stopped: %s (%s)", b.name, why, conn.exit.Text), "backend_pid", conn.PID(), "reason", why, "exit", conn.exit.Text)
 }
 
 // obey carries out Stop or Restart once the child is gone.
@@ -590,7 +590,7 @@ func (s *supervision) crashed(ctx context.Context, started time.Time, startErr e
 	}
 	if startErr != nil && !errors.Is(startErr, errDied) {
 		reason, cause = startErr.Error(), Cause(startErr)
-		b.log.Warn("backend could not start: "+reason, journal.MessageStartFailed.Attr())
+		b.log.Warn(fmt.Sprintf("backend %q could not start: %s", b.name, reason), journal.MessageStartFailed.Attr())
 	}
 	now := time.Now()
 	if now.Sub(started) > cfg.RestartWindow {
@@ -611,7 +611,7 @@ func (s *supervision) crashed(ctx context.Context, started time.Time, startErr e
 			st.LastError = fmt.Sprintf("%s; gave up after %d restarts within %s", reason, cfg.MaxRestarts, cfg.RestartWindow)
 			st.Cause = fmt.Sprintf("%s; gave up after %d restarts", cause, cfg.MaxRestarts)
 		})
-		b.log.Error(fmt.Sprintf("backend failed: %s; gave up after %d restarts within %s; `mcpgatectl start %s` tries again", reason, cfg.MaxRestarts, cfg.RestartWindow, b.name),
+		b.log.Error(fmt.Sprintf("backend %q failed: %s; gave up after %d restarts within %s; `mcpgatectl start %s` tries again", b.name, reason, cfg.MaxRestarts, cfg.RestartWindow, b.name),
 			"restarts", cfg.MaxRestarts, "window", cfg.RestartWindow, journal.MessageGiveUp.Attr())
 		s.want = false
 		b.endGrace()
@@ -628,7 +628,7 @@ func (s *supervision) crashed(ctx context.Context, started time.Time, startErr e
 		st.InWindow = len(s.crashes)
 		b.restartsTotal.Add(1)
 	})
-	b.log.Info("restarting backend", "in", delay.Round(time.Millisecond), "attempt", len(s.crashes), "max_restarts", cfg.MaxRestarts, journal.MessageRestart.Attr())
+	b.log.Info(fmt.Sprintf("restarting backend %q in %s (attempt %d of max_restarts %d)", b.name, delay.Round(time.Millisecond), len(s.crashes), cfg.MaxRestarts), "in", delay.Round(time.Millisecond), "attempt", len(s.crashes), "max_restarts", cfg.MaxRestarts, journal.MessageRestart.Attr())
 	// The start waits for the first attempt only, never for the restarts:
 	// the other backends' clients need not wait for this one.
 	b.settle()

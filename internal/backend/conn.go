@@ -235,7 +235,7 @@ func (c *Conn) readLoop() {
 		if err != nil {
 			var tooLong *jsonrpc.ErrLineTooLong
 			if errors.As(err, &tooLong) {
-				c.log.Warn("dropped a message from the child", "err", err, "start", truncate(tooLong.Head, 100))
+				c.log.Warn(fmt.Sprintf("backend %q: dropped a message from the child: %v", c.b.name, err), "err", err, "start", truncate(tooLong.Head, 100))
 				c.tooLarge(tooLong)
 				continue
 			}
@@ -243,7 +243,7 @@ func (c *Conn) readLoop() {
 		}
 		msg, err := jsonrpc.Parse(line)
 		if err != nil {
-			c.log.Warn("dropped invalid output of the child", "err", err, "line", truncate(line, 200))
+			c.log.Warn(fmt.Sprintf("backend %q: dropped invalid output of the child: %v", c.b.name, err), "err", err, "line", truncate(line, 200))
 			continue
 		}
 		c.dispatch(msg)
@@ -277,7 +277,7 @@ func (c *Conn) dispatch(msg *jsonrpc.Message) {
 		id, err := strconv.ParseInt(string(msg.ID), 10, 64)
 		call := c.take(id)
 		if err != nil || call == nil {
-			c.log.Warn("dropped a response with an unknown id", "id", string(msg.ID))
+			c.log.Warn(fmt.Sprintf("backend %q: dropped a response with an unknown id", c.b.name), "id", string(msg.ID))
 			return
 		}
 		c.touch()
@@ -490,7 +490,7 @@ func (c *Conn) trySend(msg []byte) {
 	select {
 	case c.writeq <- msg:
 	default:
-		c.log.Warn("dropped a message to the child: its input is full", "message", truncate(msg, 200))
+		c.log.Warn(fmt.Sprintf("backend %q: dropped a message to the child: its input is full", c.b.name), "message", truncate(msg, 200))
 	}
 }
 
@@ -515,12 +515,12 @@ func (c *Conn) shutdown(grace time.Duration) {
 		}
 		if u := c.proc.unitName(); u != "" {
 			if sig == unix.SIGTERM { // systemd escalates to SIGKILL itself
-				c.log.Info("child did not exit in time; stopping its unit", "unit", u, "grace_period", grace)
+				c.log.Info(fmt.Sprintf("backend %q did not exit in time; stopping its unit %s", c.b.name, u), "unit", u, "grace_period", grace)
 				c.proc.signal(sig)
 			}
 			continue
 		}
-		c.log.Info("child did not exit in time; signalling its process group", "signal", unix.SignalName(sig), "grace_period", grace)
+		c.log.Info(fmt.Sprintf("backend %q did not exit in time; sending %s to its process group", c.b.name, unix.SignalName(sig)), "signal", unix.SignalName(sig), "grace_period", grace)
 		c.proc.signal(sig)
 	}
 	<-c.done

@@ -1,6 +1,7 @@
 package backend
 
 import (
+	"fmt"
 	"log/slog"
 	"strings"
 
@@ -32,7 +33,7 @@ func (b *Backend) connect() (*Conn, error) {
 		if u := proc.unitName(); u != "" {
 			attrs = append(attrs, "unit", u)
 		}
-		b.log.Info("spawned backend", attrs...)
+		b.log.Info(fmt.Sprintf("spawned backend %q (pid %d)", b.name, proc.id()), attrs...)
 	}
 	b.mu.Lock()
 	b.conn = conn
@@ -40,7 +41,7 @@ func (b *Backend) connect() (*Conn, error) {
 	conn.start()
 	b.setState(Starting, func(st *Status) { st.PID = conn.PID() })
 	if conn.remote != nil {
-		b.log.Info("connecting to remote backend", "backend_url", conn.URL(), "transport", b.cfg.Transport)
+		b.log.Info(fmt.Sprintf("connecting to remote backend %q at %s", b.name, conn.URL()), "backend_url", conn.URL(), "transport", b.cfg.Transport)
 	}
 	return conn, nil
 }

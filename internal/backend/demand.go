@@ -78,7 +78,7 @@ func (b *Backend) loadCache() bool {
 	}
 	c, err := readCache(b.opts.CatalogCache)
 	if err != nil {
-		b.log.Warn(fmt.Sprintf("ignoring the catalog cache %s: %v; the backend starts once to write a new one", b.opts.CatalogCache, err),
+		b.log.Warn(fmt.Sprintf("backend %q: ignoring the catalog cache %s: %v; the backend starts once to write a new one", b.name, b.opts.CatalogCache, err),
 			"cache", b.opts.CatalogCache)
 		return false
 	}
@@ -97,7 +97,7 @@ func (b *Backend) saveCache(server *ServerInfo, lists *Lists) {
 	c := &catalogCache{server: server, lists: lists}
 	b.lc.cached.Store(c)
 	if err := writeCache(b.opts.CatalogCache, c); err != nil {
-		b.log.Warn("cannot write the catalog cache; the backend's catalog is still served from memory", "cache", b.opts.CatalogCache, "err", err)
+		b.log.Warn(fmt.Sprintf("backend %q: cannot write the catalog cache: %v; its catalog is still served from memory", b.name, err), "cache", b.opts.CatalogCache, "err", err)
 	}
 }
 
@@ -165,7 +165,7 @@ func (s *supervision) checkIdle(conn *Conn) bool {
 	if s.b.idleFor(conn, time.Now()) < idle {
 		return false
 	}
-	s.b.log.Info(fmt.Sprintf("stopping backend: no call and no subscription for %s (idle_stop); it starts again on its next call", idle))
+	s.b.log.Info(fmt.Sprintf("stopping backend %q: no call and no subscription for %s (idle_stop); it starts again on its next call", s.b.name, idle))
 	s.goIdle(conn, fmt.Sprintf("idle for %s (idle_stop)", idle))
 	return true
 }

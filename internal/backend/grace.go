@@ -1,6 +1,9 @@
 package backend
 
-import "time"
+import (
+	"fmt"
+	"time"
+)
 
 // Listed reports whether the backend's lists belong in the catalog: it is
 // running, or restarting after a crash within catalog_grace, so that
@@ -75,6 +78,6 @@ func (b *Backend) cameBack(next *Lists) {
 	if len(next.Tools) > 0 {
 		b.mon.toolsSeen.Store(true)
 	} else if b.mon.toolsSeen.Load() {
-		b.log.Warn("backend came back with no tools after having had some; check its configuration and its stderr")
+		b.log.Warn(fmt.Sprintf("backend %q came back with no tools after having had some; check its configuration and its stderr", b.name))
 	}
 }

@@ -3,6 +3,7 @@ package backend
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/mcpgate/mcpgate/internal/journal"
@@ -60,11 +61,11 @@ func (b *Backend) check(conn *Conn) (next time.Duration, alive bool) {
 		b.recordCheck(ok, latency)
 		if ok {
 			b.resetCircuit()
-			b.log.Info("backend answered its half-open health check; circuit closed", "latency", latency, journal.MessageCircuitClosed.Attr())
+			b.log.Info(fmt.Sprintf("backend %q answered its half-open health check; circuit closed", b.name), "latency", latency, journal.MessageCircuitClosed.Attr())
 			b.setState(Healthy, func(st *Status) { st.LastError = "" })
 			return h.HealthInterval, true
 		}
-		b.log.Warn("backend failed its half-open health check; killing it to restart it", conn.ident())
+		b.log.Warn(fmt.Sprintf("backend %q failed its half-open health check; killing it to restart it", b.name), conn.ident())
 		conn.reason.Store(ptr("did not answer its half-open health check"))
 		conn.abort()
 		return 0, false
@@ -81,7 +82,7 @@ func (b *Backend) check(conn *Conn) (next time.Duration, alive bool) {
 	opened, changed := b.recordCheck(ok, latency)
 	if opened {
 		_, retryAt := b.circuitOpen()
-		b.log.Warn("backend failed its health checks; circuit open, calls fail at once until it is checked again",
+		b.log.Warn(fmt.Sprintf("backend %q failed its health checks; circuit open, calls fail at once until it is checked again", b.name),
 			"failures", h.FailureThreshold, "health_timeout", h.HealthTimeout, "retry_in", time.Until(retryAt).Round(time.Millisecond),
 			journal.MessageCircuitOpen.Attr())
 		b.setState(Unhealthy, func(st *Status) {

@@ -238,7 +238,7 @@ func (r *refresher) run() {
 		lists, err := c.fetch(ctx, which, c.b.Lists())
 		cancel()
 		if err != nil {
-			c.log.Warn("could not refresh lists after list_changed; keeping the old ones", "err", err)
+			c.log.Warn(fmt.Sprintf("backend %q: could not refresh lists after list_changed: %v; keeping the old ones", c.b.name, err), "err", err)
 			continue
 		}
 		c.b.publishLists(c, lists)

@@ -317,7 +317,7 @@ func (p *pool) changed(ib *Backend) {
 			p.first, p.server = ib, st.Server
 			p.b.lists.Store(ib.Lists())
 		} else if !sameLists(p.b.Lists(), ib.Lists()) {
-			ib.log.Warn("this instance lists other tools, prompts or resources than the first one; the catalog keeps the first one's")
+			ib.log.Warn(fmt.Sprintf("backend %q: instance %d lists other tools, prompts or resources than the first one; the catalog keeps the first one's", ib.name, ib.opts.Instance))
 		}
 		p.b.settle()
 		p.dispatch()

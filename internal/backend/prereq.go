@@ -76,7 +76,7 @@ func (s *supervision) prerequisites(ctx context.Context) error {
 				st.LastError = fmt.Sprintf("waiting for unit %s to be active (it is %s)", unit, state)
 				st.Cause = st.LastError
 			})
-			b.log.Info("waiting for a required unit", "unit", unit, "unit_state", state)
+			b.log.Info(fmt.Sprintf("backend %q: waiting for required unit %s (%s)", b.name, unit, state), "unit", unit, "unit_state", state)
 		})
 		if err != nil {
 			return err
@@ -91,7 +91,7 @@ func (s *supervision) prerequisites(ctx context.Context) error {
 	}
 	if p.ProcessMatch != nil {
 		if pid := matchingProcess(p.ProcessMatch); pid != 0 {
-			b.log.Info("prerequisite is running; starting nothing", "prerequisite_pid", pid, "process_match", p.ProcessMatch.String())
+			b.log.Info(fmt.Sprintf("backend %q: prerequisite is running; starting nothing", b.name), "prerequisite_pid", pid, "process_match", p.ProcessMatch.String())
 			return nil
 		}
 		if p.Command == "" {
@@ -268,7 +268,7 @@ func (m *managedPrereq) run(ctx context.Context, b *Backend, p *config.Prerequis
 		}
 		delay := jitter(backoff)
 		backoff = min(2*backoff, b.cfg.RestartBackoffMax)
-		b.log.Warn("restarting the prerequisite", "in", delay.Round(time.Millisecond), "command", strings.Join(argv, " "))
+		b.log.Warn(fmt.Sprintf("backend %q: restarting the prerequisite in %s", b.name, delay.Round(time.Millisecond)), "in", delay.Round(time.Millisecond), "command", strings.Join(argv, " "))
 		select {
 		case <-ctx.Done():
 			return
@@ -282,25 +282,25 @@ func (m *managedPrereq) run(ctx context.Context, b *Backend, p *config.Prerequis
 func (m *managedPrereq) once(ctx context.Context, b *Backend, argv []string) (stopped bool) {
 	env, err := childEnv(b.cfg, b.opts)
 	if err != nil {
-		b.log.Warn("cannot start the prerequisite: "+err.Error(), "command", argv[0], journal.MessageStartFailed.Attr())
+		b.log.Warn(fmt.Sprintf("backend %q: cannot start the prerequisite: %v", b.name, err), "command", argv[0], journal.MessageStartFailed.Attr())
 		return ctx.Err() != nil
 	}
 	proc, err := spawn(argv, env, b.cfg.Cwd, nil)
 	if err != nil {
-		b.log.Warn("cannot start the prerequisite: "+err.Error(), "command", argv[0], journal.MessageStartFailed.Attr())
+		b.log.Warn(fmt.Sprintf("backend %q: cannot start the prerequisite: %v", b.name, err), "command", argv[0], journal.MessageStartFailed.Attr())
 		return ctx.Err() != nil
 	}
 	proc.stdin.Close()
 	m.pid.Store(int64(proc.pid))
 	defer m.pid.Store(0)
-	b.log.Info("started the prerequisite", "prerequisite_pid", proc.pid, "command", strings.Join(argv, " "), journal.MessageSpawn.Attr())
+	b.log.Info(fmt.Sprintf("backend %q: started the prerequisite (pid %d)", b.name, proc.pid), "prerequisite_pid", proc.pid, "command", strings.Join(argv, " "), journal.MessageSpawn.Attr())
 	drained := drain(proc, b.prerequisiteSink())
 	exited := make(chan ExitInfo, 1)
 	go func() { exited <- proc.wait() }()
 	select {
 	case info := <-exited:
 		<-drained
-		b.log.Warn("the prerequisite exited: "+info.Text, "prerequisite_pid", proc.pid)
+		b.log.Warn(fmt.Sprintf("backend %q: the prerequisite exited: %s", b.name, info.Text), "prerequisite_pid", proc.pid)
 		return false
 	case <-ctx.Done():
 		_ = proc.signalGroup(unix.SIGTERM)
@@ -311,7 +311,7 @@ func (m *managedPrereq) once(ctx context.Context, b *Backend, argv []string) (st
 			<-exited
 		}
 		<-drained
-		b.log.Info("stopped the prerequisite", "prerequisite_pid", proc.pid)
+		b.log.Info(fmt.Sprintf("backend %q: stopped the prerequisite", b.name), "prerequisite_pid", proc.pid)
 		return true
 	}
 }

@@ -3,6 +3,7 @@ package backend
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
@@ -25,7 +26,7 @@ func (b *Backend) Probe(conn *Conn) {
 		var rpcErr *jsonrpc.Error
 		if err == nil || errors.As(err, &rpcErr) || conn.reads.Load() != reads {
 			if err != nil && rpcErr == nil {
-				b.log.Info("backend did not answer ping in time but is writing; keeping it", conn.ident())
+				b.log.Info(fmt.Sprintf("backend %q did not answer ping in time but is writing; keeping it", b.name), conn.ident())
 			}
 			b.transition(conn, Unhealthy, Healthy, "")
 			return
@@ -39,7 +40,7 @@ func (b *Backend) Probe(conn *Conn) {
 		if b.conn != conn || b.st.State != Unhealthy {
 			return
 		}
-		b.log.Warn("backend does not answer ping after a timed-out call; killing it", conn.ident())
+		b.log.Warn(fmt.Sprintf("backend %q does not answer ping after a timed-out call; killing it", b.name), conn.ident())
 		conn.reason.Store(ptr("did not answer ping after a call timed out"))
 		conn.abort()
 	}()

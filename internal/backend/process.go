@@ -209,6 +209,20 @@ func (e ExitInfo) Status() int {
 	return e.Code
 }
 
+// ExitCode says how the child ended as systemd's EXIT_CODE= does:
+// "exited", "killed" or "dumped"; "" when unknown.
+func (e ExitInfo) ExitCode() string {
+	switch {
+	case !e.Known:
+		return ""
+	case e.Signal != "" && e.Dumped:
+		return "dumped"
+	case e.Signal != "":
+		return "killed"
+	}
+	return "exited"
+}
+
 func exitInfo(state *os.ProcessState) ExitInfo {
 	ws, ok := state.Sys().(syscall.WaitStatus)
 	if ok && ws.Signaled() {

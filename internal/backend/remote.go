@@ -101,7 +101,7 @@ func newRemote(b *Backend) (*remote, error) {
 			return fmt.Errorf("cannot reach %s at %s: %w", peer, r.url, err)
 		},
 		OnRenew: func(json.RawMessage) {
-			r.c.log.Warn("the server no longer knew the session (it expired or restarted); started a new one", "url", r.url)
+			r.c.log.Warn(fmt.Sprintf("backend %q: the server no longer knew the session (it expired or restarted); started a new one", r.c.b.name), "url", r.url)
 			r.replay()
 			// The new session may serve other lists.
 			for _, m := range []string{"notifications/tools/list_changed", "notifications/prompts/list_changed", "notifications/resources/list_changed"} {
@@ -288,7 +288,7 @@ func (r *remote) post(ctx context.Context, data []byte) error {
 	}
 	_, err := r.client.Exchange(ctx, data, nil, nil, r.deliver)
 	if err != nil && r.ctx.Err() == nil {
-		r.c.log.Warn("could not send a message to the server", "url", r.url, "err", err)
+		r.c.log.Warn(fmt.Sprintf("backend %q: could not send a message to the server: %v", r.c.b.name, err), "url", r.url, "err", err)
 	}
 	return r.lost(err)
 }
@@ -310,7 +310,7 @@ func (r *remote) deliver(data []byte) {
 	if jsonrpc.IsBatch(data) {
 		batch, err := jsonrpc.ParseBatch(data)
 		if err != nil {
-			r.c.log.Warn("dropped an invalid batch from the server", "err", err)
+			r.c.log.Warn(fmt.Sprintf("backend %q: dropped an invalid batch from the server: %v", r.c.b.name, err), "err", err)
 			return
 		}
 		items = items[:0]
@@ -321,7 +321,7 @@ func (r *remote) deliver(data []byte) {
 	for _, it := range items {
 		msg, err := jsonrpc.Parse(jsonrpc.Compact(it))
 		if err != nil {
-			r.c.log.Warn("dropped invalid output of the server", "err", err, "message", truncate(it, 200))
+			r.c.log.Warn(fmt.Sprintf("backend %q: dropped invalid output of the server: %v", r.c.b.name, err), "err", err, "message", truncate(it, 200))
 			continue
 		}
 		r.c.dispatch(msg)
@@ -333,7 +333,7 @@ func (r *remote) trySend(msg []byte) {
 	select {
 	case r.outq <- msg:
 	default:
-		r.c.log.Warn("dropped a message to the server: too many are waiting to be sent", "message", truncate(msg, 200))
+		r.c.log.Warn(fmt.Sprintf("backend %q: dropped a message to the server: too many are waiting to be sent", r.c.b.name), "message", truncate(msg, 200))
 	}
 }
 

@@ -3,6 +3,7 @@ package backend
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"maps"
 	"net/http"
 	"slices"
@@ -75,7 +76,7 @@ func (r *remote) replay() {
 		// start another one.
 		resp, err := r.client.Do(ctx, http.MethodPost, body, r.client.Session(), "", nil)
 		if err != nil {
-			r.c.log.Warn("could not repeat a request to the new session", "method", req.method, "err", err)
+			r.c.log.Warn(fmt.Sprintf("backend %q: could not repeat a %s request to the new session: %v", r.c.b.name, req.method, err), "method", req.method, "err", err)
 			continue
 		}
 		mcphttp.ReadAnswer(resp, []json.RawMessage{id}, r.maxSize, "", func([]byte) {})

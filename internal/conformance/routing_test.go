@@ -52,13 +52,14 @@ args = ["--record", %q]
 	d := testutil.StartDaemon(t, toml, url, testutil.DaemonOptions{})
 
 	// server-everything asks for roots 350ms after its handshake. With no
-	// call in flight the gateway must refuse (nobody to ask); wait for that
-	// before any call, so that the request cannot be attributed to one.
-	testutil.Eventually(t, routingWait, "server-everything's startup roots/list to be refused", func() bool {
-		return strings.Contains(d.Stderr.String(), "Failed to request roots from client")
+	// call in flight and no roots configured the gateway answers with none
+	// (nobody to ask); wait for that before any call, so that the request
+	// cannot be attributed to one.
+	testutil.Eventually(t, routingWait, "server-everything's startup roots/list to be answered", func() bool {
+		return strings.Contains(d.Stderr.String(), "Roots updated: 0 root(s) received from client")
 	})
-	if out := d.Stderr.String(); !strings.Contains(out, "no client request is in flight") {
-		t.Errorf("server-everything's startup roots/list was refused for another reason:\n%s", out)
+	if out := d.Stderr.String(); strings.Contains(out, "Failed to request roots from client") {
+		t.Errorf("server-everything's startup roots/list was refused:\n%s", out)
 	}
 
 	evA, evB := testutil.NewClientEvents("A"), testutil.NewClientEvents("B")
@@ -91,12 +92,16 @@ args = ["--record", %q]
 
 	t.Run("roots", func(t *testing.T) {
 		// server-everything caches the first roots it gets, as a server of
-		// one client would: only B asks it.
-		if got := routingText(t, b, "everything__get-roots-list", nil); !strings.Contains(got, "file:///client/b") || strings.Contains(got, "file:///client/a") {
-			t.Errorf("B's everything__get-roots-list = %q, want B's roots only", got)
+		// one client would: the empty list of its start, never a client's.
+		if got := routingText(t, b, "everything__get-roots-list", nil); strings.Contains(got, "file:///client/") {
+			t.Errorf("B's everything__get-roots-list = %q, want no client's roots (it keeps those of its start)", got)
 		}
+		// The fake server asks at every call: each client gets its own.
 		if got := routingText(t, a, "fake__roots", nil); !strings.Contains(got, "file:///client/a") || strings.Contains(got, "file:///client/b") {
 			t.Errorf("A's fake__roots = %q, want A's roots only", got)
+		}
+		if got := routingText(t, b, "fake__roots", nil); !strings.Contains(got, "file:///client/b") || strings.Contains(got, "file:///client/a") {
+			t.Errorf("B's fake__roots = %q, want B's roots only", got)
 		}
 	})
 

@@ -66,10 +66,14 @@ Commands:
   reload                 re-read the configuration and apply it
   tools                  list the tools the gateway exposes
   logs NAME [-f] [-n N]  show a backend's journal entries
-  logs --client NAME     show the audit entries of a client's calls
+  logs --client NAME     show a client's calls and policy refusals
   check-config [PATH]    validate a configuration file (default ` + config.DefaultPath + `)
-  token create NAME [--tools GLOB ...] [--print] [--config PATH]
-                         make a client with a new bearer token
+  token create NAME [--tools GLOB ...] [--resources GLOB ...] [--prompts GLOB ...]
+                    [--print] [--config PATH]
+                         make a client with a new bearer token; it may use
+                         every tool, resource and prompt, except that each
+                         of --tools, --resources and --prompts given limits
+                         that list to what its patterns match
   token list             list the configured clients
   token revoke NAME      remove a client token create made
   integrity list [NAME]  list tools, prompts and templates held back for review

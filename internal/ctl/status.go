@@ -9,8 +9,11 @@ import (
 	"math"
 	"strconv"
 	"strings"
+	"syscall"
 	"text/tabwriter"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/mcpgate/mcpgate/internal/dbusapi"
 )
@@ -210,7 +213,7 @@ func printBackend(w io.Writer, b dbusapi.BackendStatus, now time.Time, colour bo
 	row("Calls", fmt.Sprintf("%d in flight, %d queued; %d in all, %d failed, %d served by a fallback",
 		b.CallsInFlight, b.CallsQueued, b.NCalls, b.NFailedCalls, b.NFallbacks))
 	if b.LastExitStatus != 0 {
-		row("Last exit", strconv.Itoa(int(b.LastExitStatus)))
+		row("Last exit", lastExit(b.LastExitCode, b.LastExitStatus))
 	}
 	lastError := "-"
 	if b.LastError != "" {
@@ -345,4 +348,23 @@ func printInstances(w io.Writer, b dbusapi.BackendStatus, row func(label, value 
 		}
 		fmt.Fprintf(w, "%14s%s  %s  %s  %s\n", "", in.Name, pid(in.PID), in.State, session)
 	}
+}
+
+// lastExit says how a backend's last process ended, as systemd does:
+// "exited with status 15" or "killed by SIGTERM". Without code (a daemon
+// older than LastExitCode) the number alone is all there is.
+func lastExit(code string, status int32) string {
+	name := unix.SignalName(syscall.Signal(status))
+	if name == "" {
+		name = fmt.Sprintf("signal %d", status)
+	}
+	switch code {
+	case "exited":
+		return fmt.Sprintf("exited with status %d", status)
+	case "killed":
+		return "killed by " + name
+	case "dumped":
+		return "killed by " + name + " (core dumped)"
+	}
+	return strconv.Itoa(int(status))
 }

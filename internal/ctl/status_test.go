@@ -18,7 +18,7 @@ import (
 func TestPrintBackend(t *testing.T) {
 	now := time.Date(2025, 3, 4, 10, 5, 30, 0, time.UTC)
 	b := dbusapi.BackendStatus{
-		Name: "github", State: "failed", NRestarts: 5, LastExitStatus: 1,
+		Name: "github", State: "failed", NRestarts: 5, LastExitStatus: 1, LastExitCode: "exited",
 		LastError:            "exited with status 1\nsecond line",
 		StateChangeTimestamp: uint64(now.Add(-3*time.Minute - 5*time.Second).UnixMicro()),
 		Command:              []string{"npx", "-y", "server-github"},
@@ -47,7 +47,7 @@ func TestPrintBackend(t *testing.T) {
      Circuit: open since Tue 2025-03-04 10:05:20 UTC; 10s ago
       Health: last check took 1.5ms, 2s ago; 3 failed in a row
        Calls: 1 in flight, 2 queued; 40 in all, 4 failed, 3 served by a fallback
-   Last exit: 1
+   Last exit: exited with status 1
   Last error: exited with status 1; second line
 
 l2

@@ -1,6 +1,7 @@
 package ctl
 
 import (
+	"context"
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
@@ -15,7 +16,9 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/mcpgate/mcpgate/internal/access"
 	"github.com/mcpgate/mcpgate/internal/config"
+	"github.com/mcpgate/mcpgate/internal/dbusapi"
 )
 
 // bridgeTokenEnv names the variable the bridge takes its token from.
@@ -53,8 +56,10 @@ func (c *cli) token(args []string) int {
 	sub, args := args[0], args[1:]
 	fs := c.flagSet("mcpgatectl token " + sub)
 	cfgPath := fs.String("config", config.DefaultPath, "")
-	var tools stringList
+	var tools, resources, prompts stringList
 	fs.Var(&tools, "tools", "")
+	fs.Var(&resources, "resources", "")
+	fs.Var(&prompts, "prompts", "")
 	printOnly := fs.Bool("print", false, "")
 	pos, err := parseInterleaved(fs, args)
 	if err != nil {
@@ -62,13 +67,13 @@ func (c *cli) token(args []string) int {
 	}
 	switch {
 	case sub == "create" && len(pos) == 1:
-		return c.tokenCreate(*cfgPath, pos[0], tools, *printOnly)
+		return c.tokenCreate(*cfgPath, pos[0], policy{tools, resources, prompts}, *printOnly)
 	case sub == "list" && len(pos) == 0:
 		return c.tokenList(*cfgPath)
 	case sub == "revoke" && len(pos) == 1:
 		return c.tokenRevoke(*cfgPath, pos[0])
 	}
-	return c.usageError(fmt.Errorf("token takes create NAME [--tools GLOB ...] [--print], list, or revoke NAME"))
+	return c.usageError(fmt.Errorf("token takes create NAME [--tools GLOB ...] [--resources GLOB ...] [--prompts GLOB ...] [--print], list, or revoke NAME"))
 }
 
 // stringList is a flag that may be given several times.
@@ -77,9 +82,13 @@ type stringList []string
 func (l *stringList) String() string     { return strings.Join(*l, ",") }
 func (l *stringList) Set(v string) error { *l = append(*l, v); return nil }
 
+// policy is what token create restricts: each list, when given, becomes the
+// client's key of that name; a list not given stays "*", everything.
+type policy struct{ tools, resources, prompts []string }
+
 // tokenCreate makes a random 256-bit token, prints it once and writes the
 // drop-in with its hash (or prints it with --print).
-func (c *cli) tokenCreate(cfgPath, name string, tools []string, printOnly bool) int {
+func (c *cli) tokenCreate(cfgPath, name string, pol policy, printOnly bool) int {
 	if !tokenClientName.MatchString(name) || name == config.AnonymousClient {
 		return c.usageError(fmt.Errorf("invalid client name %q; use 1 to 64 letters, digits, \"_\" or \"-\" (not %q)", name, config.AnonymousClient))
 	}
@@ -87,6 +96,9 @@ func (c *cli) tokenCreate(cfgPath, name string, tools []string, printOnly bool) 
 		if cl, ok := cfg.Clients[name]; ok {
 			fmt.Fprintf(c.stderr, "mcpgatectl: client %q already exists (%s:%d); revoke it first, or choose another name\n", name, cl.File, cl.Line)
 			return exitFailed
+		}
+		for _, u := range c.unmatched(cfg, name, pol) {
+			fmt.Fprintln(c.stderr, "warning: "+u.String())
 		}
 	}
 	var raw [32]byte
@@ -99,12 +111,18 @@ func (c *cli) tokenCreate(cfgPath, name string, tools []string, printOnly bool) 
 	var b strings.Builder
 	fmt.Fprintf(&b, "# Client %q, made by mcpgatectl token create. The token itself is not\n# stored anywhere; `mcpgatectl token revoke %s` removes this file.\n", name, name)
 	fmt.Fprintf(&b, "[clients.%s]\ntoken_sha256 = %q\n", name, hex.EncodeToString(sum[:]))
-	if len(tools) > 0 {
-		quoted := make([]string, len(tools))
-		for i, t := range tools {
+	for _, key := range []struct {
+		name     string
+		patterns []string
+	}{{"tools", pol.tools}, {"resources", pol.resources}, {"prompts", pol.prompts}} {
+		if len(key.patterns) == 0 {
+			continue
+		}
+		quoted := make([]string, len(key.patterns))
+		for i, t := range key.patterns {
 			quoted[i] = strconv.Quote(t)
 		}
-		fmt.Fprintf(&b, "tools = [%s]\n", strings.Join(quoted, ", "))
+		fmt.Fprintf(&b, "%s = [%s]\n", key.name, strings.Join(quoted, ", "))
 	}
 	if printOnly {
 		fmt.Fprint(c.stdout, b.String())
@@ -128,6 +146,51 @@ func (c *cli) tokenCreate(cfgPath, name string, tools []string, printOnly bool) 
 	fmt.Fprintln(c.stdout, token)
 	fmt.Fprintf(c.stderr, "wrote %s; the token above is shown only once. Apply it with: mcpgatectl reload\n", path)
 	return exitOK
+}
+
+// unmatched returns the patterns of pol that match nothing: tools against
+// the running gateway's tools, when it answers on the bus, else against
+// the backends' prefixes, as --check-config does; prompts against the
+// prefixes. Resource patterns are checked at reload, against the catalog.
+func (c *cli) unmatched(cfg *config.Config, name string, pol policy) []access.Unmatched {
+	orAll := func(l []string) []string {
+		if len(l) == 0 {
+			return []string{"*"}
+		}
+		return l
+	}
+	client := &config.Client{Name: name, Tools: orAll(pol.tools), Resources: []string{"*"}, Prompts: orAll(pol.prompts)}
+	static := *cfg
+	static.Clients = map[string]*config.Client{name: client}
+	out := access.UnmatchedPrefixes(&static)
+	tools, ok := c.liveTools()
+	if !ok {
+		return out
+	}
+	live := slices.DeleteFunc(out, func(u access.Unmatched) bool { return u.Kind == access.Tools })
+	toolsOnly := &config.Client{Name: name, Tools: client.Tools, Resources: []string{"*"}, Prompts: []string{"*"}}
+	return append(access.UnmatchedPatterns(map[string]*config.Client{name: toolsOnly}, access.Names{access.Tools: tools}), live...)
+}
+
+// liveTools returns the names of the running gateway's tools, if it
+// answers on the bus; a gateway that is not running is no error here.
+func (c *cli) liveTools() ([]string, bool) {
+	client, err := dbusapi.Dial(c.opts.user)
+	if err != nil {
+		return nil, false
+	}
+	defer client.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), readTimeout)
+	defer cancel()
+	tools, err := client.ListTools(ctx)
+	if err != nil {
+		return nil, false
+	}
+	names := make([]string, len(tools))
+	for i, t := range tools {
+		names[i] = t.Name
+	}
+	return names, true
 }
 
 // tokenList prints each configured client and how it is recognised.
@@ -157,7 +220,14 @@ func (c *cli) tokenList(cfgPath string) int {
 		if len(cl.UnixGroups) > 0 {
 			how = append(how, "unix groups "+strings.Join(cl.UnixGroups, ","))
 		}
-		fmt.Fprintf(c.stdout, "%s\t%s\ttools %s\t%s:%d\n", n, strings.Join(how, "; "), strings.Join(cl.Tools, ","), cl.File, cl.Line)
+		uses := "tools " + strings.Join(cl.Tools, ",")
+		if !slices.Equal(cl.Resources, []string{"*"}) {
+			uses += "; resources " + strings.Join(cl.Resources, ",")
+		}
+		if !slices.Equal(cl.Prompts, []string{"*"}) {
+			uses += "; prompts " + strings.Join(cl.Prompts, ",")
+		}
+		fmt.Fprintf(c.stdout, "%s\t%s\t%s\t%s:%d\n", n, strings.Join(how, "; "), uses, cl.File, cl.Line)
 	}
 	return exitOK
 }

@@ -76,3 +76,19 @@ func TestCheckConfigUnitWithoutSystemd(t *testing.T) {
 		t.Errorf("exit %d, stderr %q; want 1 and the reason", code, stderr.String())
 	}
 }
+
+// TestCheckConfigWarnsAboutUnmatchedPatterns: a client's tools pattern
+// whose prefix names no backend is a warning with a did-you-mean, not an
+// error (issue 22, item 5).
+func TestCheckConfigWarnsAboutUnmatchedPatterns(t *testing.T) {
+	cfg := filepath.Join(t.TempDir(), "mcpgate.toml")
+	os.WriteFile(cfg, []byte("[backends.everything]\ncommand = \"sh\"\n\n[clients.ci]\ntoken_sha256 = \""+strings.Repeat("ab", 32)+"\"\ntools = [\"everthing__echo\", \"everything__*\"]\n"), 0o644)
+	var stdout, stderr bytes.Buffer
+	if code := checkConfig(cfg, &stdout, &stderr); code != 0 {
+		t.Errorf("exit %d, want 0 (a warning); stderr:\n%s", code, stderr.String())
+	}
+	want := cfg + `:4: warning: client "ci": tools pattern "everthing__echo" starts with no backend's tool_prefix (nor composite_prefix); did you mean "everything__echo"?` + "\n"
+	if got := stderr.String(); got != want {
+		t.Errorf("stderr = %q, want %q", got, want)
+	}
+}

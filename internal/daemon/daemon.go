@@ -84,6 +84,12 @@ func checkConfig(path string, stdout, stderr io.Writer) int {
 	for _, w := range cfg.CredentialsInArgs() {
 		fmt.Fprintln(stderr, "warning: "+w)
 	}
+	// No catalog without the running gateway: only patterns that no
+	// backend's prefix can match. Reload checks against the live catalog.
+	for _, u := range access.UnmatchedPrefixes(cfg) {
+		c := cfg.Clients[u.Client]
+		fmt.Fprintf(stderr, "%s:%d: warning: %s\n", c.File, c.Line, u)
+	}
 	failed := false
 	for _, p := range checkCommands(cfg) {
 		fmt.Fprintln(stderr, p.err.Error())
@@ -205,8 +211,8 @@ func (d *daemon) run(ctx context.Context) int {
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
 	defer signal.Stop(sigs)
 
-	// Take the sockets first: connections that arrive while the backends
-	// start wait in the listen backlog and are served once we are ready.
+	// Take the sockets first: connections that arrive before the front
+	// serves wait in the listen backlog.
 	d.lns, err = listeners.Open(d.cfg.Gateway.Listen, d.log)
 	if err != nil {
 		return d.fail(err)
@@ -235,6 +241,7 @@ func (d *daemon) run(ctx context.Context) int {
 	})
 	g := d.cfg.Gateway
 	d.integrity = d.newIntegrity(d.cfg)
+	d.refusals = access.NewRefusals(d.log)
 	d.gw = gateway.New(d.sup, gateway.Options{
 		Version:            Version,
 		PageSize:           g.PageSize,
@@ -250,9 +257,9 @@ func (d *daemon) run(ctx context.Context) int {
 		// Status resources show every backend's health to every client.
 		StatusResources: g.StatusResources,
 		Integrity:       d.integrity,
+		Refusals:        d.refusals,
 	})
 	d.loadClients(d.cfg)
-	d.refusals = access.NewRefusals(d.log)
 	d.gw.Configure(d.cfg)
 	d.onRemove = append(d.onRemove, d.gw.ForgetOutputBytes)
 	defer d.units.close()
@@ -279,9 +286,9 @@ func (d *daemon) run(ctx context.Context) int {
 	d.gw.Refresh()
 	d.updateStatus()
 
-	if code, stop := d.awaitBackends(ctx, sigs); stop {
-		return code
-	}
+	// Clients are served while the backends start: those that are ready
+	// are in the catalog, the others join with list_changed once their
+	// handshake ends. No client waits for the slowest backend.
 	stopMetrics, err := d.serveMetrics()
 	if err != nil {
 		d.shutdownBackends()
@@ -290,6 +297,10 @@ func (d *daemon) run(ctx context.Context) int {
 	defer stopMetrics()
 	if err := d.serve(); err != nil {
 		return d.fail(err)
+	}
+	d.log.Info("serving clients while the backends start", "listeners", listenerNames(d.lns))
+	if code, stop := d.awaitBackends(ctx, sigs); stop {
+		return code
 	}
 	// READY=1 carries the status, so readiness never comes with a stale one.
 	d.notify.Send("READY=1", "STATUS="+d.statusLine())
@@ -304,7 +315,9 @@ func (d *daemon) run(ctx context.Context) int {
 }
 
 // awaitBackends waits until every backend settled, stretching systemd's
-// start timeout meanwhile. stop is true when the daemon must exit with code.
+// start timeout meanwhile, while the front already serves clients: READY=1
+// still means that every backend's first start attempt is decided. stop is
+// true when the daemon must exit with code.
 func (d *daemon) awaitBackends(ctx context.Context, sigs <-chan os.Signal) (code int, stop bool) {
 	const step = 10 * time.Second
 	settled := make(chan error, 1)
@@ -322,6 +335,9 @@ func (d *daemon) awaitBackends(ctx context.Context, sigs <-chan os.Signal) (code
 					d.finalStatus(fmt.Sprintf("failed: required backend %q could not start: %s", b.Name(), st.Cause))
 					d.notify.Errno(int(unix.EHOSTDOWN))
 					d.log.Error(err.Error(), "backend", b.Name())
+					d.gw.StopAccepting()
+					d.gw.Close()
+					d.srv.Close()
 					d.shutdownBackends()
 					return exitFailed, true
 				}
@@ -333,10 +349,8 @@ func (d *daemon) awaitBackends(ctx context.Context, sigs <-chan os.Signal) (code
 			if sig == syscall.SIGHUP {
 				continue // the configuration is read once we are up
 			}
-			d.notify.Stopping()
-			d.finalStatus("stopping: shutting backends down")
-			d.shutdownBackends()
-			return exitOK, true
+			d.log.Info("stopping", "signal", unix.SignalName(sig.(syscall.Signal)), journal.MessageStopping.Attr())
+			return d.stop(), true
 		}
 	}
 }
@@ -461,13 +475,18 @@ func (d *daemon) reload(ctx context.Context) (err error) {
 		d.gw.SetClients(d.loadClients(&next))
 		d.gw.Configure(&next)
 	})
+	summary := change.String()
+	if clients := clientChange(d.cfg.Clients, cfg.Clients); clients != "" {
+		summary += "; " + clients
+	}
 	d.cfg.Backends = cfg.Backends
 	d.cfg.Clients = cfg.Clients
 	d.cfg.Composites = cfg.Composites
 	d.cfg.Files = cfg.Files
 	d.resetUnusedUnits(ctx)
 	d.gw.Refresh()
-	d.log.Info("configuration reloaded: "+change.String(), journal.MessageReload.Attr())
+	d.log.Info("configuration reloaded: "+summary, journal.MessageReload.Attr())
+	d.warnUnmatched()
 	return err
 }
 

@@ -152,6 +152,7 @@ func backendStatus(b *backend.Backend, tools []string) dbusapi.BackendStatus {
 		MainPID:              uint32(st.PID),
 		NRestarts:            uint32(st.Restarts),
 		LastExitStatus:       int32(st.LastExit.Status()),
+		LastExitCode:         st.LastExit.ExitCode(),
 		LastError:            st.LastError,
 		StateChangeTimestamp: since,
 		Tools:                tools,

@@ -311,16 +311,20 @@ func TestSocketActivation(t *testing.T) {
 					return testutil.ConnectHTTP(t, "http://localhost/mcp", testutil.UnixHTTPClient(sock), nil)
 				},
 			}
-			for _, transport := range []string{first, map[string]string{"tcp": "unix", "unix": "tcp"}[first]} {
+			var ready int
+			for i, transport := range []string{first, map[string]string{"tcp": "unix", "unix": "tcp"}[first]} {
 				cs := connect[transport]()
 				if name := cs.InitializeResult().ServerInfo.Name; name != "mcpgate" {
 					t.Errorf("%s: serverInfo.name %q, want mcpgate", transport, name)
+				}
+				if i == 0 {
+					// The first client is served before alpha is ready.
+					ready = d.AwaitNotify(t, 0, wait, "READY=1", testutil.Has("READY=1"))
 				}
 				if names := testutil.ToolNames(t, cs); !names["alpha__echo"] {
 					t.Errorf("%s: tools/list has no alpha__echo: %v", transport, names)
 				}
 			}
-			ready := d.AwaitNotify(t, 0, wait, "READY=1", testutil.Has("READY=1"))
 			if pid := d.Notify.Sender(ready); pid != d.PID {
 				t.Errorf("READY=1 came from PID %d, want the main PID %d (NotifyAccess=main)", pid, d.PID)
 			}
@@ -406,8 +410,8 @@ func TestSocketActivationAcceptYesIsRefused(t *testing.T) {
 
 // TestClientsDuringStartupAreServed connects clients, and sends their
 // initialize, while a backend is still in its handshake (held by the fake
-// server's barrier, which the test opens): each is answered once the daemon
-// is ready, none is lost.
+// server's barrier, which the test opens): each is answered, none is lost
+// (TestClientsServedWhileABackendStarts shows they need not wait).
 func TestClientsDuringStartupAreServed(t *testing.T) {
 	gate := filepath.Join(t.TempDir(), "alpha.record")
 	toml, url := config(t, "", fmt.Sprintf("[backends.alpha]\ncommand = \"FAKE\"\nargs = [\"--record\", %q, \"--initialize-barrier\", \"2\"]\n", gate))
@@ -916,9 +920,9 @@ args = ["--record", %q]
 		{"drain timeout reached"},
 		// work saw its stdin close and exited by itself; stuck did not
 		// read it and was terminated after the grace period.
-		{`msg="backend stopped"`, "backend=work", fmt.Sprint(workPID), `exit="exited with status 0"`},
-		{"child did not exit in time", "backend=stuck", "signal=SIGTERM"},
-		{`msg="backend stopped"`, "backend=stuck", fmt.Sprint(stuckPID), `exit="killed by signal SIGTERM"`},
+		{`msg="backend \"work\" stopped: `, "backend=work", fmt.Sprint(workPID), `exit="exited with status 0"`},
+		{`backend \"stuck\" did not exit in time; sending SIGTERM to its process group`, "backend=stuck", "signal=SIGTERM"},
+		{`msg="backend \"stuck\" stopped: `, "backend=stuck", fmt.Sprint(stuckPID), `exit="killed by signal SIGTERM"`},
 	} {
 		if !logged(out, want...) {
 			t.Errorf("no log line with all of %q", want)

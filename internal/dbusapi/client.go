@@ -154,7 +154,7 @@ func (c *Client) Backend(ctx context.Context, name string) (BackendStatus, error
 	}
 	err := storeProps(props, map[string]any{
 		"Name": &b.Name, "State": &b.State, "MainPID": &b.MainPID, "NRestarts": &b.NRestarts,
-		"LastExitStatus": &b.LastExitStatus, "LastError": &b.LastError,
+		"LastExitStatus": &b.LastExitStatus, "LastExitCode": &b.LastExitCode, "LastError": &b.LastError,
 		"StateChangeTimestamp": &b.StateChangeTimestamp, "Tools": &b.Tools,
 		"StderrTail": &b.StderrTail, "Command": &b.Command, "URL": &b.URL, "Unit": &b.Unit, "TokenExpiryTimestamp": &b.TokenExpiryTimestamp,
 		"MemoryCurrent": &b.MemoryCurrent, "TasksCurrent": &b.TasksCurrent, "CPUUsageNSec": &b.CPUUsageNSec,

@@ -285,6 +285,9 @@ restart_backoff_initial = "100ms"
 	if got := g.property(t, "alpha", "LastExitStatus"); got != "i 9" {
 		t.Errorf("alpha's LastExitStatus = %s, want i 9: it ignored EOF and SIGTERM and was killed", got)
 	}
+	if got := g.property(t, "alpha", "LastExitCode"); got != `s "killed"` {
+		t.Errorf("alpha's LastExitCode = %s, want s \"killed\": 9 is the signal, not an exit status", got)
+	}
 
 	betaPID := g.mainPID(t, "beta")
 	crashed := g.mark()

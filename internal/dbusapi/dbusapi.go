@@ -95,6 +95,7 @@ type BackendStatus struct {
 	MainPID              uint32   `json:"main_pid"`
 	NRestarts            uint32   `json:"restarts"`
 	LastExitStatus       int32    `json:"last_exit_status"` // exit code, or signal number
+	LastExitCode         string   `json:"last_exit_code"`   // exited, killed, dumped, or "" before any exit
 	LastError            string   `json:"last_error"`
 	StateChangeTimestamp uint64   `json:"state_change_timestamp"` // µs since the epoch
 	Tools                []string `json:"tools"`                  // the exposed names of its tools

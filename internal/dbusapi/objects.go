@@ -105,6 +105,7 @@ func (b backendObject) properties() (string, map[string]dbus.Variant, *dbus.Erro
 	props := watchedBackend(st)
 	props["Name"] = dbus.MakeVariant(st.Name)
 	props["LastExitStatus"] = dbus.MakeVariant(st.LastExitStatus)
+	props["LastExitCode"] = dbus.MakeVariant(st.LastExitCode)
 	props["StderrTail"] = dbus.MakeVariant(nonNil(st.StderrTail))
 	props["Command"] = dbus.MakeVariant(nonNil(st.Command))
 	props["NBytesProcessed"] = dbus.MakeVariant(st.NBytesProcessed)

@@ -338,7 +338,7 @@ func TestServerProperties(t *testing.T) {
 	}
 	want := map[string]any{
 		"Name": "alpha", "State": "healthy", "MainPID": uint32(42), "NRestarts": uint32(0),
-		"LastExitStatus": int32(0), "LastError": "", "StateChangeTimestamp": uint64(0),
+		"LastExitStatus": int32(0), "LastExitCode": "", "LastError": "", "StateChangeTimestamp": uint64(0),
 		"Tools": []string{"alpha__echo"}, "StderrTail": []string{"hello"}, "Command": []string{"fake", "--tools", "echo"},
 		"NBytesProcessed": uint64(0), "NBytesReturned": uint64(0), "ToolOutputBytes": []any{},
 		"ConsecutiveFailures": uint32(0), "LastCheckTimestamp": uint64(0), "LastCheckLatencyUSec": uint64(0),

@@ -121,6 +121,7 @@ func (u *unitsCheck) checkStart(t *testing.T) string {
 		t.Fatalf("first MCP client: %v", err)
 	}
 	g.client = cs
+	g.awaitReady(t) // the client is served before every backend is
 	u.pids = map[string]int{}
 	for _, name := range []string{"everything", "fake", "isolated"} {
 		props := g.show(t, unitOf(name), "ActiveState", "MainPID", "User", "DynamicUser")

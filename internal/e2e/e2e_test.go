@@ -781,6 +781,7 @@ func (g *installedGateway) checkStop(t *testing.T) string {
 	}
 	g.client = cs
 	again := time.Since(start)
+	g.awaitReady(t) // the client is served before every backend is
 	tools := toolNames(t, cs)
 	state := g.activeState(t)
 	g.closeClient() // while the service runs (see closeClient)
@@ -806,6 +807,7 @@ func (g *installedGateway) checkUpgrade(t *testing.T) string {
 		t.Fatalf("MCP client before the upgrade: %v", err)
 	}
 	g.client = cs
+	g.awaitReady(t)
 	before := g.mainPID(t)
 	g.closeClient()
 	if before == 0 {

@@ -167,7 +167,7 @@ func (h *Handler) post(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if msg.IsRequest() && msg.Method == "initialize" {
-		h.initialize(w, msg, clientOf(r))
+		h.initialize(w, r, msg)
 		return
 	}
 	sess := h.session(w, r)
@@ -188,7 +188,14 @@ func (h *Handler) post(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-func (h *Handler) initialize(w http.ResponseWriter, msg *jsonrpc.Message, client *access.Client) {
+func (h *Handler) initialize(w http.ResponseWriter, r *http.Request, msg *jsonrpc.Message) {
+	client := clientOf(r)
+	if r.Context().Err() != nil {
+		// The client gave up (it waited in the listen backlog while the
+		// daemon started): no session it would never use.
+		h.log.Debug("initialize abandoned by the client before it was answered; no session started", "client", client.Name)
+		return
+	}
 	sess, result, err := h.g.NewSession(msg.Params, client)
 	if h.limitError(w, err, msg.ID) {
 		return
@@ -202,10 +209,16 @@ func (h *Handler) initialize(w http.ResponseWriter, msg *jsonrpc.Message, client
 		h.rpcError(w, http.StatusOK, msg.ID, e.Code, "%s", e.Message)
 		return
 	}
-	h.log.Debug("session started", "session", sess.ID, "protocol_version", sess.Protocol, "client", client.Name)
+	h.log.Debug(fmt.Sprintf("session started for client %q", client.Name), "session", sess.ID, "protocol_version", sess.Protocol, "client", client.Name)
 	w.Header().Set(headerSession, sess.ID)
 	w.Header().Set("Content-Type", "application/json")
 	w.Write(jsonrpc.AppendResult(nil, msg.ID, result))
+	// A client that closes its connection once it has the answer is
+	// normal: only an answer that could not be written ends the session.
+	if http.NewResponseController(w).Flush() != nil {
+		h.g.CloseSession(sess.ID, "the client abandoned its initialize")
+		h.log.Debug("initialize abandoned by the client; its session ended", "session", sess.ID, "client", client.Name)
+	}
 }
 
 // batch handles a JSON array of messages, which only protocol 2025-03-26

@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"crypto/sha256"
+	"fmt"
 	"log/slog"
 	"strconv"
 	"sync"
@@ -54,7 +55,7 @@ func (g *Gateway) SetClients(set *access.Set) {
 		old := s.Client()
 		c := set.Client(old.Name)
 		if c == nil {
-			g.log.Info("ending the session of a client that was removed", "session", s.ID, "client", old.Name)
+			g.log.Info(fmt.Sprintf("ending a session of client %q, which was removed", old.Name), "session", s.ID, "client", old.Name)
 			g.CloseSession(s.ID, "client \""+old.Name+"\" was removed from the configuration")
 			return
 		}
@@ -176,6 +177,15 @@ func (s *Session) audited(msg *jsonrpc.Message, backend, what, name string) func
 			slog.Int("request_bytes", len(msg.Params)),
 			slog.Int("response_bytes", size),
 			journal.MessageAudit.Attr())
+	}
+}
+
+// hidden journals that the session's client called what its policy hides
+// (what is "tool", "prompt" or "uri"); the client itself gets the error of
+// an unknown name.
+func (s *Session) hidden(method, what string, k access.Kind, name string) {
+	if r := s.g.opts.Refusals; r != nil {
+		r.Hidden(s.Client().Name, s.ID, method, what, name, s.policy().Rule(k, name))
 	}
 }
 

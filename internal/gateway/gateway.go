@@ -8,11 +8,13 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"log/slog"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/mcpgate/mcpgate/internal/access"
 	"github.com/mcpgate/mcpgate/internal/backend"
 	"github.com/mcpgate/mcpgate/internal/catalog"
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
@@ -84,6 +86,8 @@ type Options struct {
 	StatusResources bool
 	// Integrity, if set, decides what of each backend's lists clients see.
 	Integrity Integrity
+	// Refusals, if set, journals calls of what a client's policy hides.
+	Refusals *access.Refusals
 }
 
 // Gateway is the MCP server clients talk to.
@@ -311,7 +315,7 @@ func (g *Gateway) Run(ctx context.Context) {
 		case now := <-tick.C:
 			g.eachSession(func(s *Session) {
 				if s.idleSince(now) > g.opts.SessionIdleTimeout {
-					g.log.Info("ending idle session", "session", s.ID)
+					g.log.Info(fmt.Sprintf("ending an idle session of client %q", s.Client().Name), "session", s.ID, "client", s.Client().Name)
 					g.CloseSession(s.ID, "the session was idle too long")
 				}
 			})

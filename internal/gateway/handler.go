@@ -25,7 +25,7 @@ func (g *Gateway) Notification(b *backend.Backend, conn *backend.Conn, msg *json
 		}
 		c := v.(*call)
 		if c.conn != conn {
-			g.log.Warn("dropped progress for a call on another backend", "backend", b.Name())
+			g.log.Warn(fmt.Sprintf("backend %q: dropped progress for a call on another backend", b.Name()), "backend", b.Name())
 			return
 		}
 		c.progressed()
@@ -163,7 +163,9 @@ func countSessions(conn *backend.Conn) int {
 // Request handles a request a backend sent to its client: roots come from
 // the configuration if it has them; everything else goes to the one session
 // with a call in flight on that backend, or is refused with an error that
-// says why. A ping nobody can relay is answered here.
+// says why. A ping nobody can relay is answered here, and so is a
+// roots/list outside any client call (servers ask at every start): with no
+// roots.
 func (g *Gateway) Request(b *backend.Backend, conn *backend.Conn, msg *jsonrpc.Message) {
 	cfg := b.Config()
 	refuse := func(code int, format string, args ...any) {
@@ -187,7 +189,10 @@ func (g *Gateway) Request(b *backend.Backend, conn *backend.Conn, msg *jsonrpc.M
 			conn.Reply(msg.ID, json.RawMessage(`{}`))
 			return
 		}
-		if n := countSessions(conn); n > 1 {
+		if n := countSessions(conn); n == 0 && msg.Method == "roots/list" {
+			g.noRoots(b, conn, msg, "no client call is in flight")
+			return
+		} else if n > 1 {
 			refuse(jsonrpc.CodeInternalError, "mcpgate cannot relay %s: %d client sessions have requests in flight on backend %q, and the request does not say which one it belongs to", msg.Method, n, b.Name())
 			return
 		}
@@ -203,6 +208,13 @@ func (g *Gateway) Request(b *backend.Backend, conn *backend.Conn, msg *jsonrpc.M
 		return
 	}
 	answering(conn, s)
+}
+
+// noRoots answers a roots/list no client can answer with an empty list:
+// the backend has no roots configured, and nobody to ask.
+func (g *Gateway) noRoots(b *backend.Backend, conn *backend.Conn, msg *jsonrpc.Message, why string) {
+	g.log.Debug(fmt.Sprintf("answered roots/list of backend %q with no roots: it has no roots configured and %s", b.Name(), why), "backend", b.Name())
+	conn.Reply(msg.ID, json.RawMessage(`{"roots":[]}`))
 }
 
 func rootsResult(roots []string) json.RawMessage {

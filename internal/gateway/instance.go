@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"fmt"
 
 	"github.com/mcpgate/mcpgate/internal/backend"
 )
@@ -59,7 +60,7 @@ func (s *Session) bindInstance(b *backend.Backend) (*backend.Backend, error) {
 		inst.Release()
 		return nil, errors.New("the session has ended")
 	}
-	s.g.log.Info("bound an instance to a session", "backend", b.Name(), "instance", inst.Instance(), "session_hash", SessionHash(s))
+	s.g.log.Info(fmt.Sprintf("bound instance %d of backend %q to a session of client %q", inst.Instance(), b.Name(), s.Client().Name), "client", s.Client().Name, "backend", b.Name(), "instance", inst.Instance(), "session_hash", SessionHash(s))
 	return inst, nil
 }
 

@@ -58,6 +58,9 @@ func (s *Session) HandleRequest(msg *jsonrpc.Message, stream *Stream) {
 		}
 		tool, ok := cat.Tool(name)
 		if !ok || !s.policy().Allows(access.Tools, name) {
+			if ok {
+				s.hidden(msg.Method, "tool", access.Tools, name)
+			}
 			fail(s.unknownToolFor(cat, name))
 			return
 		}
@@ -74,6 +77,9 @@ func (s *Session) HandleRequest(msg *jsonrpc.Message, stream *Stream) {
 		}
 		prompt, ok := cat.Prompt(name)
 		if !ok || !s.policy().Allows(access.Prompts, name) {
+			if ok {
+				s.hidden(msg.Method, "prompt", access.Prompts, name)
+			}
 			fail(jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "unknown prompt %q", name))
 			return
 		}
@@ -89,6 +95,9 @@ func (s *Session) HandleRequest(msg *jsonrpc.Message, stream *Stream) {
 		}
 		owner, ok := g.resourceOwner(cat, uri)
 		if !ok || !s.policy().Allows(access.Resources, uri) {
+			if ok {
+				s.hidden(msg.Method, "uri", access.Resources, uri)
+			}
 			fail(&jsonrpc.Error{Code: CodeResourceNotFound, Message: fmt.Sprintf("resource not found: no backend serves %q", uri),
 				Data: append(jsonrpc.AppendString([]byte(`{"uri":`), uri), '}')})
 			return

@@ -56,6 +56,9 @@ func (g *Gateway) NewSession(params json.RawMessage, client *access.Client) (*Se
 	if g.draining.Load() {
 		return nil, nil, jsonrpc.Errorf(CodeShuttingDown, "the gateway is shutting down")
 	}
+	if client == nil {
+		client = access.Anonymous()
+	}
 	var p struct {
 		ProtocolVersion string     `json:"protocolVersion"`
 		Capabilities    clientCaps `json:"capabilities"`
@@ -67,7 +70,7 @@ func (g *Gateway) NewSession(params json.RawMessage, client *access.Client) (*Se
 	// initializes cannot overshoot the bound.
 	if n := g.nsess.Add(1); g.opts.MaxSessions > 0 && n > int64(g.opts.MaxSessions) {
 		g.nsess.Add(-1)
-		g.log.Warn("refused a new session: max_sessions reached", "max_sessions", g.opts.MaxSessions)
+		g.log.Warn(fmt.Sprintf("refused a new session of client %q: max_sessions reached", client.Name), "client", client.Name, "max_sessions", g.opts.MaxSessions)
 		return nil, nil, &jsonrpc.Error{Code: CodeOverloaded, Message: fmt.Sprintf(
 			"the gateway already serves %d sessions (max_sessions); retry once one ends, or end unused sessions with DELETE", g.opts.MaxSessions)}
 	}
@@ -90,9 +93,6 @@ func (g *Gateway) NewSession(params json.RawMessage, client *access.Client) (*Se
 	}
 	s.standalone = newStream(0, true, g.opts.MaxStreamEvents)
 	s.streams[0] = s.standalone
-	if client == nil {
-		client = access.Anonymous()
-	}
 	s.client.Store(client)
 	if err := g.admit(client); err != nil {
 		g.nsess.Add(-1) // the global slot taken above
@@ -104,13 +104,19 @@ func (g *Gateway) NewSession(params json.RawMessage, client *access.Client) (*Se
 }
 
 // initializeResult advertises what the healthy backends provide, and
-// list_changed for every list, which the gateway relays.
+// list_changed for every list, which the gateway relays. While a backend is
+// still in its handshake, what it will provide is unknown: every list is
+// offered, so that its tools, prompts and resources can join with
+// list_changed once it is ready.
 func (g *Gateway) initializeResult(s *Session) json.RawMessage {
 	var tools, prompts, resources, subscribe, logging, completions bool
 	var instructions []string
 	for _, b := range g.registry.Backends() {
 		_, info := b.Catalog()
 		if info == nil {
+			if starting(b) {
+				tools, prompts, resources = true, true, true
+			}
 			continue
 		}
 		c := info.Capabilities
@@ -152,6 +158,17 @@ func (g *Gateway) initializeResult(s *Session) json.RawMessage {
 		out = jsonrpc.AppendString(out, strings.Join(instructions, "\n\n"))
 	}
 	return append(out, '}')
+}
+
+// starting reports whether b is in its first start attempt, or waits to
+// try again: it may yet join the catalog.
+func starting(b *backend.Backend) bool {
+	select {
+	case <-b.Settled():
+		return b.Status().State == backend.Starting
+	default:
+		return true
+	}
 }
 
 func (s *Session) touch() {

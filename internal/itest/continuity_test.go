@@ -116,7 +116,7 @@ restart_backoff_initial = "10ms"
 	}
 	testutil.CallTool(t, cs, "e__crash", nil)
 	events.Await(t, 1, 30*time.Second, "tools/list_changed for the lost tools", testutil.Method("notifications/tools/list_changed"))
-	awaitLog(t, d, "backend came back with no tools after having had some")
+	awaitLog(t, d, `backend \"e\" came back with no tools after having had some`)
 	if names := testutil.ToolNames(t, cs); len(names) != 0 {
 		t.Errorf("tools after the restart: %v, want none", names)
 	}

@@ -254,7 +254,7 @@ command = "FAKE"
 	}
 	awaitLog(t, d, "gave up after 2 restarts")
 	awaitLog(t, d, "exited with status 7")
-	if got := strings.Count(d.Stderr.String(), "spawned backend\" backend=bad"); got != 3 {
+	if got := strings.Count(d.Stderr.String(), `spawned backend \"bad\" (pid `); got != 3 {
 		t.Errorf("bad was spawned %d times; want 3 (the start and max_restarts=2 restarts)", got)
 	}
 }
@@ -521,7 +521,7 @@ restart_backoff_max = "1h"
 	if code := d.Cmd.ProcessState.ExitCode(); code != 0 {
 		t.Errorf("exit code %d, want 0", code)
 	}
-	if n := strings.Count(d.Stderr.String(), `msg="spawned backend"`); n != 1 {
+	if n := strings.Count(d.Stderr.String(), `msg="spawned backend \"`); n != 1 {
 		t.Errorf("the backend was spawned %d times, want once (nothing after the stop):\n%s", n, d.Stderr.String())
 	}
 }

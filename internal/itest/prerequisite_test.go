@@ -88,7 +88,7 @@ managed = true
 		t.Errorf("the prerequisite %d outlived the gateway that started it (kill 0: %v)", prereq, err)
 	}
 	log := first.Stderr.String()
-	if i, j := strings.Index(log, "backend stopped"), strings.Index(log, "stopped the prerequisite"); i < 0 || j < i {
+	if i, j := strings.Index(log, `backend \"alpha\" stopped:`), strings.Index(log, `backend \"alpha\": stopped the prerequisite`); i < 0 || j < i {
 		t.Errorf("want the backend stopped before its prerequisite; log:\n%s", log)
 	}
 }
