@@ -116,6 +116,8 @@ type Backend struct {
 	stderr *ring
 	cmds   chan command
 
+	misbehaved *journal.Limiter // warnings a server's output causes; see warnServer
+
 	mu    sync.Mutex
 	st    Status
 	conn  *Conn
@@ -181,6 +183,8 @@ func New(cfg *config.Backend, opts Options) *Backend {
 		cmds:    make(chan command),
 		settled: make(chan struct{}),
 		lim:     newLimiter(cfg.Calls),
+
+		misbehaved: newMisbehavedLimiter(),
 	}
 	b.st = Status{Name: cfg.Name, State: Stopped, Since: time.Now()}
 	if cfg.IsRemote() {

@@ -235,7 +235,7 @@ func (c *Conn) readLoop() {
 		if err != nil {
 			var tooLong *jsonrpc.ErrLineTooLong
 			if errors.As(err, &tooLong) {
-				c.log.Warn(fmt.Sprintf("backend %q: dropped a message from the child: %v", c.b.name, err), "err", err, "start", truncate(tooLong.Head, 100))
+				c.warnServer("too-large", fmt.Sprintf("backend %q: dropped a message from the child: %v", c.b.name, err), "err", err, "start", truncate(tooLong.Head, 100))
 				c.tooLarge(tooLong)
 				continue
 			}
@@ -243,7 +243,7 @@ func (c *Conn) readLoop() {
 		}
 		msg, err := jsonrpc.Parse(line)
 		if err != nil {
-			c.log.Warn(fmt.Sprintf("backend %q: dropped invalid output of the child: %v", c.b.name, err), "err", err, "line", truncate(line, 200))
+			c.warnServer("invalid", fmt.Sprintf("backend %q: dropped invalid output of the child: %v", c.b.name, err), "err", err, "line", truncate(line, 200))
 			continue
 		}
 		c.dispatch(msg)

@@ -263,9 +263,9 @@ func (r *remote) request(ctx context.Context, data []byte, msg *jsonrpc.Message)
 	var redirect *mcphttp.RedirectError
 	switch {
 	case errors.As(err, &redirect):
-		r.c.log.Warn("refused a redirect to another origin", "err", err, "method", msg.Method)
+		r.c.warnServer("redirect", fmt.Sprintf("backend %q: refused a redirect to another origin", r.c.b.name), "err", err, "method", msg.Method)
 	case errors.As(err, &tooLarge):
-		r.c.log.Warn("dropped a message from the server", "err", err, "start", truncate(tooLarge.Head, 100))
+		r.c.warnServer("too-large", fmt.Sprintf("backend %q: dropped a message from the server", r.c.b.name), "err", err, "start", truncate(tooLarge.Head, 100))
 		return fmt.Errorf("backend %q answered %s with a %w: the limit is %d bytes (max_message_bytes)", r.c.b.name, msg.Method, ErrTooLarge, tooLarge.Max)
 	}
 	return r.lost(err)
@@ -276,7 +276,7 @@ func (r *remote) request(ctx context.Context, data []byte, msg *jsonrpc.Message)
 // long: journaled, and the call it answers, when its first bytes say
 // which, fails now rather than at its timeout.
 func (r *remote) tooLarge(e *mcphttp.EventTooLargeError) {
-	r.c.log.Warn("dropped a message from the server", "err", e, "start", truncate(e.Head, 100))
+	r.c.warnServer("too-large", fmt.Sprintf("backend %q: dropped a message from the server", r.c.b.name), "err", e, "start", truncate(e.Head, 100))
 	r.c.tooLarge(&jsonrpc.ErrLineTooLong{Limit: int64(e.Max), Head: e.Head})
 }
 
@@ -310,7 +310,7 @@ func (r *remote) deliver(data []byte) {
 	if jsonrpc.IsBatch(data) {
 		batch, err := jsonrpc.ParseBatch(data)
 		if err != nil {
-			r.c.log.Warn(fmt.Sprintf("backend %q: dropped an invalid batch from the server: %v", r.c.b.name, err), "err", err)
+			r.c.warnServer("invalid", fmt.Sprintf("backend %q: dropped an invalid batch from the server: %v", r.c.b.name, err), "err", err)
 			return
 		}
 		items = items[:0]
@@ -321,7 +321,7 @@ func (r *remote) deliver(data []byte) {
 	for _, it := range items {
 		msg, err := jsonrpc.Parse(jsonrpc.Compact(it))
 		if err != nil {
-			r.c.log.Warn(fmt.Sprintf("backend %q: dropped invalid output of the server: %v", r.c.b.name, err), "err", err, "message", truncate(it, 200))
+			r.c.warnServer("invalid", fmt.Sprintf("backend %q: dropped invalid output of the server: %v", r.c.b.name, err), "err", err, "message", truncate(it, 200))
 			continue
 		}
 		r.c.dispatch(msg)

@@ -311,3 +311,30 @@ func TestRemoteBackendDisplayURL(t *testing.T) {
 		}
 	}
 }
+
+// A server can cause warnings without end: those of one kind are
+// journaled at most misbehavedPerKey times a minute, the last saying that
+// the rest are counted, and every call still fails as it should.
+func TestServerCausedWarningsAreRateLimited(t *testing.T) {
+	_, _, url := serveHostile(t, 1<<20)
+	cfg, creds := hostileConfig(t, url+"/mcp")
+	r := runRemote(t, cfg, creds)
+	r.await(t, "healthy", healthy)
+	for i := 0; i < misbehavedPerKey+5; i++ {
+		if _, err := r.call(t, "redirect", `{}`); err == nil {
+			t.Fatalf("redirected call %d succeeded", i)
+		}
+	}
+	var logged []string
+	for _, line := range r.logs.Messages() {
+		if strings.Contains(line, "refused a redirect to another origin") {
+			logged = append(logged, line)
+		}
+	}
+	if len(logged) != misbehavedPerKey {
+		t.Fatalf("%d refusals journaled of %d, want %d:\n%s", len(logged), misbehavedPerKey+5, misbehavedPerKey, strings.Join(logged, "\n"))
+	}
+	if !strings.Contains(logged[len(logged)-1], "counted, not logged") {
+		t.Errorf("the last refusal journaled does not say the rest are counted: %s", logged[len(logged)-1])
+	}
+}
