@@ -112,6 +112,25 @@ func (r *Refusals) Hidden(client, session, method, what, name, rule string) {
 	r.log.Warn(fmt.Sprintf("refused client %q: %s %s: %s", client, method, name, rule), attrs...)
 }
 
+// Ambiguous journals that client sent a message with a member the
+// gateway decides on repeated or spelled in another case (err says
+// which): a request was refused with -32600, a notification dropped. It
+// counts in the client's window with the policy refusals.
+func (r *Refusals) Ambiguous(client, session, method string, err error) {
+	logIt, suppressed, count := r.count("client " + client)
+	if !logIt {
+		return
+	}
+	attrs := []any{"client", client, "session", session, "method", method, "reason", err.Error(), journal.MessageAccessDenied.Attr()}
+	if suppressed > 0 {
+		attrs = append(attrs, "suppressed", suppressed)
+	}
+	if count == refusalsLogged {
+		attrs = append(attrs, "note", "further policy refusals of this client within a minute are counted, not logged")
+	}
+	r.log.Warn(fmt.Sprintf("refused client %q: %s with an ambiguous member", client, method), attrs...)
+}
+
 // forgetOld drops windows that ended; if none did, all of them. Called
 // with r.mu held.
 func (r *Refusals) forgetOld(now time.Time) {

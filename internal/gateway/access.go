@@ -189,6 +189,14 @@ func (s *Session) hidden(method, what string, k access.Kind, name string) {
 	}
 }
 
+// ambiguous journals, rate-limited, that the session's client sent a
+// message with an ambiguous member (see checkDecided).
+func (s *Session) ambiguous(method string, err error) {
+	if r := s.g.opts.Refusals; r != nil {
+		r.Ambiguous(s.Client().Name, s.ID, method, err)
+	}
+}
+
 // unknownToolFor is unknownTool with suggestions only among the tools the
 // session's client may see.
 func (s *Session) unknownToolFor(cat *catalog.Catalog, name string) error {

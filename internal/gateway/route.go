@@ -28,7 +28,7 @@ func (s *Session) HandleRequest(msg *jsonrpc.Message, stream *Stream) {
 		return
 	}
 	if err := checkDecided(msg.Method, msg.Params, true); err != nil {
-		g.log.Debug("refused a request with an ambiguous member", "session", s.ID, "method", msg.Method, "error", err)
+		s.ambiguous(msg.Method, err)
 		fail(err)
 		return
 	}

@@ -258,7 +258,7 @@ func (s *Session) hasCapability(method string) bool {
 func (s *Session) HandleNotification(msg *jsonrpc.Message) {
 	s.touch()
 	if err := checkDecided(msg.Method, msg.Params, false); err != nil {
-		s.g.log.Debug("dropped a notification with an ambiguous member", "session", s.ID, "method", msg.Method, "error", err)
+		s.ambiguous(msg.Method, err)
 		return
 	}
 	switch msg.Method {

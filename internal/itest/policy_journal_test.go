@@ -77,7 +77,16 @@ resources = ["fake://r/0"]
 		}
 	}
 
-	// Two more refusals reach the limit of five per minute; the rest are
+	// A call with its name twice is refused with -32600, and journaled
+	// like a policy refusal (issue 21, defect 1).
+	raw := rawSessionOf(t, d.URL, narrowToken, "2025-06-18")
+	if _, msgs := raw.post(`{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"a__echo","name":"b__echo","arguments":{}}}`); len(msgs) != 1 || msgs[0].Error == nil || msgs[0].Error.Code != -32600 {
+		t.Errorf("a call with its name twice: %+v, want error -32600", msgs)
+	}
+	j.AwaitMatch(t, 1, denied(journaldtest.Entry{"MCPGATE_METHOD": "tools/call",
+		"MESSAGE": `refused client "narrow": tools/call with an ambiguous member`}))
+
+	// One more refusal reaches the limit of five per minute; the rest are
 	// counted. A call that is audited afterwards is the barrier: its entry
 	// comes after every refusal that was journaled.
 	for range 4 {
