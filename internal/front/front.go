@@ -18,6 +18,7 @@ import (
 
 	"github.com/mcpgate/mcpgate/internal/access"
 	"github.com/mcpgate/mcpgate/internal/gateway"
+	"github.com/mcpgate/mcpgate/internal/journal"
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
 	"github.com/mcpgate/mcpgate/internal/mcphttp"
 )
@@ -60,6 +61,8 @@ type Handler struct {
 	opts  Options
 	log   *slog.Logger
 	slots chan struct{} // one token per POST in process; nil: no bound
+
+	overloads *journal.Limiter // warnings of refusals for load; see warnRefused
 }
 
 // New returns the handler serving g.
@@ -70,7 +73,8 @@ func New(g *gateway.Gateway, opts Options) *Handler {
 	if opts.KeepAlive <= 0 {
 		opts.KeepAlive = 25 * time.Second
 	}
-	h := &Handler{g: g, opts: opts, log: opts.Logger}
+	h := &Handler{g: g, opts: opts, log: opts.Logger,
+		overloads: journal.NewLimiter(time.Minute, overloadWarningsPerClient, overloadWarnings, overloadClients)}
 	if opts.MaxConcurrentRequests > 0 {
 		h.slots = make(chan struct{}, opts.MaxConcurrentRequests)
 	}
@@ -136,7 +140,7 @@ func (h *Handler) post(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	if !h.acquire(w) {
+	if !h.acquire(w, r) {
 		return
 	}
 	defer h.release()

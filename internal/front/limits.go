@@ -10,13 +10,40 @@ import (
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
 )
 
+// Refusals for load are journaled per client at most
+// overloadWarningsPerClient times a minute and overloadWarnings in all, the
+// rest counted: a client that floods the gateway cannot also flood the
+// journal.
+const (
+	overloadWarningsPerClient = 5
+	overloadWarnings          = 20
+	overloadClients           = 256
+)
+
+// warnRefused journals a refusal for load of r's client, rate-limited.
+func (h *Handler) warnRefused(r *http.Request, msg string, attrs ...any) {
+	client := clientOf(r).Name
+	log, suppressed, last := h.overloads.Allow(client, time.Now())
+	if !log {
+		return
+	}
+	attrs = append(attrs, "client", client)
+	if suppressed > 0 {
+		attrs = append(attrs, "suppressed", suppressed)
+	}
+	if last {
+		attrs = append(attrs, "note", "further refusals of this client for load within a minute are counted, not logged")
+	}
+	h.log.Warn(msg, attrs...)
+}
+
 // retryAfterSeconds is what a refused client is told to wait before it
 // tries again (Retry-After).
 const retryAfterSeconds = 1
 
 // acquire takes one of the max_concurrent_requests slots, or answers the
 // request with HTTP 503 and returns false. release gives the slot back.
-func (h *Handler) acquire(w http.ResponseWriter) bool {
+func (h *Handler) acquire(w http.ResponseWriter, r *http.Request) bool {
 	if h.slots == nil {
 		return true
 	}
@@ -24,7 +51,7 @@ func (h *Handler) acquire(w http.ResponseWriter) bool {
 	case h.slots <- struct{}{}:
 		return true
 	default:
-		h.log.Warn("refused a request: max_concurrent_requests reached", "max_concurrent_requests", cap(h.slots))
+		h.warnRefused(r, "refused a request: max_concurrent_requests reached", "max_concurrent_requests", cap(h.slots))
 		h.overloaded(w, nil, "the gateway is already processing %d requests (max_concurrent_requests); retry in a moment", cap(h.slots))
 		return false
 	}
@@ -52,7 +79,7 @@ func (h *Handler) overloaded(w http.ResponseWriter, id []byte, format string, ar
 // admitted, the caller releases the n-1 slots with releaseN.
 func (h *Handler) admitBatch(w http.ResponseWriter, r *http.Request, n int) bool {
 	if max := h.opts.MaxBatchSize; max > 0 && n > max {
-		h.log.Warn("refused a batch: max_batch_size exceeded", "messages", n, "max_batch_size", max)
+		h.warnRefused(r, "refused a batch: max_batch_size exceeded", "messages", n, "max_batch_size", max)
 		h.rpcError(w, http.StatusBadRequest, nil, jsonrpc.CodeInvalidRequest,
 			"invalid request: a batch of %d messages exceeds max_batch_size (%d); send fewer messages at once", n, max)
 		return false
@@ -64,7 +91,7 @@ func (h *Handler) admitBatch(w http.ResponseWriter, r *http.Request, n int) bool
 		}
 	}
 	if !h.acquireN(n - 1) {
-		h.log.Warn("refused a batch: max_concurrent_requests reached", "messages", n, "max_concurrent_requests", cap(h.slots))
+		h.warnRefused(r, "refused a batch: max_concurrent_requests reached", "messages", n, "max_concurrent_requests", cap(h.slots))
 		h.overloaded(w, nil, "a batch of %d messages needs as many of the %d max_concurrent_requests slots, and too few are free; retry in a moment or send fewer at once", n, cap(h.slots))
 		return false
 	}
