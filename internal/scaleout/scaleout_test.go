@@ -41,14 +41,21 @@ type host struct {
 // startHosts runs one mcpgated per namespace of l, each in a UTS namespace
 // of its own named h1, h2, …, with the fake server and a real npm server.
 func startHosts(t *testing.T, l *lab) []*host {
-	bins := testutil.Build(t)
-	npm := testutil.NpmServer(t, "mcp-server-everything")
+	// One after the other: StartDaemon may end the test, which only the
+	// test's goroutine may do.
 	hosts := make([]*host, len(l.hosts))
-	var wg sync.WaitGroup
-	for i, ns := range l.hosts {
-		h := &host{name: fmt.Sprintf("h%d", i+1), addr: hostAddr(i)}
-		hosts[i] = h
-		toml := fmt.Sprintf(`[gateway]
+	for i := range l.hosts {
+		hosts[i] = startHost(t, l, i)
+	}
+	return hosts
+}
+
+// startHost runs mcpgated in the namespace of host i.
+func startHost(t *testing.T, l *lab, i int) *host {
+	bins := testutil.BuildWithoutRace(t)
+	npm := testutil.NpmServer(t, "mcp-server-everything")
+	h := &host{name: fmt.Sprintf("h%d", i+1), addr: hostAddr(i)}
+	toml := fmt.Sprintf(`[gateway]
 listen = ["%[1]s:%[2]s"]
 metrics_listen = "%[1]s:9090"
 allowed_hosts = [%[3]q, %[1]q]
@@ -65,15 +72,9 @@ command = %[4]q
 command = %[5]q
 args = ["stdio"]
 `, h.addr, port, lbAddr, bins.Fake, npm)
-		wrap := []string{"ip", "netns", "exec", ns, "unshare", "--uts", "/bin/sh", "-c", `hostname "$0" && exec "$@"`, h.name}
-		wg.Add(1)
-		go func() { // the npm servers start slowly: start the hosts together
-			defer wg.Done()
-			h.d = testutil.StartDaemon(t, toml, "http://"+h.addr+":"+port+"/mcp", testutil.DaemonOptions{Wrap: wrap, WithoutRace: true})
-		}()
-	}
-	wg.Wait()
-	return hosts
+	wrap := []string{"ip", "netns", "exec", l.hosts[i], "unshare", "--uts", "/bin/sh", "-c", `hostname "$0" && exec "$@"`, h.name}
+	h.d = testutil.StartDaemon(t, toml, "http://"+h.addr+":"+port+"/mcp", testutil.DaemonOptions{Wrap: wrap, WithoutRace: true})
+	return h
 }
 
 // startHAProxy runs Debian's haproxy in the balancer's namespace with the
@@ -346,11 +347,14 @@ func TestScaleOutBehindHAProxy(t *testing.T) {
 	for _, w := range ld.wrongs {
 		t.Error(w)
 	}
-	// A host never accepts an id it did not mint: h1 refuses the session
-	// ids of the stopped host's run.
-	old := &session{hc: hc, url: "http://" + hosts[0].addr + ":" + port + "/mcp", id: slow.id}
-	if _, out := old.call(t.Context(), "fake__hostname", "{}"); out.status != http.StatusNotFound {
-		t.Errorf("a session id of %s sent to %s: %s; want 404", stopping.name, hosts[0].name, out)
+	// A host never accepts an id it did not mint: neither another host
+	// nor the stopped host once restarted knows a session of its last run.
+	restarted := startHost(t, l, 1)
+	for _, h := range []*host{hosts[0], restarted} {
+		old := &session{hc: hc, url: "http://" + h.addr + ":" + port + "/mcp", id: slow.id}
+		if _, out := old.call(t.Context(), "fake__hostname", "{}"); out.status != http.StatusNotFound {
+			t.Errorf("a session id of %s's last run sent to %s: %s; want 404", stopping.name, h.name, out)
+		}
 	}
 	t.Logf("calls per host %v, sessions per host %v", ld.byHost, ld.inits)
 }
