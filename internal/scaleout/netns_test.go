@@ -31,7 +31,7 @@ const (
 func hostAddr(i int) string { return fmt.Sprintf("10.231.0.%d", 11+i) }
 
 // newLab makes the namespaces, the bridge and one veth pair per host.
-func newLab(t *testing.T, hosts int) *lab {
+func newLab(t testing.TB, hosts int) *lab {
 	t.Helper()
 	prefix := fmt.Sprintf("mgso%d", os.Getpid())
 	l := &lab{lb: prefix + "lb"}
@@ -56,7 +56,7 @@ func newLab(t *testing.T, hosts int) *lab {
 
 // addNetns makes a named network namespace, deleted when the test ends
 // (after every process in it is gone: cleanups run last-in first-out).
-func addNetns(t *testing.T, name string) {
+func addNetns(t testing.TB, name string) {
 	t.Helper()
 	run(t, "ip", "netns", "add", name)
 	t.Cleanup(func() {
@@ -67,7 +67,7 @@ func addNetns(t *testing.T, name string) {
 }
 
 // run runs a command and fails the test if it fails.
-func run(t *testing.T, name string, args ...string) {
+func run(t testing.TB, name string, args ...string) {
 	t.Helper()
 	if out, err := exec.Command(name, args...).CombinedOutput(); err != nil {
 		t.Fatalf("%s %s: %v: %s", name, strings.Join(args, " "), err, out)
@@ -77,7 +77,7 @@ func run(t *testing.T, name string, args ...string) {
 // dialIn returns a DialContext that makes its sockets in the named
 // network namespace: the test's clients reach the balancer and the hosts
 // from inside the lab, and the test's own namespace gets no address.
-func dialIn(t *testing.T, ns string) func(ctx context.Context, network, addr string) (net.Conn, error) {
+func dialIn(t testing.TB, ns string) func(ctx context.Context, network, addr string) (net.Conn, error) {
 	t.Helper()
 	target, err := os.Open("/run/netns/" + ns)
 	if err != nil {

@@ -40,7 +40,7 @@ type host struct {
 
 // startHosts runs one mcpgated per namespace of l, each in a UTS namespace
 // of its own named h1, h2, …, with the fake server and a real npm server.
-func startHosts(t *testing.T, l *lab) []*host {
+func startHosts(t testing.TB, l *lab) []*host {
 	// One after the other: StartDaemon may end the test, which only the
 	// test's goroutine may do.
 	hosts := make([]*host, len(l.hosts))
@@ -51,7 +51,7 @@ func startHosts(t *testing.T, l *lab) []*host {
 }
 
 // startHost runs mcpgated in the namespace of host i.
-func startHost(t *testing.T, l *lab, i int) *host {
+func startHost(t testing.TB, l *lab, i int) *host {
 	bins := testutil.BuildWithoutRace(t)
 	npm := testutil.NpmServer(t, "mcp-server-everything")
 	h := &host{name: fmt.Sprintf("h%d", i+1), addr: hostAddr(i)}
@@ -79,7 +79,7 @@ args = ["stdio"]
 
 // startHAProxy runs Debian's haproxy in the balancer's namespace with the
 // shipped example, only its addresses changed to the lab's.
-func startHAProxy(t *testing.T, l *lab) {
+func startHAProxy(t testing.TB, l *lab) {
 	bin, err := exec.LookPath("haproxy")
 	if err != nil {
 		testutil.Unavailable(t, "haproxy is not installed (packaging/ci/deps.sh installs Debian's): %v", err)
