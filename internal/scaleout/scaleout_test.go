@@ -5,6 +5,7 @@ package scaleout
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -331,8 +332,17 @@ func TestScaleOutBehindHAProxy(t *testing.T) {
 		switch {
 		case f.owner != killed.name:
 			t.Errorf("a call of a session on %s failed after %s was killed: %s", f.owner, killed.name, f.out)
-		case f.out.err == nil && f.out.status == http.StatusOK, f.out.err == nil && strings.TrimSpace(f.out.body) == "":
-			t.Errorf("a call of a session on the killed host failed without saying why: %s", f.out)
+		case f.out.err != nil:
+			// A call in flight when the host died: HAProxy closes a reused
+			// client connection without an answer when the server closed
+			// it before sending anything (haproxy/haproxy#3414); Go reports
+			// io.EOF. Whether the call ran is unknown to the client, as
+			// with any host that dies; it is not answered twice.
+			if !errors.Is(f.out.err, io.EOF) {
+				t.Errorf("a call of a session on the killed host: %v; want 404, or the connection closed without an answer", f.out.err)
+			}
+		case f.out.status != http.StatusNotFound || !strings.Contains(f.out.body, "not found"):
+			t.Errorf("a call of a session on the killed host: %s; want 404 session not found", f.out)
 		}
 	}
 
