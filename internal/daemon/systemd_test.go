@@ -360,7 +360,8 @@ func TestMetricsOnActivatedSocket(t *testing.T) {
 	}
 	body, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	if resp.StatusCode != 200 || !strings.Contains(string(body), `mcpgate_backend_state{backend="alpha",state="healthy"} 1`) {
+	host, _ := os.Hostname()
+	if resp.StatusCode != 200 || !strings.Contains(string(body), fmt.Sprintf(`mcpgate_backend_state{backend="alpha",host=%q,state="healthy"} 1`, host)) {
 		t.Errorf("GET /metrics on the activated socket: %s\n%s", resp.Status, body)
 	}
 }
