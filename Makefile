@@ -49,7 +49,7 @@ RELEASE   ?= $(BIN)/release
 MAN_PAGES := $(patsubst man/%.scd,man/build/%,$(wildcard man/*.scd))
 
 .PHONY: all build run check test test-deps vet units conformance e2e bench bench-quick \
-        bench-micro bench-build bench-peers clean fuzz fuzz-quick \
+        bench-micro bench-build bench-peers bench-scaleout clean fuzz fuzz-quick \
         build-release man install install-bin install-systemd install-dbus \
         install-man install-config deb deb-version
 
@@ -101,13 +101,17 @@ e2e:
 # It writes bench/results/DATE-HOST.json, bench/plots/*.svg and the
 # generated section of BENCHMARKS.md. bench-quick is the same harness with
 # tiny loads, a smoke test that it works (part of check; it asserts no
-# timing). bench-micro runs the Go micro-benchmarks.
+# timing). bench-micro runs the Go micro-benchmarks. bench-scaleout (part
+# of bench, as root) prints calls per second through HAProxy to three hosts
+# in network namespaces against one host directly (internal/scaleout);
+# reported, not asserted, and not in BENCHMARKS.md's generated section.
 BENCH_CACHE ?= /var/cache/mcpgate-bench
 NODE        ?= node
 MCPBENCH     = $(BIN)/mcpbench -bin $(BIN) -npm $(BENCH_CACHE)/npm -node $(NODE) -mcpgate-version $(VERSION)
 
 bench: bench-build bench-peers
 	$(MCPBENCH) -out bench/results -markdown BENCHMARKS.md -plots bench/plots
+	$(MAKE) bench-scaleout
 
 bench-quick: bench-build bench-peers
 	cd bench && $(GO) test -race -count=1 ./...
@@ -118,6 +122,9 @@ bench-build: build
 
 bench-peers:
 	MCPGATE_BENCH_CACHE=$(BENCH_CACHE) bench/peers.sh
+
+bench-scaleout:
+	$(GO) test -count=1 -run '^$$' -bench Throughput -benchtime 20000x ./internal/scaleout
 
 bench-micro:
 	$(GO) test -run '^$$' -bench . -benchmem ./internal/jsonrpc ./internal/journal ./internal/itest

@@ -360,6 +360,8 @@ func TestDeb(t *testing.T) {
 			"/etc/mcpgate/conf.d/example.toml",
 			"/usr/share/doc/mcpgate/copyright",
 			"/usr/share/doc/mcpgate/changelog.gz",
+			"/usr/share/doc/mcpgate/examples/haproxy.cfg",
+			"/usr/share/doc/mcpgate/examples/envoy.yaml",
 			"/usr/share/lintian/overrides/mcpgate",
 		} {
 			if !slices.Contains(files, want) {

@@ -150,6 +150,8 @@ type daemon struct {
 	runner      *unitrun.Runner // starts backends with runner = "unit"; nil if none
 	cgroups     *cgroup.Tree    // the delegated cgroup children get cgroups in; nil if none
 
+	ready atomic.Bool // READY=1 sent; /healthz answers "starting" until then
+
 	reloads chan chan error    // reload requests, answered when applied
 	ping    chan chan struct{} // liveness probes of the main loop
 
@@ -303,6 +305,7 @@ func (d *daemon) run(ctx context.Context) int {
 		return code
 	}
 	// READY=1 carries the status, so readiness never comes with a stale one.
+	d.ready.Store(true) // before READY=1: whoever heard it finds /healthz ok
 	d.notify.Send("READY=1", "STATUS="+d.statusLine())
 	d.updateStatus()
 	d.log.Info("mcpgate is ready", "listeners", listenerNames(d.lns), journal.MessageReady.Attr())
@@ -370,6 +373,7 @@ func (d *daemon) serve() error {
 		Logger:                d.log,
 		Clients:               d.clients.Load,
 		Refusals:              d.refusals,
+		Health:                d.health,
 	})
 	d.warnAccess()
 	// ReadTimeout bounds reading headers and body; net/http lifts it once

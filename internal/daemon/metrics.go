@@ -16,7 +16,9 @@ import (
 
 // metrics is the daemon's one Prometheus registry. Labels are backend
 // names, states and outcomes only: bounded by the configuration, never
-// carrying tool arguments or client data.
+// carrying tool arguments or client data; and on every series the host
+// (hostLabel), so that series of several hosts behind one balancer stay
+// apart.
 type metrics struct {
 	reg      *prometheus.Registry
 	calls    *prometheus.CounterVec
@@ -36,7 +38,7 @@ func newMetrics(d *daemon) *metrics {
 			Buckets: []float64{.001, .005, .01, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 300},
 		}, []string{"backend"}),
 	}
-	m.reg.MustRegister(m.calls, m.duration,
+	prometheus.WrapRegistererWith(prometheus.Labels{"host": hostLabel()}, m.reg).MustRegister(m.calls, m.duration,
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "mcpgate_sessions", Help: "Open client sessions."},

@@ -53,6 +53,8 @@ type Options struct {
 	Clients func() *access.Set
 	// Refusals journals refused callers and slows down repeated failures.
 	Refusals *access.Refusals
+	// Health, if set, answers GET HealthPath for load balancers.
+	Health HealthFunc
 }
 
 // Handler is the http.Handler of the MCP endpoint.
@@ -82,6 +84,10 @@ func New(g *gateway.Gateway, opts Options) *Handler {
 }
 
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Path == HealthPath && h.opts.Health != nil && h.opts.Endpoint != HealthPath {
+		h.health(w, r)
+		return
+	}
 	if r.URL.Path != h.opts.Endpoint && h.serveMetadata(w, r) {
 		return
 	}
@@ -210,6 +216,11 @@ func (h *Handler) initialize(w http.ResponseWriter, r *http.Request, msg *jsonrp
 			h.overloaded(w, msg.ID, "%s", e.Message)
 			return
 		}
+		if e.Code == gateway.CodeShuttingDown {
+			// 503 lets a balancer retry the initialize on another host.
+			h.rpcError(w, http.StatusServiceUnavailable, msg.ID, e.Code, "%s; initialize again to reach another host", e.Message)
+			return
+		}
 		h.rpcError(w, http.StatusOK, msg.ID, e.Code, "%s", e.Message)
 		return
 	}
@@ -284,6 +295,12 @@ func (h *Handler) session(w http.ResponseWriter, r *http.Request) *gateway.Sessi
 	id := r.Header.Get(headerSession)
 	if id == "" {
 		h.rpcError(w, http.StatusBadRequest, nil, jsonrpc.CodeInvalidRequest, "missing %s header: send initialize first to start a session", headerSession)
+		return nil
+	}
+	if h.g.Draining() {
+		// A draining host's sessions are over for their clients: 404 makes
+		// them initialize again, which a balancer sends to another host.
+		h.rpcError(w, http.StatusNotFound, nil, jsonrpc.CodeInvalidRequest, "session %q not found: the gateway is shutting down; initialize a new session", id)
 		return nil
 	}
 	sess := h.g.Session(id)

@@ -52,6 +52,7 @@ func (c *call) deliver(resp *jsonrpc.Message, err error) {
 	if !c.end() {
 		return
 	}
+	defer c.sess.g.callEnded() // after the answer is pushed: Drain waits for it
 	switch {
 	case errors.Is(err, backend.ErrTooLarge):
 		c.stream.push(errorResponse(c.clientID, CodeMessageTooLarge, "%v", err), true)
@@ -133,6 +134,7 @@ func (c *call) timedOut(within string, probe bool) {
 	}
 	if c.end() {
 		c.stream.push(errorResponse(c.clientID, CodeTimeout, "backend %q did not answer %s %s", c.b.Name(), c.bcall.Method, within), true)
+		c.sess.g.callEnded()
 	}
 	if probe {
 		c.b.Probe(c.conn)
@@ -144,6 +146,7 @@ func (c *call) timedOut(within string, probe bool) {
 func (c *call) cancel(reason string) {
 	if c.giveUp(reason) && c.end() {
 		c.stream.drop()
+		c.sess.g.callEnded()
 	}
 }
 
@@ -168,11 +171,14 @@ func (c *call) abort(code int, why string) {
 	}
 	if c.end() {
 		c.stream.push(errorResponse(c.clientID, code, "%s", why), true)
+		c.sess.g.callEnded()
 	}
 }
 
 // end does the bookkeeping of a finished call once. It reports whether this
-// was the first end, i.e. whether the caller should answer the client.
+// was the first end, i.e. whether the caller should answer the client; that
+// caller then calls g.callEnded once the answer is pushed, so that Drain
+// never returns between the two and a closing session loses no answer.
 func (c *call) end() bool {
 	if c.ended.Swap(true) {
 		return false
@@ -191,7 +197,6 @@ func (c *call) end() bool {
 		}
 		s.mu.Unlock()
 		c.forget()
-		s.g.callEnded()
 	})
 	return true
 }

@@ -316,11 +316,14 @@ func (s *Session) sendAdmitted(msg *jsonrpc.Message, stream *Stream, b *backend.
 	// abandon the call, which can happen only after Go returned.
 	bcall, err := conn.Go(ctx, msg.Method, jsonrpc.Compact(params), c, c.deliver)
 	if err != nil {
-		if c.end() && !fb.try(s, b, err) {
-			if prefix := fmt.Sprintf("backend %q", name); !strings.HasPrefix(err.Error(), prefix) {
-				err = fmt.Errorf("%s: %w", prefix, err) // most of Go's errors name the backend already
+		if c.end() {
+			if !fb.try(s, b, err) {
+				if prefix := fmt.Sprintf("backend %q", name); !strings.HasPrefix(err.Error(), prefix) {
+					err = fmt.Errorf("%s: %w", prefix, err) // most of Go's errors name the backend already
+				}
+				answer(CodeBackendUnavailable, err)
 			}
-			answer(CodeBackendUnavailable, err)
+			g.callEnded()
 		}
 		return
 	}

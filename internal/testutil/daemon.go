@@ -213,6 +213,10 @@ type DaemonOptions struct {
 	// Cgroup, if set, is the cgroup directory the daemon starts in, as
 	// systemd starts a service in a cgroup of its own (see cgrouptest.New).
 	Cgroup string
+	// Wrap, if set, is a command line mcpgated runs under, which must exec
+	// it in its own place (so that PID stays the daemon's), for instance
+	// "ip netns exec NAME" to run it in a network namespace.
+	Wrap []string
 }
 
 // Config returns a configuration whose gateway listens on a free port, with
@@ -271,6 +275,7 @@ func StartDaemon(t testing.TB, toml, url string, opts DaemonOptions) *Daemon {
 		env = append(env, fmt.Sprintf("WATCHDOG_USEC=%d", opts.Watchdog.Microseconds()))
 		argv = append([]string{"/bin/sh", "-c", `export WATCHDOG_PID=$$; exec "$@"`, "sh"}, argv...)
 	}
+	argv = append(append([]string{}, opts.Wrap...), argv...)
 	listening := 0 // "Listening on" lines systemd-socket-activate will print
 	if len(opts.Activate) > 0 {
 		tool, err := exec.LookPath("systemd-socket-activate")

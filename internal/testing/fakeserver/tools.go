@@ -86,6 +86,8 @@ func builtinTools() []tool {
 			schema: `{"type":"object","properties":{"address":{"type":"string"}},"required":["address"]}`, run: (*server).toolDial},
 		{name: "pid", description: "Returns the process's pid, pgid and ppid, and count: how often pid was called in this process, state a shared server would leak between sessions.",
 			schema: `{"type":"object"}`, run: (*server).toolPID},
+		{name: "hostname", description: "Returns the host name (of the UTS namespace it runs in): which host of several answered.",
+			schema: `{"type":"object"}`, run: (*server).toolHostname},
 	}
 }
 
@@ -627,4 +629,12 @@ func (s *server) readToolsFile() error {
 		s.fileToolNames = append(s.fileToolNames, t.Name)
 	}
 	return nil
+}
+
+func (s *server) toolHostname(*call) (any, error) {
+	name, err := os.Hostname()
+	if err != nil {
+		return nil, fmt.Errorf("hostname: %w", err)
+	}
+	return textResult(name, map[string]any{"hostname": name}), nil
 }
