@@ -93,8 +93,17 @@ units:
 conformance:
 	MCPGATE_CONFORMANCE=1 $(GO) test -count=1 -v -timeout 10m -run TestConformance ./internal/conformance
 
+# e2e builds the package once for every container test (each would build
+# it otherwise); MCPGATE_DEB=path.deb tests a package built elsewhere.
+E2E_DIST := $(BIN)/e2e
 e2e:
-	MCPGATE_E2E=1 $(GO) test -count=1 -v -timeout 15m ./internal/e2e
+	@if [ -z "$(MCPGATE_DEB)" ]; then \
+		rm -rf $(E2E_DIST) && mkdir -p $(E2E_DIST) && \
+		$(MAKE) --no-print-directory deb DIST=$(E2E_DIST) RELEASE=$(E2E_DIST)/release >$(E2E_DIST)/make-deb.log 2>&1 || \
+		{ tail -30 $(E2E_DIST)/make-deb.log; echo "e2e: make deb failed; its log is $(E2E_DIST)/make-deb.log"; exit 1; }; \
+	fi
+	MCPGATE_E2E=1 MCPGATE_DEB="$(or $(MCPGATE_DEB),$$(ls $(CURDIR)/$(E2E_DIST)/mcpgate_*.deb))" \
+		$(GO) test -count=1 -v -timeout 25m ./internal/e2e
 
 # bench runs bench/ (its own Go module): mcpgate, the floor gateway and the
 # pinned Node peers side by side in one run, in under 5 minutes on 2 cores.
