@@ -484,12 +484,21 @@ func (s *supervision) serve(ctx context.Context, conn *Conn) (died bool) {
 	}
 }
 
-// stopConn shuts the child down gracefully and forgets it.
+// stopConn shuts the child down gracefully and forgets it; its lists go
+// with it, except through a restart (catalog_grace).
 func (s *supervision) stopConn(conn *Conn, why string) {
+	s.stopConnKeeping(conn, why, s.b.inGrace())
+}
+
+// stopConnKeeping is stopConn, keeping the lists listed if keep: a caller
+// that changes the state next (to idle, whose catalog is the cache) must
+// not publish a running backend without tools in between, which clients
+// would see as every tool gone and back.
+func (s *supervision) stopConnKeeping(conn *Conn, why string, keep bool) {
 	b := s.b
 	conn.reason.Store(ptr(why))
 	conn.shutdown(b.opts.GracePeriod)
-	if !b.inGrace() { // a restart keeps them listed
+	if !keep {
 		b.lists.Store(&Lists{})
 	}
 	b.mu.Lock()

@@ -130,9 +130,10 @@ func (s *supervision) afterStart(conn *Conn) bool {
 
 // goIdle stops the child and leaves the backend idle, to start on demand.
 func (s *supervision) goIdle(conn *Conn, why string) {
-	s.stopConn(conn, why)
+	s.stopConnKeeping(conn, why, true)
 	s.want = false
 	s.b.setState(Idle, func(st *Status) { st.Retrying = false })
+	s.b.lists.Store(&Lists{}) // idle, the catalog is the cache's
 }
 
 // idleTicker returns the ticker that checks idle_stop, or nil.

@@ -304,6 +304,10 @@ func (d *daemon) run(ctx context.Context) int {
 	if code, stop := d.awaitBackends(ctx, sigs); stop {
 		return code
 	}
+	// Whoever heard READY=1 finds every settled backend in the catalog:
+	// the rebuild a backend's last change started may still be running,
+	// and this one waits for it.
+	d.gw.Refresh()
 	// READY=1 carries the status, so readiness never comes with a stale one.
 	d.ready.Store(true) // before READY=1: whoever heard it finds /healthz ok
 	d.notify.Send("READY=1", "STATUS="+d.statusLine())
