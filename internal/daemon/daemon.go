@@ -283,8 +283,11 @@ func (d *daemon) run(ctx context.Context) int {
 	}
 	d.sup.Start(d.cfg)
 	d.resetUnusedUnits(ctx)
-	// A backend that settles at once (idle on demand, from its catalog
-	// cache) may have changed before the supervisor listed it.
+	// On-demand and cli backends settle at once, without a process (idle
+	// from their catalog cache, or with their configured tools): the
+	// first client, often the one whose connection started the daemon,
+	// finds their tools in the catalog.
+	supervisor.WaitSettled(ctx, settlingAtOnce(d.sup.Backends()))
 	d.gw.Refresh()
 	d.updateStatus()
 
@@ -319,6 +322,18 @@ func (d *daemon) run(ctx context.Context) int {
 		go watchdog.Run(wdCtx, d.alive)
 	}
 	return d.loop(ctx, sigs)
+}
+
+// settlingAtOnce returns the backends that settle without starting a
+// process: on-demand ones (see backend.Backend.Catalog) and cli ones.
+func settlingAtOnce(all []*backend.Backend) []*backend.Backend {
+	var out []*backend.Backend
+	for _, b := range all {
+		if b.IsCLI() || (b.Config().OnDemand() && !b.Pooled()) {
+			out = append(out, b)
+		}
+	}
+	return out
 }
 
 // awaitBackends waits until every backend settled, stretching systemd's
