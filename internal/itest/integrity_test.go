@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -240,7 +241,7 @@ func TestIntegrityPinHoldsBackUntilApproved(t *testing.T) {
 	if out, _ := r.ctl("status"); !strings.Contains(out, "Pending changes: 6 (alpha: 5, beta: 1)") {
 		t.Errorf("status shows no pending changes:\n%s", out)
 	}
-	if m := r.metrics(); !strings.Contains(m, `mcpgate_integrity_pending_changes{backend="alpha"} 5`) {
+	if m := r.metrics(); !regexp.MustCompile(`(?m)^mcpgate_integrity_pending_changes\{backend="alpha",host="[^"]+"\} 5$`).MatchString(m) {
 		t.Errorf("metrics lack the pending changes of alpha:\n%s", m)
 	}
 	rr, err := cs.ReadResource(testutil.Context(t, 10*time.Second), &mcp.ReadResourceParams{URI: "mcpgate://backend/alpha"})
