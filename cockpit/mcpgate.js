@@ -1,0 +1,413 @@
+/* The mcpgate page of Cockpit: the gateway's D-Bus API (man:mcpgate-dbus(7))
+ * and its backends' journal, live, as the logged-in user.
+ *
+ * Everything comes from signals: the manager's and each backend's
+ * PropertiesChanged (through cockpit.dbus proxies), BackendNew and
+ * BackendRemoved (the proxies follow objects appearing and going), and
+ * `journalctl -f`. Nothing is polled; a one-second timer only moves the
+ * clocks (uptime, the plots' time axis) on.
+ *
+ * Nothing is read with more rights than the user has: the bus is opened
+ * without superuser, so polkit decides every Start/Stop/Restart/Reload and
+ * the gateway decides what private properties (StderrTail, LastError) the
+ * user may see. */
+"use strict";
+
+(function () {
+    const BUS_NAME = "org.mcpgate.Gateway1";
+    const MANAGER_PATH = "/org/mcpgate/Gateway1";
+    const MANAGER_IFACE = "org.mcpgate.Gateway1.Manager";
+    const BACKEND_IFACE = "org.mcpgate.Gateway1.Backend";
+    // The plots keep this much history (samples come with PropertiesChanged).
+    const PLOT_SECONDS = 300;
+    // The journal view keeps this many lines.
+    const LOG_LINES = 200;
+    // Members of this group (or root) get the management buttons; the
+    // conventional group of the polkit rule in org.mcpgate.Gateway1.policy.
+    const ADMIN_GROUP = "mcpgate-admin";
+
+    const state = {
+        client: null,
+        manager: null,
+        backends: null,
+        cards: {}, // path -> {el, fields, samples, name}
+        admin: false,
+        journal: null, // the running journalctl, if any
+        journalName: "",
+    };
+
+    function $(id) { return document.getElementById(id); }
+
+    function el(tag, attrs, children) {
+        const e = document.createElement(tag);
+        for (const k in attrs || {}) {
+            if (k === "text")
+                e.textContent = attrs[k];
+            else if (k === "class")
+                e.className = attrs[k];
+            else
+                e.setAttribute(k, attrs[k]);
+        }
+        for (const c of children || [])
+            e.appendChild(c);
+        return e;
+    }
+
+    // showMessage puts a result or a refusal where the operator sees it;
+    // errors say what was refused and why, as the gateway said it.
+    function showMessage(text, isError) {
+        const m = $("message");
+        m.textContent = text;
+        m.className = isError ? "message error" : "message";
+        m.hidden = false;
+    }
+
+    function errorText(what, err) {
+        let reason = (err && (err.message || err.problem)) || String(err);
+        if (err && err.name)
+            reason += " (" + err.name + ")";
+        return what + " refused: " + reason;
+    }
+
+    function formatBytes(n) {
+        if (!n || n >= Number.MAX_SAFE_INTEGER)
+            return "–";
+        const units = ["B", "KiB", "MiB", "GiB", "TiB"];
+        let i = 0;
+        while (n >= 1024 && i < units.length - 1) {
+            n /= 1024;
+            i++;
+        }
+        return n.toFixed(i ? 1 : 0) + " " + units[i];
+    }
+
+    function formatCount(n) {
+        if (n === undefined || n === null || n >= Number.MAX_SAFE_INTEGER)
+            return "–";
+        return String(n);
+    }
+
+    function formatDuration(sec) {
+        if (sec < 0)
+            sec = 0;
+        const d = Math.floor(sec / 86400);
+        const h = Math.floor(sec % 86400 / 3600);
+        const m = Math.floor(sec % 3600 / 60);
+        const s = Math.floor(sec % 60);
+        if (d)
+            return d + "d " + h + "h";
+        if (h)
+            return h + "h " + m + "m";
+        if (m)
+            return m + "m " + s + "s";
+        return s + "s";
+    }
+
+    /* The gateway. */
+
+    function updateManager() {
+        const m = state.manager;
+        if (!m || !m.valid) {
+            $("gw-status").textContent = "The gateway is not on the system bus (is mcpgate.service running?)";
+            return;
+        }
+        $("gw-version").textContent = m.Version || "";
+        $("gw-status").textContent = m.Status || "";
+        $("gw-backends").textContent = formatCount(m.NBackends);
+        $("gw-healthy").textContent = formatCount(m.NHealthyBackends);
+        $("gw-tools").textContent = formatCount(m.NTools);
+        $("gw-sessions").textContent = formatCount(m.NSessions);
+    }
+
+    function reload() {
+        const button = $("reload");
+        button.disabled = true;
+        $("reload-result").textContent = "reloading…";
+        state.manager.Reload()
+            .then(() => {
+                $("reload-result").textContent = "last reload: ok at " + new Date().toLocaleTimeString();
+            })
+            .catch(err => {
+                $("reload-result").textContent = "last reload: failed at " + new Date().toLocaleTimeString();
+                showMessage(errorText("Reload", err), true);
+            })
+            .finally(() => { button.disabled = false });
+    }
+
+    /* Backends. */
+
+    const FIELDS = [
+        ["pid", "PID"], ["unit", "Unit"], ["uptime", "Up for"], ["restarts", "Restarts"],
+        ["calls", "Calls"], ["errors", "Errors"], ["inflight", "In flight"],
+        ["breaker", "Breaker"], ["latency", "Check latency"], ["memory", "Memory"],
+        ["tasks", "Tasks"], ["fallbacks", "Fallbacks"], ["pending", "Pending changes"],
+    ];
+
+    function makeCard(path, proxy) {
+        const fields = {};
+        const dl = el("dl", { class: "facts" });
+        for (const [key, label] of FIELDS) {
+            dl.appendChild(el("dt", { text: label }));
+            fields[key] = el("dd", { "data-field": key });
+            dl.appendChild(fields[key]);
+        }
+        const name = proxy.Name;
+        const buttons = el("div", { class: "actions" });
+        for (const verb of ["Start", "Stop", "Restart"]) {
+            const b = el("button", { type: "button", "data-action": verb.toLowerCase(), text: verb });
+            b.addEventListener("click", () => act(name, verb));
+            buttons.appendChild(b);
+        }
+        const logButton = el("button", { type: "button", "data-action": "journal", text: "Journal" });
+        logButton.addEventListener("click", () => followJournal(name));
+        buttons.appendChild(logButton);
+        const card = {
+            name,
+            fields,
+            samples: [],
+            state: el("span", { class: "state", "data-field": "state" }),
+            reason: el("div", { class: "reason muted", "data-field": "reason" }),
+            plot: el("div", { class: "plot" }),
+        };
+        card.el = el("article", { class: "backend", "data-backend": name }, [
+            el("h3", {}, [el("span", { class: "name", text: name }), card.state]),
+            card.reason,
+            dl,
+            card.plot,
+            buttons,
+        ]);
+        state.cards[path] = card;
+        return card;
+    }
+
+    function updateCard(path) {
+        const proxy = state.backends[path];
+        if (!proxy || !proxy.valid || !proxy.Name)
+            return;
+        let card = state.cards[path];
+        if (!card) {
+            card = makeCard(path, proxy);
+            insertSorted($("backends"), card.el, card.name);
+        }
+        card.state.textContent = proxy.State;
+        card.state.className = "state state-" + proxy.State;
+        // LastError is private: a user who may not read it gets "".
+        card.reason.textContent = proxy.LastError || "";
+        const f = card.fields;
+        f.pid.textContent = proxy.MainPID ? String(proxy.MainPID) : "–";
+        f.unit.textContent = proxy.Unit || "–";
+        f.restarts.textContent = formatCount(proxy.NRestarts);
+        f.calls.textContent = formatCount(proxy.NCalls);
+        f.errors.textContent = formatCount(proxy.NFailedCalls);
+        f.inflight.textContent = formatCount(proxy.CallsInFlight) + " (+" + formatCount(proxy.CallsQueued) + " queued)";
+        f.breaker.textContent = proxy.CircuitOpenTimestamp ? "open" : "closed";
+        f.latency.textContent = proxy.LastCheckLatencyUSec ? (proxy.LastCheckLatencyUSec / 1000).toFixed(1) + " ms" : "–";
+        f.memory.textContent = formatBytes(proxy.MemoryCurrent);
+        f.tasks.textContent = formatCount(proxy.TasksCurrent);
+        f.fallbacks.textContent = formatCount(proxy.NFallbacks);
+        const pending = proxy.PendingChanges || [];
+        f.pending.textContent = pending.length
+            ? pending.map(p => p[0] + " " + p[1] + ": " + p[2]).join("; ")
+            : "none";
+        sample(card, proxy);
+        tick(card, proxy);
+    }
+
+    function insertSorted(parent, node, name) {
+        for (const child of parent.children) {
+            if (child.getAttribute("data-backend") > name) {
+                parent.insertBefore(node, child);
+                return;
+            }
+        }
+        parent.appendChild(node);
+    }
+
+    function removeCard(path) {
+        const card = state.cards[path];
+        if (card) {
+            card.el.remove();
+            delete state.cards[path];
+        }
+    }
+
+    // tick moves a card's clocks on: its uptime and its plot's time axis.
+    function tick(card, proxy) {
+        const since = proxy.StateChangeTimestamp;
+        card.fields.uptime.textContent = proxy.MainPID && since
+            ? formatDuration(Date.now() / 1000 - since / 1e6)
+            : "–";
+        drawPlot(card);
+    }
+
+    function act(name, verb) {
+        const proxy = Object.values(state.backends).find(p => p.Name === name);
+        if (!proxy)
+            return Promise.resolve();
+        showMessage(verb + " " + name + "…", false);
+        return proxy[verb]()
+            .then(() => showMessage(verb + " " + name + ": done", false))
+            .catch(err => showMessage(errorText(verb + " " + name, err), true));
+    }
+
+    /* Plots: calls and errors per second, from NCalls and NFailedCalls as
+     * PropertiesChanged announces them. */
+
+    function sample(card, proxy) {
+        const now = Date.now() / 1000;
+        const s = { t: now, calls: proxy.NCalls || 0, errors: proxy.NFailedCalls || 0 };
+        const last = card.samples[card.samples.length - 1];
+        if (last && last.calls === s.calls && last.errors === s.errors)
+            return;
+        card.samples.push(s);
+        while (card.samples.length > 2 && card.samples[0].t < now - PLOT_SECONDS)
+            card.samples.shift();
+    }
+
+    // rates turns counter samples into per-second rates, one point per
+    // interval between samples, with a final point at "now" (no change
+    // since the last sample means a rate of zero).
+    function rates(samples, now, key) {
+        const points = [];
+        for (let i = 1; i < samples.length; i++) {
+            const dt = samples[i].t - samples[i - 1].t;
+            const dv = samples[i][key] - samples[i - 1][key];
+            if (dt > 0 && dv >= 0)
+                points.push([samples[i].t, dv / dt]);
+        }
+        if (samples.length)
+            points.push([now, 0]);
+        return points;
+    }
+
+    function drawPlot(card) {
+        const w = 300;
+        const h = 60;
+        const now = Date.now() / 1000;
+        const calls = rates(card.samples, now, "calls");
+        const errors = rates(card.samples, now, "errors");
+        let max = 1;
+        for (const p of calls.concat(errors))
+            max = Math.max(max, p[1]);
+        const line = pts => pts
+            .map(p => ((p[0] - now + PLOT_SECONDS) / PLOT_SECONDS * w).toFixed(1) + "," +
+                      (h - p[1] / max * (h - 4)).toFixed(1))
+            .join(" ");
+        const ns = "http://www.w3.org/2000/svg";
+        const svg = document.createElementNS(ns, "svg");
+        svg.setAttribute("viewBox", "0 0 " + w + " " + h);
+        svg.setAttribute("preserveAspectRatio", "none");
+        svg.setAttribute("role", "img");
+        svg.setAttribute("aria-label", "calls and errors per second, last " + PLOT_SECONDS / 60 + " minutes");
+        for (const [pts, cls] of [[calls, "calls"], [errors, "errors"]]) {
+            const pl = document.createElementNS(ns, "polyline");
+            pl.setAttribute("points", line(pts));
+            pl.setAttribute("class", cls);
+            svg.appendChild(pl);
+        }
+        const legend = el("div", { class: "legend muted" }, [
+            el("span", { class: "calls", text: "calls/s" }),
+            el("span", { class: "errors", text: "errors/s" }),
+            el("span", { text: "peak " + max.toFixed(max < 10 ? 2 : 0) + "/s, last " + PLOT_SECONDS / 60 + " min" }),
+        ]);
+        card.plot.replaceChildren(svg, legend);
+    }
+
+    /* The journal of one backend, followed. */
+
+    function followJournal(name) {
+        if (state.journal)
+            state.journal.close();
+        state.journalName = name;
+        $("log-section").hidden = false;
+        $("log-name").textContent = name;
+        const log = $("log");
+        log.replaceChildren();
+        let buffer = "";
+        const proc = cockpit.spawn(["journalctl", "--follow", "--output=json", "--lines=50",
+            "--no-pager", "MCPGATE_BACKEND=" + name], { err: "message" });
+        state.journal = proc;
+        proc.stream(data => {
+            buffer += data;
+            const lines = buffer.split("\n");
+            buffer = lines.pop();
+            for (const line of lines)
+                if (line)
+                    appendLogLine(log, line);
+        });
+        proc.catch(err => {
+            if (state.journal === proc && err.problem !== "cancelled")
+                appendLogText(log, "journalctl: " + (err.message || err.problem), 3);
+        });
+    }
+
+    function appendLogLine(log, line) {
+        let entry;
+        try {
+            entry = JSON.parse(line);
+        } catch (e) {
+            appendLogText(log, line, 6);
+            return;
+        }
+        const usec = Number(entry.__REALTIME_TIMESTAMP || 0);
+        const when = usec ? new Date(usec / 1000).toLocaleTimeString() : "";
+        let msg = entry.MESSAGE;
+        if (Array.isArray(msg)) // journalctl gives binary data as bytes
+            msg = new TextDecoder().decode(new Uint8Array(msg));
+        appendLogText(log, when + " " + (entry.SYSLOG_IDENTIFIER || "") + ": " + msg, Number(entry.PRIORITY || 6));
+    }
+
+    function appendLogText(log, text, priority) {
+        log.appendChild(el("div", { class: "p" + priority, text }));
+        while (log.childElementCount > LOG_LINES)
+            log.firstElementChild.remove();
+        log.scrollTop = log.scrollHeight;
+    }
+
+    /* Who is looking. */
+
+    function setAccess(user) {
+        const groups = user.groups || [];
+        state.admin = user.id === 0 || groups.indexOf(ADMIN_GROUP) >= 0;
+        document.body.classList.toggle("read-only", !state.admin);
+        $("access").textContent = state.admin
+            ? "Logged in as " + user.name + ", who manages the gateway (polkit decides each change)."
+            : "Read-only: " + user.name + " is not in " + ADMIN_GROUP + "; polkit refuses changes " +
+              "unless org.mcpgate.Gateway1.manage is granted.";
+    }
+
+    function init() {
+        state.client = cockpit.dbus(BUS_NAME, { bus: "system" });
+        state.manager = state.client.proxy(MANAGER_IFACE, MANAGER_PATH);
+        state.manager.addEventListener("changed", updateManager);
+        state.manager.wait(updateManager);
+        state.backends = state.client.proxies(BACKEND_IFACE, MANAGER_PATH);
+        state.backends.addEventListener("added", (ev, proxy) => updateCard(proxy.path));
+        state.backends.addEventListener("changed", (ev, proxy) => updateCard(proxy.path));
+        state.backends.addEventListener("removed", (ev, proxy) => removeCard(proxy.path));
+        state.backends.wait(() => {
+            for (const path in state.backends)
+                updateCard(path);
+        });
+        state.client.addEventListener("close", (ev, options) => {
+            $("gw-status").textContent = "Disconnected from the bus: " + (options.problem || "closed");
+        });
+        $("reload").addEventListener("click", reload);
+        $("log-link").addEventListener("click", ev => {
+            ev.preventDefault();
+            cockpit.jump("/system/logs#/?priority=debug&MCPGATE_BACKEND=" + encodeURIComponent(state.journalName));
+        });
+        cockpit.user().then(setAccess);
+        window.setInterval(() => {
+            for (const path in state.cards) {
+                const proxy = state.backends[path];
+                if (proxy && proxy.valid)
+                    tick(state.cards[path], proxy);
+            }
+        }, 1000);
+        // For tests and the curious: what the page did, and a way to act.
+        window.mcpgate = { act, followJournal, state };
+    }
+
+    document.addEventListener("DOMContentLoaded", init);
+}());
