@@ -69,8 +69,14 @@
         return what + " refused: " + reason;
     }
 
+    // Unknown counters come as the largest uint64, which the bridge may
+    // hand over as -1.
+    function unknown(n) {
+        return n === undefined || n === null || n < 0 || n >= Number.MAX_SAFE_INTEGER;
+    }
+
     function formatBytes(n) {
-        if (!n || n >= Number.MAX_SAFE_INTEGER)
+        if (!n || unknown(n))
             return "–";
         const units = ["B", "KiB", "MiB", "GiB", "TiB"];
         let i = 0;
@@ -82,7 +88,7 @@
     }
 
     function formatCount(n) {
-        if (n === undefined || n === null || n >= Number.MAX_SAFE_INTEGER)
+        if (unknown(n))
             return "–";
         return String(n);
     }
@@ -137,7 +143,7 @@
     /* Backends. */
 
     const FIELDS = [
-        ["pid", "PID"], ["unit", "Unit"], ["uptime", "Up for"], ["restarts", "Restarts"],
+        ["pid", "PID"], ["unit", "Unit"], ["uptime", "In state for"], ["restarts", "Restarts"],
         ["calls", "Calls"], ["errors", "Errors"], ["inflight", "In flight"],
         ["breaker", "Breaker"], ["latency", "Check latency"], ["memory", "Memory"],
         ["tasks", "Tasks"], ["fallbacks", "Fallbacks"], ["pending", "Pending changes"],
@@ -251,33 +257,40 @@
     }
 
     /* Plots: calls and errors per second, from NCalls and NFailedCalls as
-     * PropertiesChanged announces them. */
+     * PropertiesChanged announces them. A change's increase is counted in
+     * the bucket of PLOT_BUCKET seconds it arrived in, so that one call
+     * does not look like a burst. */
+
+    const PLOT_BUCKET = 10;
 
     function sample(card, proxy) {
         const now = Date.now() / 1000;
-        const s = { t: now, calls: proxy.NCalls || 0, errors: proxy.NFailedCalls || 0 };
-        const last = card.samples[card.samples.length - 1];
-        if (last && last.calls === s.calls && last.errors === s.errors)
+        const calls = proxy.NCalls || 0;
+        const errors = proxy.NFailedCalls || 0;
+        const last = card.last;
+        card.last = { calls, errors };
+        // The first reading is the baseline; a counter going down (the
+        // gateway restarted) starts a new one.
+        if (!last || calls < last.calls || errors < last.errors)
             return;
-        card.samples.push(s);
-        while (card.samples.length > 2 && card.samples[0].t < now - PLOT_SECONDS)
+        if (calls === last.calls && errors === last.errors)
+            return;
+        card.samples.push({ t: now, calls: calls - last.calls, errors: errors - last.errors });
+        while (card.samples.length && card.samples[0].t < now - PLOT_SECONDS)
             card.samples.shift();
     }
 
-    // rates turns counter samples into per-second rates, one point per
-    // interval between samples, with a final point at "now" (no change
-    // since the last sample means a rate of zero).
+    // rates sums the increases per bucket, oldest first, as per-second rates
+    // at each bucket's middle.
     function rates(samples, now, key) {
-        const points = [];
-        for (let i = 1; i < samples.length; i++) {
-            const dt = samples[i].t - samples[i - 1].t;
-            const dv = samples[i][key] - samples[i - 1][key];
-            if (dt > 0 && dv >= 0)
-                points.push([samples[i].t, dv / dt]);
+        const n = PLOT_SECONDS / PLOT_BUCKET;
+        const sums = new Array(n).fill(0);
+        for (const s of samples) {
+            const i = n - 1 - Math.floor((now - s.t) / PLOT_BUCKET);
+            if (i >= 0 && i < n)
+                sums[i] += s[key];
         }
-        if (samples.length)
-            points.push([now, 0]);
-        return points;
+        return sums.map((v, i) => [now - PLOT_SECONDS + (i + 0.5) * PLOT_BUCKET, v / PLOT_BUCKET]);
     }
 
     function drawPlot(card) {
@@ -286,9 +299,10 @@
         const now = Date.now() / 1000;
         const calls = rates(card.samples, now, "calls");
         const errors = rates(card.samples, now, "errors");
-        let max = 1;
+        let peak = 0;
         for (const p of calls.concat(errors))
-            max = Math.max(max, p[1]);
+            peak = Math.max(peak, p[1]);
+        const max = peak || 1;
         const line = pts => pts
             .map(p => ((p[0] - now + PLOT_SECONDS) / PLOT_SECONDS * w).toFixed(1) + "," +
                       (h - p[1] / max * (h - 4)).toFixed(1))
@@ -308,7 +322,7 @@
         const legend = el("div", { class: "legend muted" }, [
             el("span", { class: "calls", text: "calls/s" }),
             el("span", { class: "errors", text: "errors/s" }),
-            el("span", { text: "peak " + max.toFixed(max < 10 ? 2 : 0) + "/s, last " + PLOT_SECONDS / 60 + " min" }),
+            el("span", { text: "peak " + peak.toFixed(peak < 10 ? 2 : 0) + "/s, last " + PLOT_SECONDS / 60 + " min" }),
         ]);
         card.plot.replaceChildren(svg, legend);
     }

@@ -61,8 +61,9 @@ const (
 // container beside Debian's cockpit-ws, and drives the page with headless
 // Chromium on the host: the operator sees both backends and their state,
 // restarts one and sees its new PID, sees a line the fake server writes to
-// stderr appear in the page's journal view; the viewer gets the page
-// read-only and its restart refused with the reason. No step logs a console
+// stderr appear in the page's journal view, sees the call in the plot and
+// reloads; the viewer gets the page read-only and its restart and reload
+// refused with the reason. No step logs a console
 // error; the page is photographed wide and narrow.
 func TestCockpitPage(t *testing.T) {
 	Require(t)
@@ -201,6 +202,13 @@ func (p *cockpitCheck) checkOperator(t *testing.T) string {
 	}
 	b.await(t, "the stderr line "+line+" in the journal view", logHas(line))
 	b.await(t, "the call counted", fmt.Sprintf(`Number(%s) >= 1`, fieldText("fake", "calls")))
+	b.await(t, "the call in the plot", `(() => {
+		const legend = document.querySelector('[data-backend="fake"] .legend');
+		return legend && /peak [0-9.]+\/s/.test(legend.textContent) && !legend.textContent.includes("peak 0.00/s");
+	})()`)
+
+	b.run(t, "reload", chromedp.Click(chromedp.CSS("#reload")))
+	b.await(t, "the reload's result", `document.getElementById("reload-result").textContent.startsWith("last reload: ok")`)
 
 	wide := p.screenshot(t, b, "cockpit-wide.png", 1280, 900, false)
 	narrow := p.screenshot(t, b, "cockpit-narrow.png", 390, 844, true)
@@ -225,6 +233,12 @@ func (p *cockpitCheck) checkViewer(t *testing.T) string {
 	}
 	if now := p.mainPID(t, "fake"); now != pid {
 		t.Errorf("the refused restart changed the PID from %s to %s", pid, now)
+	}
+	b.run(t, "reload", chromedp.Click(chromedp.CSS("#reload")))
+	b.await(t, "the reload refused", `document.getElementById("reload-result").textContent.startsWith("last reload: failed") &&
+		document.getElementById("message").textContent.startsWith("Reload refused: ")`)
+	if reload := b.eval(t, `document.getElementById("message").textContent`); !strings.Contains(reload, accessDenied) {
+		t.Errorf("the reload's refusal %q does not name %s", reload, accessDenied)
 	}
 	shot := p.screenshot(t, b, "cockpit-viewer.png", 1280, 900, false)
 	b.noConsoleErrors(t)
