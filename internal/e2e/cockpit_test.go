@@ -306,6 +306,8 @@ func (p *cockpitCheck) browser(t *testing.T, user string) *browser {
 		chromedp.NoSandbox, // as root on the host
 		chromedp.Flag("no-proxy-server", true),
 		chromedp.UserDataDir(t.TempDir()),
+		// Chromium leaves its singleton socket's directory in $TMPDIR.
+		chromedp.Env("TMPDIR="+t.TempDir()),
 		chromedp.WindowSize(1280, 900),
 	)
 	allocCtx, cancelAlloc := chromedp.NewExecAllocator(t.Context(), opts...)
