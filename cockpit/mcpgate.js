@@ -3,7 +3,7 @@
  *
  * Everything comes from signals: the manager's and each backend's
  * PropertiesChanged (through cockpit.dbus proxies), BackendNew and
- * BackendRemoved (the proxies follow objects appearing and going), and
+ * BackendRemoved (backends a reload adds or removes), and
  * `journalctl -f`. Nothing is polled; a one-second timer only moves the
  * clocks (uptime, the plots' time axis) on.
  *
@@ -399,6 +399,13 @@
         state.backends.addEventListener("added", (ev, proxy) => updateCard(proxy.path));
         state.backends.addEventListener("changed", (ev, proxy) => updateCard(proxy.path));
         state.backends.addEventListener("removed", (ev, proxy) => removeCard(proxy.path));
+        // The bridge watches the objects that exist when the page opens; a
+        // backend that a reload adds is announced by BackendNew, and its
+        // object is watched from then on. BackendRemoved takes the card away.
+        state.client.subscribe({ interface: MANAGER_IFACE, path: MANAGER_PATH, member: "BackendNew" },
+            (path, iface, signal, args) => state.client.watch(args[1]));
+        state.client.subscribe({ interface: MANAGER_IFACE, path: MANAGER_PATH, member: "BackendRemoved" },
+            (path, iface, signal, args) => removeCard(args[1]));
         state.backends.wait(() => {
             for (const path in state.backends)
                 updateCard(path);

@@ -62,7 +62,7 @@ const (
 // Chromium on the host: the operator sees both backends and their state,
 // restarts one and sees its new PID, sees a line the fake server writes to
 // stderr appear in the page's journal view, sees the call in the plot and
-// reloads; the viewer gets the page read-only and its restart and reload
+// reloads, which adds a backend that the page shows; the viewer gets the page read-only and its restart and reload
 // refused with the reason. No step logs a console
 // error; the page is photographed wide and narrow.
 func TestCockpitPage(t *testing.T) {
@@ -207,8 +207,12 @@ func (p *cockpitCheck) checkOperator(t *testing.T) string {
 		return legend && /peak [0-9.]+\/s/.test(legend.textContent) && !legend.textContent.includes("peak 0.00/s");
 	})()`)
 
+	// A reload that adds a backend: its card appears, from the bus's
+	// signals, and goes live.
+	p.g.c.WriteFile(t, "/etc/mcpgate/conf.d/e2e-added.toml", []byte(addedConfig), 0o644)
 	b.run(t, "reload", chromedp.Click(chromedp.CSS("#reload")))
 	b.await(t, "the reload's result", `document.getElementById("reload-result").textContent.startsWith("last reload: ok")`)
+	b.await(t, "the added backend healthy", stateIs("added", "healthy"))
 
 	wide := p.screenshot(t, b, "cockpit-wide.png", 1280, 900, false)
 	narrow := p.screenshot(t, b, "cockpit-narrow.png", 390, 844, true)
