@@ -167,9 +167,17 @@
         const logButton = el("button", { type: "button", "data-action": "journal", text: "Journal" });
         logButton.addEventListener("click", () => followJournal(name));
         buttons.appendChild(logButton);
+        const review = el("div", { class: "review", hidden: "" });
+        for (const [verb, label] of [["diff", "Show diff"], ["approve", "Approve changes"], ["reject", "Reject changes"]]) {
+            const b = el("button", { type: "button", "data-action": verb, text: label });
+            b.addEventListener("click", () => reviewChanges(name, verb, card));
+            review.appendChild(b);
+        }
         const card = {
             name,
             fields,
+            review,
+            diff: el("pre", { class: "diff", hidden: "" }),
             samples: [],
             state: el("span", { class: "state", "data-field": "state" }),
             reason: el("div", { class: "reason muted", "data-field": "reason" }),
@@ -179,6 +187,8 @@
             el("h3", {}, [el("span", { class: "name", text: name }), card.state]),
             card.reason,
             dl,
+            review,
+            card.diff,
             card.plot,
             buttons,
         ]);
@@ -213,8 +223,11 @@
         f.fallbacks.textContent = formatCount(proxy.NFallbacks);
         const pending = proxy.PendingChanges || [];
         f.pending.textContent = pending.length
-            ? pending.map(p => p[0] + " " + p[1] + ": " + p[2]).join("; ")
+            ? pending.map(p => p[0] + " " + p[1] + ": " + p[2] + (p[3] ? " (served)" : " (held back)")).join("; ")
             : "none";
+        card.review.hidden = !pending.length;
+        if (!pending.length)
+            card.diff.hidden = true;
         sample(card, proxy);
         tick(card, proxy);
     }
@@ -254,6 +267,29 @@
         return proxy[verb]()
             .then(() => showMessage(verb + " " + name + ": done", false))
             .catch(err => showMessage(errorText(verb + " " + name, err), true));
+    }
+
+    /* Integrity: pending changes are reviewed with DiffChanges (open to
+     * all) and approved or rejected (polkit's org.mcpgate.Gateway1.approve
+     * decides). */
+
+    function reviewChanges(name, verb, card) {
+        const proxy = Object.values(state.backends).find(p => p.Name === name);
+        if (!proxy)
+            return Promise.resolve();
+        if (verb === "diff") {
+            return proxy.DiffChanges([])
+                .then(diff => {
+                    card.diff.textContent = diff;
+                    card.diff.hidden = false;
+                })
+                .catch(err => showMessage(errorText("Diff of " + name, err), true));
+        }
+        const method = verb === "approve" ? "ApproveChanges" : "RejectChanges";
+        const what = (verb === "approve" ? "Approve" : "Reject") + " changes of " + name;
+        return proxy[method]([])
+            .then(decided => showMessage(what + ": " + (decided.length ? decided.join(", ") : "nothing to decide"), false))
+            .catch(err => showMessage(errorText(what, err), true));
     }
 
     /* Plots: calls and errors per second, from NCalls and NFailedCalls as

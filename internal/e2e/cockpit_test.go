@@ -36,12 +36,22 @@ runner = "process"
 
 [backends.fake]
 command = %q
-args = ["--name", "fake", "--stderr-at-start", %q]
+args = ["--name", "fake", "--stderr-at-start", %q, "--tools-file", %q]
 
 [backends.everything]
 command = "/usr/local/bin/mcp-server-everything"
 args = ["stdio"]
-`, fakeBin, fakeStartLine)
+`, fakeBin, fakeStartLine, integrityToolsFile)
+
+// cockpitPolkitRule grants the page's operator (group mcpgate-admin) both
+// actions: managing backends and approving integrity changes.
+const cockpitPolkitRule = `polkit.addRule(function(action, subject) {
+    if ((action.id == "org.mcpgate.Gateway1.manage" || action.id == "org.mcpgate.Gateway1.approve") &&
+        subject.isInGroup("mcpgate-admin")) {
+        return polkit.Result.YES;
+    }
+});
+`
 
 // cockpitConf lets cockpit-ws serve plain HTTP: the browser reaches it
 // through the test's forwarder on the host's loopback.
@@ -60,7 +70,8 @@ const (
 // TestCockpitPage installs mcpgate and mcpgate-cockpit in the booted
 // container beside Debian's cockpit-ws, and drives the page with headless
 // Chromium on the host: the operator sees both backends and their state,
-// restarts one and sees its new PID, sees a line the fake server writes to
+// restarts one and sees its new PID and the tool change it brought, reviews
+// and approves that change, sees a line the fake server writes to
 // stderr appear in the page's journal view, sees the call in the plot and
 // reloads, which adds a backend that the page shows; the viewer gets the page read-only and its restart and reload
 // refused with the reason. No step logs a console
@@ -142,7 +153,8 @@ func (p *cockpitCheck) checkSetup(t *testing.T) string {
 		t.Fatalf("dpkg -i mcpgate-cockpit: %v\n%s%s", err, res.Stdout, res.Stderr)
 	}
 	c.WriteFile(t, "/etc/mcpgate/conf.d/e2e.toml", []byte(cockpitConfig), 0o644)
-	c.WriteFile(t, "/etc/polkit-1/rules.d/40-mcpgate-e2e.rules", []byte(polkitRule), 0o644)
+	c.WriteFile(t, "/etc/polkit-1/rules.d/40-mcpgate-e2e.rules", []byte(cockpitPolkitRule), 0o644)
+	c.WriteFile(t, integrityToolsFile, []byte(integrityToolsBefore), 0o644)
 	c.WriteFile(t, "/etc/cockpit/cockpit.conf", []byte(cockpitConf), 0o644)
 	c.Run(t, "groupadd", "--system", "mcpgate-admin")
 	c.Run(t, "useradd", "--create-home", "--groups", "mcpgate-admin,adm", cockpitAdmin)
@@ -185,12 +197,23 @@ func (p *cockpitCheck) checkOperator(t *testing.T) string {
 	oldPID := p.mainPID(t, "fake")
 	b.await(t, "the fake backend's PID "+oldPID, fieldIs("fake", "pid", oldPID))
 
+	// The server changes a tool's description; the restart brings the
+	// change, which the packaged integrity = "pin" holds back for review.
+	p.g.c.WriteFile(t, integrityToolsFile, []byte(integrityToolsAfter), 0o644)
 	b.run(t, "restart", chromedp.Click(chromedp.CSS(`[data-backend="fake"] button[data-action="restart"]`)))
 	b.await(t, "a new PID", fmt.Sprintf(`(() => { const pid = %s; return pid !== "" && pid !== "–" && pid !== %q; })()`,
 		fieldText("fake", "pid"), oldPID))
 	b.await(t, "backend fake healthy again", stateIs("fake", "healthy"))
 	newPID := p.mainPID(t, "fake")
 	b.await(t, "the PID busctl reports, "+newPID, fieldIs("fake", "pid", newPID))
+
+	b.await(t, "the pending change", fieldIs("fake", "pending", "tool search: changed since it was approved (held back)"))
+	b.await(t, "no review for a backend without changes", `document.querySelector('[data-backend="everything"] .review').offsetParent === null`)
+	b.run(t, "diff", chromedp.Click(chromedp.CSS(`[data-backend="fake"] button[data-action="diff"]`)))
+	b.await(t, "the diff", `document.querySelector('[data-backend="fake"] pre.diff').textContent.includes("/etc/shadow")`)
+	review := p.screenshot(t, b, "cockpit-review.png", 1280, 900, false)
+	b.run(t, "approve", chromedp.Click(chromedp.CSS(`[data-backend="fake"] button[data-action="approve"]`)))
+	b.await(t, "no pending change", fieldIs("fake", "pending", "none"))
 
 	b.run(t, "journal", chromedp.Click(chromedp.CSS(`[data-backend="fake"] button[data-action="journal"]`)))
 	b.await(t, "the start line in the journal view", logHas(fakeStartLine))
@@ -217,8 +240,8 @@ func (p *cockpitCheck) checkOperator(t *testing.T) string {
 	wide := p.screenshot(t, b, "cockpit-wide.png", 1280, 900, false)
 	narrow := p.screenshot(t, b, "cockpit-narrow.png", 390, 844, true)
 	b.noConsoleErrors(t)
-	return fmt.Sprintf("both backends healthy; restart: PID %s -> %s; stderr line seen in the journal view; screenshots %s, %s",
-		oldPID, newPID, wide, narrow)
+	return fmt.Sprintf("both backends healthy; restart: PID %s -> %s; change reviewed and approved; stderr line seen in the journal view; added backend shown; screenshots %s, %s, %s",
+		oldPID, newPID, review, wide, narrow)
 }
 
 // checkViewer: a user without org.mcpgate.Gateway1.manage sees the page
