@@ -220,10 +220,13 @@ func (p *cockpitCheck) checkOperator(t *testing.T) string {
 	line := "cockpit-e2e-" + randomHex(6)
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
-	if _, err := p.g.client.CallTool(ctx, &mcp.CallToolParams{Name: "fake__stderr", Arguments: map[string]any{"text": line}}); err != nil {
+	// "<3>" makes the line an error (PRIORITY=3) in the journal; the page
+	// colours it so.
+	if _, err := p.g.client.CallTool(ctx, &mcp.CallToolParams{Name: "fake__stderr", Arguments: map[string]any{"text": "<3>" + line}}); err != nil {
 		t.Fatalf("tools/call fake__stderr: %v", err)
 	}
 	b.await(t, "the stderr line "+line+" in the journal view", logHas(line))
+	b.await(t, "the line coloured as an error", fmt.Sprintf(`[...document.querySelectorAll("#log .p3")].some(e => e.textContent.endsWith(%q))`, ": "+line))
 	b.await(t, "the call counted", fmt.Sprintf(`Number(%s) >= 1`, fieldText("fake", "calls")))
 	b.await(t, "the call in the plot", `(() => {
 		const legend = document.querySelector('[data-backend="fake"] .legend');
