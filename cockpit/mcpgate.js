@@ -132,6 +132,7 @@
         state.manager.Reload()
             .then(() => {
                 $("reload-result").textContent = "last reload: ok at " + new Date().toLocaleTimeString();
+                listClients();
             })
             .catch(err => {
                 $("reload-result").textContent = "last reload: failed at " + new Date().toLocaleTimeString();
@@ -414,6 +415,30 @@
         log.scrollTop = log.scrollHeight;
     }
 
+    /* Clients, as `mcpgatectl token list` shows them to this user (the
+     * configuration's files are readable by all; tokens are hashed). Read
+     * at start and after each reload. */
+
+    function listClients() {
+        const body = $("clients").tBodies[0];
+        return cockpit.spawn(["mcpgatectl", "token", "list"], { err: "message" })
+            .then(out => {
+                const rows = out.split("\n").filter(l => l).map(line => {
+                    const tr = el("tr", { "data-client": line.split("\t")[0] });
+                    for (const cell of line.split("\t"))
+                        tr.appendChild(el("td", { text: cell }));
+                    return tr;
+                });
+                if (!rows.length)
+                    rows.push(el("tr", {}, [el("td", { colspan: "4", class: "muted", text: "no clients configured" })]));
+                body.replaceChildren(...rows);
+            })
+            .catch(err => {
+                body.replaceChildren(el("tr", {}, [el("td", { colspan: "4", class: "muted",
+                    text: "mcpgatectl token list: " + (err.message || err.problem) })]));
+            });
+    }
+
     /* Who is looking. */
 
     function setAccess(user) {
@@ -455,6 +480,7 @@
             cockpit.jump("/system/logs#/?priority=debug&MCPGATE_BACKEND=" + encodeURIComponent(state.journalName));
         });
         cockpit.user().then(setAccess);
+        listClients();
         window.setInterval(() => {
             for (const path in state.cards) {
                 const proxy = state.backends[path];

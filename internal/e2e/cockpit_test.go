@@ -69,7 +69,8 @@ const (
 
 // TestCockpitPage installs mcpgate and mcpgate-cockpit in the booted
 // container beside Debian's cockpit-ws, and drives the page with headless
-// Chromium on the host: the operator sees both backends and their state,
+// Chromium on the host: the operator sees both backends and their state and
+// the client the test made,
 // restarts one and sees its new PID and the tool change it brought, reviews
 // and approves that change, sees a line the fake server writes to
 // stderr appear in the page's journal view, sees the call in the plot and
@@ -193,6 +194,10 @@ func (p *cockpitCheck) checkOperator(t *testing.T) string {
 	for _, name := range []string{"fake", "everything"} {
 		b.await(t, fmt.Sprintf("backend %s healthy", name), stateIs(name, "healthy"))
 	}
+	b.await(t, "the client e2e with its token's hash", `(() => {
+		const row = document.querySelector('#clients tr[data-client="e2e"]');
+		return row && row.textContent.includes("token sha256:");
+	})()`)
 	b.await(t, "the operator's access note", `!document.body.classList.contains("read-only")`)
 	oldPID := p.mainPID(t, "fake")
 	b.await(t, "the fake backend's PID "+oldPID, fieldIs("fake", "pid", oldPID))
