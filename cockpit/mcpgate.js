@@ -32,6 +32,8 @@
         backends: null,
         cards: {}, // path -> {el, fields, samples, name}
         admin: false,
+        journalReader: true, // until cockpit.user() says otherwise
+        userName: "",
         journal: null, // the running journalctl, if any
         journalName: "",
     };
@@ -376,7 +378,13 @@
         log.replaceChildren();
         let buffer = "";
         const proc = cockpit.spawn(["journalctl", "--follow", "--output=json", "--lines=50",
-            "--no-pager", "MCPGATE_BACKEND=" + name], { err: "message" });
+            "--no-pager", "MCPGATE_BACKEND=" + name], { err: "out" });
+        // stderr goes into the view, so that journalctl's complaints show.
+        // journald decides what the user reads; say so to those who may
+        // not read the system journal, rather than show an empty view.
+        if (!state.journalReader)
+            appendLogText(log, "Only members of adm and systemd-journal read the system journal; " +
+                "journalctl shows " + (state.userName || "you") + " no entries of mcpgate's backends.", 4);
         state.journal = proc;
         proc.stream(data => {
             buffer += data;
@@ -444,6 +452,8 @@
     function setAccess(user) {
         const groups = user.groups || [];
         state.admin = user.id === 0 || groups.indexOf(ADMIN_GROUP) >= 0;
+        state.journalReader = user.id === 0 || groups.indexOf("adm") >= 0 || groups.indexOf("systemd-journal") >= 0;
+        state.userName = user.name;
         document.body.classList.toggle("read-only", !state.admin);
         $("access").textContent = state.admin
             ? "Logged in as " + user.name + ", who manages the gateway (polkit decides each change)."

@@ -58,9 +58,9 @@ const cockpitPolkitRule = `polkit.addRule(function(action, subject) {
 const cockpitConf = "[WebService]\nAllowUnencrypted = true\n"
 
 // Users of the page: an operator whom polkit grants
-// org.mcpgate.Gateway1.manage (group mcpgate-admin, the rule of
-// org.mcpgate.Gateway1.policy) and who reads the journal (adm), and a
-// viewer who is neither.
+// org.mcpgate.Gateway1.manage and .approve (group mcpgate-admin, see
+// cockpitPolkitRule) and who reads the journal (adm), and a viewer who is
+// neither. Root may not log in to Cockpit (/etc/cockpit/disallowed-users).
 const (
 	cockpitAdmin    = "gwadmin"
 	cockpitViewer   = "gwviewer"
@@ -69,14 +69,14 @@ const (
 
 // TestCockpitPage installs mcpgate and mcpgate-cockpit in the booted
 // container beside Debian's cockpit-ws, and drives the page with headless
-// Chromium on the host: the operator sees both backends and their state and
-// the client the test made,
-// restarts one and sees its new PID and the tool change it brought, reviews
-// and approves that change, sees a line the fake server writes to
-// stderr appear in the page's journal view, sees the call in the plot and
-// reloads, which adds a backend that the page shows; the viewer gets the page read-only and its restart and reload
-// refused with the reason. No step logs a console
-// error; the page is photographed wide and narrow.
+// Chromium on the host. The operator sees both backends with their state and
+// the client the test made; restarts one and sees its new PID and the tool
+// change it brought; reviews and approves that change; sees a line the fake
+// server writes to stderr appear in the journal view, coloured as an error;
+// sees the call in the plot; reloads, which adds a backend that the page
+// shows. The viewer gets the page read-only, its restart and reload refused
+// with the reason, and a note that the system journal is not theirs to read. No
+// step logs a console error; the page is photographed wide and narrow.
 func TestCockpitPage(t *testing.T) {
 	Require(t)
 	chromium, err := exec.LookPath("chromium")
@@ -275,6 +275,10 @@ func (p *cockpitCheck) checkViewer(t *testing.T) string {
 	if reload := b.eval(t, `document.getElementById("message").textContent`); !strings.Contains(reload, accessDenied) {
 		t.Errorf("the reload's refusal %q does not name %s", reload, accessDenied)
 	}
+	// The journal is journald's to guard: the viewer, outside adm and
+	// systemd-journal, is told why the view stays empty.
+	b.run(t, "journal", chromedp.Click(chromedp.CSS(`[data-backend="fake"] button[data-action="journal"]`)))
+	b.await(t, "the note on the journal", logHas("Only members of adm and systemd-journal read the system journal"))
 	shot := p.screenshot(t, b, "cockpit-viewer.png", 1280, 900, false)
 	b.noConsoleErrors(t)
 	return fmt.Sprintf("read-only; restart refused: %q; screenshot %s", msg, shot)
