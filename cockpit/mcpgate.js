@@ -474,7 +474,8 @@
         // backend that a reload adds is announced by BackendNew, and its
         // object is watched from then on. BackendRemoved takes the card away.
         state.client.subscribe({ interface: MANAGER_IFACE, path: MANAGER_PATH, member: "BackendNew" },
-            (path, iface, signal, args) => state.client.watch(args[1]));
+            (path, iface, signal, args) => state.client.watch(args[1])
+                .catch(err => console.warn("watching backend", args[0], err)));
         state.client.subscribe({ interface: MANAGER_IFACE, path: MANAGER_PATH, member: "BackendRemoved" },
             (path, iface, signal, args) => removeCard(args[1]));
         state.backends.wait(() => {
@@ -498,8 +499,6 @@
                     tick(state.cards[path], proxy);
             }
         }, 1000);
-        // For tests and the curious: what the page did, and a way to act.
-        window.mcpgate = { act, followJournal, state };
     }
 
     document.addEventListener("DOMContentLoaded", init);
