@@ -228,6 +228,7 @@ install-config:
 # packaging/deb/mkdeb.sh. DEB_VERSION defaults to one derived from git
 # describe (packaging/deb/version.sh).
 deb:
+	DIST="$(DIST)" DEB_VERSION="$(DEB_VERSION)" packaging/cockpit/mkdeb.sh
 	MAKE="$(MAKE)" DIST="$(DIST)" DEB_VERSION="$(DEB_VERSION)" packaging/deb/mkdeb.sh
 
 # deb-version prints the version `make deb` would use.

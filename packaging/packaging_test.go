@@ -298,6 +298,8 @@ func TestDeb(t *testing.T) {
 		t.Fatalf("make deb built %q, want %q", deb, want)
 	}
 
+	t.Run("cockpit", func(t *testing.T) { checkCockpitDeb(t, dist, version) })
+
 	t.Run("lintian", func(t *testing.T) {
 		cmd := exec.Command("lintian", "--no-tag-display-limit", deb)
 		var stdout, stderr bytes.Buffer

@@ -11,7 +11,8 @@ need=""
 for tool in systemd-nspawn:systemd-container debootstrap:debootstrap scdoc:scdoc \
             lintian:lintian dbus-daemon:dbus busctl:systemd setpriv:util-linux \
             pkg-config:pkg-config gcc:gcc dpkg-shlibdeps:dpkg-dev man:man-db \
-            unshare:util-linux npm:npm git:git haproxy:haproxy ip:iproute2; do
+            unshare:util-linux npm:npm git:git haproxy:haproxy ip:iproute2 \
+            chromium:chromium; do
 	command -v "${tool%%:*}" >/dev/null 2>&1 || need="$need ${tool#*:}"
 done
 if [ -n "$need" ]; then

@@ -1,0 +1,505 @@
+/* The mcpgate page of Cockpit: the gateway's D-Bus API (man:mcpgate-dbus(7))
+ * and its backends' journal, live, as the logged-in user.
+ *
+ * Everything comes from signals: the manager's and each backend's
+ * PropertiesChanged (through cockpit.dbus proxies), BackendNew and
+ * BackendRemoved (backends a reload adds or removes), and
+ * `journalctl -f`. Nothing is polled; a one-second timer only moves the
+ * clocks (uptime, the plots' time axis) on.
+ *
+ * Nothing is read with more rights than the user has: the bus is opened
+ * without superuser, so polkit decides every Start/Stop/Restart/Reload and
+ * the gateway decides what private properties (StderrTail, LastError) the
+ * user may see. */
+"use strict";
+
+(function () {
+    const BUS_NAME = "org.mcpgate.Gateway1";
+    const MANAGER_PATH = "/org/mcpgate/Gateway1";
+    const MANAGER_IFACE = "org.mcpgate.Gateway1.Manager";
+    const BACKEND_IFACE = "org.mcpgate.Gateway1.Backend";
+    // The plots keep this much history (samples come with PropertiesChanged).
+    const PLOT_SECONDS = 300;
+    // The journal view keeps this many lines.
+    const LOG_LINES = 200;
+    // Members of this group (or root) get the management buttons; the
+    // conventional group of the polkit rule in org.mcpgate.Gateway1.policy.
+    const ADMIN_GROUP = "mcpgate-admin";
+
+    const state = {
+        client: null,
+        manager: null,
+        backends: null,
+        cards: {}, // path -> {el, fields, samples, name}
+        admin: false,
+        journalReader: true, // until cockpit.user() says otherwise
+        userName: "",
+        journal: null, // the running journalctl, if any
+        journalName: "",
+    };
+
+    function $(id) { return document.getElementById(id); }
+
+    function el(tag, attrs, children) {
+        const e = document.createElement(tag);
+        for (const k in attrs || {}) {
+            if (k === "text")
+                e.textContent = attrs[k];
+            else if (k === "class")
+                e.className = attrs[k];
+            else
+                e.setAttribute(k, attrs[k]);
+        }
+        for (const c of children || [])
+            e.appendChild(c);
+        return e;
+    }
+
+    // showMessage puts a result or a refusal where the operator sees it;
+    // errors say what was refused and why, as the gateway said it.
+    function showMessage(text, isError) {
+        const m = $("message");
+        m.textContent = text;
+        m.className = isError ? "message error" : "message";
+        m.hidden = false;
+    }
+
+    function errorText(what, err) {
+        let reason = (err && (err.message || err.problem)) || String(err);
+        if (err && err.name)
+            reason += " (" + err.name + ")";
+        return what + " refused: " + reason;
+    }
+
+    // Unknown counters come as the largest uint64, which the bridge may
+    // hand over as -1.
+    function unknown(n) {
+        return n === undefined || n === null || n < 0 || n >= Number.MAX_SAFE_INTEGER;
+    }
+
+    function formatBytes(n) {
+        if (!n || unknown(n))
+            return "–";
+        const units = ["B", "KiB", "MiB", "GiB", "TiB"];
+        let i = 0;
+        while (n >= 1024 && i < units.length - 1) {
+            n /= 1024;
+            i++;
+        }
+        return n.toFixed(i ? 1 : 0) + " " + units[i];
+    }
+
+    function formatCount(n) {
+        if (unknown(n))
+            return "–";
+        return String(n);
+    }
+
+    function formatDuration(sec) {
+        if (sec < 0)
+            sec = 0;
+        const d = Math.floor(sec / 86400);
+        const h = Math.floor(sec % 86400 / 3600);
+        const m = Math.floor(sec % 3600 / 60);
+        const s = Math.floor(sec % 60);
+        if (d)
+            return d + "d " + h + "h";
+        if (h)
+            return h + "h " + m + "m";
+        if (m)
+            return m + "m " + s + "s";
+        return s + "s";
+    }
+
+    /* The gateway. */
+
+    function updateManager() {
+        const m = state.manager;
+        if (!m || !m.valid) {
+            $("gw-status").textContent = "The gateway is not on the system bus (is mcpgate.service running?)";
+            return;
+        }
+        $("gw-version").textContent = m.Version || "";
+        $("gw-status").textContent = m.Status || "";
+        $("gw-backends").textContent = formatCount(m.NBackends);
+        $("gw-healthy").textContent = formatCount(m.NHealthyBackends);
+        $("gw-tools").textContent = formatCount(m.NTools);
+        $("gw-sessions").textContent = formatCount(m.NSessions);
+    }
+
+    function reload() {
+        const button = $("reload");
+        button.disabled = true;
+        $("reload-result").textContent = "reloading…";
+        state.manager.Reload()
+            .then(() => {
+                $("reload-result").textContent = "last reload: ok at " + new Date().toLocaleTimeString();
+                listClients();
+            })
+            .catch(err => {
+                $("reload-result").textContent = "last reload: failed at " + new Date().toLocaleTimeString();
+                showMessage(errorText("Reload", err), true);
+            })
+            .finally(() => { button.disabled = false });
+    }
+
+    /* Backends. */
+
+    const FIELDS = [
+        ["pid", "PID"], ["unit", "Unit"], ["uptime", "In state for"], ["restarts", "Restarts"],
+        ["calls", "Calls"], ["errors", "Errors"], ["inflight", "In flight"],
+        ["breaker", "Breaker"], ["latency", "Check latency"], ["memory", "Memory"],
+        ["tasks", "Tasks"], ["fallbacks", "Fallbacks"], ["pending", "Pending changes"],
+    ];
+
+    function makeCard(path, proxy) {
+        const fields = {};
+        const dl = el("dl", { class: "facts" });
+        for (const [key, label] of FIELDS) {
+            dl.appendChild(el("dt", { text: label }));
+            fields[key] = el("dd", { "data-field": key });
+            dl.appendChild(fields[key]);
+        }
+        const name = proxy.Name;
+        const buttons = el("div", { class: "actions" });
+        for (const verb of ["Start", "Stop", "Restart"]) {
+            const b = el("button", { type: "button", "data-action": verb.toLowerCase(), text: verb });
+            b.addEventListener("click", () => act(name, verb));
+            buttons.appendChild(b);
+        }
+        const logButton = el("button", { type: "button", "data-action": "journal", text: "Journal" });
+        logButton.addEventListener("click", () => followJournal(name));
+        buttons.appendChild(logButton);
+        const review = el("div", { class: "review", hidden: "" });
+        for (const [verb, label] of [["diff", "Show diff"], ["approve", "Approve changes"], ["reject", "Reject changes"]]) {
+            const b = el("button", { type: "button", "data-action": verb, text: label });
+            b.addEventListener("click", () => reviewChanges(name, verb, card));
+            review.appendChild(b);
+        }
+        const card = {
+            name,
+            fields,
+            review,
+            diff: el("pre", { class: "diff", hidden: "" }),
+            samples: [],
+            state: el("span", { class: "state", "data-field": "state" }),
+            reason: el("div", { class: "reason muted", "data-field": "reason" }),
+            plot: el("div", { class: "plot" }),
+        };
+        card.el = el("article", { class: "backend", "data-backend": name }, [
+            el("h3", {}, [el("span", { class: "name", text: name }), card.state]),
+            card.reason,
+            dl,
+            review,
+            card.diff,
+            card.plot,
+            buttons,
+        ]);
+        state.cards[path] = card;
+        return card;
+    }
+
+    function updateCard(path) {
+        const proxy = state.backends[path];
+        if (!proxy || !proxy.valid || !proxy.Name)
+            return;
+        let card = state.cards[path];
+        if (!card) {
+            card = makeCard(path, proxy);
+            insertSorted($("backends"), card.el, card.name);
+        }
+        card.state.textContent = proxy.State;
+        card.state.className = "state state-" + proxy.State;
+        // LastError is private: a user who may not read it gets "".
+        card.reason.textContent = proxy.LastError || "";
+        const f = card.fields;
+        f.pid.textContent = proxy.MainPID ? String(proxy.MainPID) : "–";
+        f.unit.textContent = proxy.Unit || "–";
+        f.restarts.textContent = formatCount(proxy.NRestarts);
+        f.calls.textContent = formatCount(proxy.NCalls);
+        f.errors.textContent = formatCount(proxy.NFailedCalls);
+        f.inflight.textContent = formatCount(proxy.CallsInFlight) + " (+" + formatCount(proxy.CallsQueued) + " queued)";
+        f.breaker.textContent = proxy.CircuitOpenTimestamp ? "open" : "closed";
+        f.latency.textContent = proxy.LastCheckLatencyUSec ? (proxy.LastCheckLatencyUSec / 1000).toFixed(1) + " ms" : "–";
+        f.memory.textContent = formatBytes(proxy.MemoryCurrent);
+        f.tasks.textContent = formatCount(proxy.TasksCurrent);
+        f.fallbacks.textContent = formatCount(proxy.NFallbacks);
+        const pending = proxy.PendingChanges || [];
+        f.pending.textContent = pending.length
+            ? pending.map(p => p[0] + " " + p[1] + ": " + p[2] + (p[3] ? " (served)" : " (held back)")).join("; ")
+            : "none";
+        card.review.hidden = !pending.length;
+        if (!pending.length)
+            card.diff.hidden = true;
+        sample(card, proxy);
+        tick(card, proxy);
+    }
+
+    function insertSorted(parent, node, name) {
+        for (const child of parent.children) {
+            if (child.getAttribute("data-backend") > name) {
+                parent.insertBefore(node, child);
+                return;
+            }
+        }
+        parent.appendChild(node);
+    }
+
+    function removeCard(path) {
+        const card = state.cards[path];
+        if (card) {
+            card.el.remove();
+            delete state.cards[path];
+        }
+    }
+
+    // tick moves a card's clocks on: its uptime and its plot's time axis.
+    function tick(card, proxy) {
+        const since = proxy.StateChangeTimestamp;
+        card.fields.uptime.textContent = proxy.MainPID && since
+            ? formatDuration(Date.now() / 1000 - since / 1e6)
+            : "–";
+        drawPlot(card);
+    }
+
+    function act(name, verb) {
+        const proxy = Object.values(state.backends).find(p => p.Name === name);
+        if (!proxy)
+            return Promise.resolve();
+        showMessage(verb + " " + name + "…", false);
+        return proxy[verb]()
+            .then(() => showMessage(verb + " " + name + ": done", false))
+            .catch(err => showMessage(errorText(verb + " " + name, err), true));
+    }
+
+    /* Integrity: pending changes are reviewed with DiffChanges (open to
+     * all) and approved or rejected (polkit's org.mcpgate.Gateway1.approve
+     * decides). */
+
+    function reviewChanges(name, verb, card) {
+        const proxy = Object.values(state.backends).find(p => p.Name === name);
+        if (!proxy)
+            return Promise.resolve();
+        if (verb === "diff") {
+            return proxy.DiffChanges([])
+                .then(diff => {
+                    card.diff.textContent = diff;
+                    card.diff.hidden = false;
+                })
+                .catch(err => showMessage(errorText("Diff of " + name, err), true));
+        }
+        const method = verb === "approve" ? "ApproveChanges" : "RejectChanges";
+        const what = (verb === "approve" ? "Approve" : "Reject") + " changes of " + name;
+        return proxy[method]([])
+            .then(decided => showMessage(what + ": " + (decided.length ? decided.join(", ") : "nothing to decide"), false))
+            .catch(err => showMessage(errorText(what, err), true));
+    }
+
+    /* Plots: calls and errors per second, from NCalls and NFailedCalls as
+     * PropertiesChanged announces them. A change's increase is counted in
+     * the bucket of PLOT_BUCKET seconds it arrived in, so that one call
+     * does not look like a burst. */
+
+    const PLOT_BUCKET = 10;
+
+    function sample(card, proxy) {
+        const now = Date.now() / 1000;
+        const calls = proxy.NCalls || 0;
+        const errors = proxy.NFailedCalls || 0;
+        const last = card.last;
+        card.last = { calls, errors };
+        // The first reading is the baseline; a counter going down (the
+        // gateway restarted) starts a new one.
+        if (!last || calls < last.calls || errors < last.errors)
+            return;
+        if (calls === last.calls && errors === last.errors)
+            return;
+        card.samples.push({ t: now, calls: calls - last.calls, errors: errors - last.errors });
+        while (card.samples.length && card.samples[0].t < now - PLOT_SECONDS)
+            card.samples.shift();
+    }
+
+    // rates sums the increases per bucket, oldest first, as per-second rates
+    // at each bucket's middle.
+    function rates(samples, now, key) {
+        const n = PLOT_SECONDS / PLOT_BUCKET;
+        const sums = new Array(n).fill(0);
+        for (const s of samples) {
+            const i = n - 1 - Math.floor((now - s.t) / PLOT_BUCKET);
+            if (i >= 0 && i < n)
+                sums[i] += s[key];
+        }
+        return sums.map((v, i) => [now - PLOT_SECONDS + (i + 0.5) * PLOT_BUCKET, v / PLOT_BUCKET]);
+    }
+
+    function drawPlot(card) {
+        const w = 300;
+        const h = 60;
+        const now = Date.now() / 1000;
+        const calls = rates(card.samples, now, "calls");
+        const errors = rates(card.samples, now, "errors");
+        let peak = 0;
+        for (const p of calls.concat(errors))
+            peak = Math.max(peak, p[1]);
+        const max = peak || 1;
+        const line = pts => pts
+            .map(p => ((p[0] - now + PLOT_SECONDS) / PLOT_SECONDS * w).toFixed(1) + "," +
+                      (h - p[1] / max * (h - 4)).toFixed(1))
+            .join(" ");
+        const ns = "http://www.w3.org/2000/svg";
+        const svg = document.createElementNS(ns, "svg");
+        svg.setAttribute("viewBox", "0 0 " + w + " " + h);
+        svg.setAttribute("preserveAspectRatio", "none");
+        svg.setAttribute("role", "img");
+        svg.setAttribute("aria-label", "calls and errors per second, last " + PLOT_SECONDS / 60 + " minutes");
+        for (const [pts, cls] of [[calls, "calls"], [errors, "errors"]]) {
+            const pl = document.createElementNS(ns, "polyline");
+            pl.setAttribute("points", line(pts));
+            pl.setAttribute("class", cls);
+            svg.appendChild(pl);
+        }
+        const legend = el("div", { class: "legend muted" }, [
+            el("span", { class: "calls", text: "calls/s" }),
+            el("span", { class: "errors", text: "errors/s" }),
+            el("span", { text: "peak " + peak.toFixed(peak < 10 ? 2 : 0) + "/s, last " + PLOT_SECONDS / 60 + " min" }),
+        ]);
+        card.plot.replaceChildren(svg, legend);
+    }
+
+    /* The journal of one backend, followed. */
+
+    function followJournal(name) {
+        if (state.journal)
+            state.journal.close();
+        state.journalName = name;
+        $("log-section").hidden = false;
+        $("log-name").textContent = name;
+        const log = $("log");
+        log.replaceChildren();
+        let buffer = "";
+        const proc = cockpit.spawn(["journalctl", "--follow", "--output=json", "--lines=50",
+            "--no-pager", "MCPGATE_BACKEND=" + name], { err: "out" });
+        // stderr goes into the view, so that journalctl's complaints show.
+        // journald decides what the user reads; say so to those who may
+        // not read the system journal, rather than show an empty view.
+        if (!state.journalReader)
+            appendLogText(log, "Only members of adm and systemd-journal read the system journal; " +
+                "journalctl shows " + (state.userName || "you") + " no entries of mcpgate's backends.", 4);
+        state.journal = proc;
+        proc.stream(data => {
+            buffer += data;
+            const lines = buffer.split("\n");
+            buffer = lines.pop();
+            for (const line of lines)
+                if (line)
+                    appendLogLine(log, line);
+        });
+        proc.catch(err => {
+            if (state.journal === proc && err.problem !== "cancelled")
+                appendLogText(log, "journalctl: " + (err.message || err.problem), 3);
+        });
+    }
+
+    function appendLogLine(log, line) {
+        let entry;
+        try {
+            entry = JSON.parse(line);
+        } catch (e) {
+            appendLogText(log, line, 6);
+            return;
+        }
+        const usec = Number(entry.__REALTIME_TIMESTAMP || 0);
+        const when = usec ? new Date(usec / 1000).toLocaleTimeString() : "";
+        let msg = entry.MESSAGE;
+        if (Array.isArray(msg)) // journalctl gives binary data as bytes
+            msg = new TextDecoder().decode(new Uint8Array(msg));
+        appendLogText(log, when + " " + (entry.SYSLOG_IDENTIFIER || "") + ": " + msg, Number(entry.PRIORITY || 6));
+    }
+
+    function appendLogText(log, text, priority) {
+        log.appendChild(el("div", { class: "p" + priority, text }));
+        while (log.childElementCount > LOG_LINES)
+            log.firstElementChild.remove();
+        log.scrollTop = log.scrollHeight;
+    }
+
+    /* Clients, as `mcpgatectl token list` shows them to this user (the
+     * configuration's files are readable by all; tokens are hashed). Read
+     * at start and after each reload. */
+
+    function listClients() {
+        const body = $("clients").tBodies[0];
+        return cockpit.spawn(["mcpgatectl", "token", "list"], { err: "message" })
+            .then(out => {
+                const rows = out.split("\n").filter(l => l).map(line => {
+                    const tr = el("tr", { "data-client": line.split("\t")[0] });
+                    for (const cell of line.split("\t"))
+                        tr.appendChild(el("td", { text: cell }));
+                    return tr;
+                });
+                if (!rows.length)
+                    rows.push(el("tr", {}, [el("td", { colspan: "4", class: "muted", text: "no clients configured" })]));
+                body.replaceChildren(...rows);
+            })
+            .catch(err => {
+                body.replaceChildren(el("tr", {}, [el("td", { colspan: "4", class: "muted",
+                    text: "mcpgatectl token list: " + (err.message || err.problem) })]));
+            });
+    }
+
+    /* Who is looking. */
+
+    function setAccess(user) {
+        const groups = user.groups || [];
+        state.admin = user.id === 0 || groups.indexOf(ADMIN_GROUP) >= 0;
+        state.journalReader = user.id === 0 || groups.indexOf("adm") >= 0 || groups.indexOf("systemd-journal") >= 0;
+        state.userName = user.name;
+        document.body.classList.toggle("read-only", !state.admin);
+        $("access").textContent = state.admin
+            ? "Logged in as " + user.name + ", who manages the gateway (polkit decides each change)."
+            : "Read-only: " + user.name + " is not in " + ADMIN_GROUP + "; polkit refuses changes " +
+              "unless org.mcpgate.Gateway1.manage is granted.";
+    }
+
+    function init() {
+        state.client = cockpit.dbus(BUS_NAME, { bus: "system" });
+        state.manager = state.client.proxy(MANAGER_IFACE, MANAGER_PATH);
+        state.manager.addEventListener("changed", updateManager);
+        state.manager.wait(updateManager);
+        state.backends = state.client.proxies(BACKEND_IFACE, MANAGER_PATH);
+        state.backends.addEventListener("added", (ev, proxy) => updateCard(proxy.path));
+        state.backends.addEventListener("changed", (ev, proxy) => updateCard(proxy.path));
+        state.backends.addEventListener("removed", (ev, proxy) => removeCard(proxy.path));
+        // The bridge watches the objects that exist when the page opens; a
+        // backend that a reload adds is announced by BackendNew, and its
+        // object is watched from then on. BackendRemoved takes the card away.
+        state.client.subscribe({ interface: MANAGER_IFACE, path: MANAGER_PATH, member: "BackendNew" },
+            (path, iface, signal, args) => state.client.watch(args[1])
+                .catch(err => console.warn("watching backend", args[0], err)));
+        state.client.subscribe({ interface: MANAGER_IFACE, path: MANAGER_PATH, member: "BackendRemoved" },
+            (path, iface, signal, args) => removeCard(args[1]));
+        state.backends.wait(() => {
+            for (const path in state.backends)
+                updateCard(path);
+        });
+        state.client.addEventListener("close", (ev, options) => {
+            $("gw-status").textContent = "Disconnected from the bus: " + (options.problem || "closed");
+        });
+        $("reload").addEventListener("click", reload);
+        $("log-link").addEventListener("click", ev => {
+            ev.preventDefault();
+            cockpit.jump("/system/logs#/?priority=debug&MCPGATE_BACKEND=" + encodeURIComponent(state.journalName));
+        });
+        cockpit.user().then(setAccess);
+        listClients();
+        window.setInterval(() => {
+            for (const path in state.cards) {
+                const proxy = state.backends[path];
+                if (proxy && proxy.valid)
+                    tick(state.cards[path], proxy);
+            }
+        }, 1000);
+    }
+
+    document.addEventListener("DOMContentLoaded", init);
+}());
