@@ -108,6 +108,7 @@ func (i *integrityCheck) checkBaseline(t *testing.T) string {
 	c.WriteFile(t, "/etc/mcpgate/conf.d/e2e.toml", []byte(integrityConfig), 0o644)
 	i.g.token = c.Run(t, "mcpgatectl", "token", "create", "e2e")
 	i.connect(t)
+	i.g.awaitReady(t) // the client is served before every backend is
 	if tools := toolNames(t, i.g.client); !slices.Contains(tools, "fake__search") {
 		t.Fatalf("tools/list lacks fake__search on the first start: %v", tools)
 	}

@@ -164,6 +164,7 @@ func (o *operatorCheck) checkStart(t *testing.T) string {
 		t.Fatalf("first MCP client: %v", err)
 	}
 	g.client = cs
+	g.awaitReady(t) // the client is served before every backend is
 	if state := g.activeState(t); state != "active" {
 		t.Fatalf("mcpgate.service is %s, want active", state)
 	}
