@@ -147,6 +147,19 @@ func (c *Conn) Server() *ServerInfo { return c.server.Load() }
 // Done is closed once the child has exited and every call on it is answered.
 func (c *Conn) Done() <-chan struct{} { return c.done }
 
+// ended reports whether the child has exited, even if what it wrote last
+// is still being read: no new call can reach it.
+func (c *Conn) ended() bool {
+	select {
+	case <-c.exited:
+		return true
+	case <-c.done:
+		return true
+	default:
+		return false
+	}
+}
+
 // start runs the goroutines that own the child's pipes and its reaping.
 func (c *Conn) start() {
 	if c.remote != nil {

@@ -194,12 +194,11 @@ func (b *Backend) admit(ctx context.Context, wait bool) (*Admission, error) {
 		if open, retryAt := b.circuitOpen(); open {
 			return nil, b.circuitError(retryAt)
 		}
-		if conn != nil && (state == Healthy || state == Unhealthy) {
-			select {
-			case <-conn.Done():
-				state = Starting // it died; the supervision is about to restart it
-			default:
-			}
+		if conn != nil && (state == Healthy || state == Unhealthy) && conn.ended() {
+			// It died; the supervision is about to restart it. Its exit
+			// counts, not the end of its pipes: a call admitted between the
+			// two would fail with ErrGone instead of waiting (start_wait).
+			state = Starting
 		}
 		switch state {
 		case Healthy, Unhealthy:
