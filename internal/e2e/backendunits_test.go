@@ -57,25 +57,7 @@ const dummyUnit = "# Written by internal/e2e (TestBackendUnits).\n[Service]\nTyp
 // systemd service of its own, mcpgate-backend@NAME.service.
 func TestBackendUnits(t *testing.T) {
 	Require(t)
-	r := &runReport{t: t, start: time.Now()}
-	t.Cleanup(r.summary)
-
-	begin := time.Now()
-	deb, how := packageToInstall(t)
-	fake := buildStatic(t, "github.com/mcpgate/mcpgate/internal/testing/fakeserver", "fakeserver")
-	r.add("build", "ok", time.Since(begin), how+": "+deb)
-	root := PrepareRoot(t)
-	if !root.Cached {
-		r.exempt = root.Elapsed
-	}
-	begin = time.Now()
-	c := Boot(t, Config{Root: root.Dir})
-	r.add("boot", "ok", time.Since(begin), c.Name())
-	g := &installedGateway{c: c}
-	t.Cleanup(g.closeClient)
-	c.CopyFile(t, deb, "/root/mcpgate.deb", 0o644)
-	c.CopyFile(t, fake, fakeBin, 0o755)
-	g.deb = "/root/mcpgate.deb"
+	r, g, _ := bootInstalled(t)
 	u := &unitsCheck{g: g}
 
 	r.step("u1-start", u.checkStart)

@@ -83,29 +83,12 @@ func TestCockpitPage(t *testing.T) {
 	if err != nil {
 		testutil.Unavailable(t, "chromium is not installed (packaging/ci/deps.sh installs it): %v", err)
 	}
-	r := &runReport{t: t, start: time.Now()}
-	t.Cleanup(r.summary)
-	begin := time.Now()
-	deb, how := packageToInstall(t)
+	r, g, deb := bootInstalled(t)
 	cockpitDebs, _ := filepath.Glob(filepath.Join(filepath.Dir(deb), "mcpgate-cockpit_*_all.deb"))
 	if len(cockpitDebs) != 1 {
 		t.Fatalf("no single mcpgate-cockpit_*_all.deb beside %s (make deb builds both): %v", deb, cockpitDebs)
 	}
-	fake := buildStatic(t, "github.com/mcpgate/mcpgate/internal/testing/fakeserver", "fakeserver")
-	r.add("build", "ok", time.Since(begin), how+": "+deb)
-	root := PrepareRoot(t)
-	if !root.Cached {
-		r.exempt = root.Elapsed
-	}
-	begin = time.Now()
-	c := Boot(t, Config{Root: root.Dir})
-	r.add("boot", "ok", time.Since(begin), c.Name())
-	g := &installedGateway{c: c}
-	t.Cleanup(g.closeClient)
-	c.CopyFile(t, deb, "/root/mcpgate.deb", 0o644)
-	c.CopyFile(t, cockpitDebs[0], "/root/mcpgate-cockpit.deb", 0o644)
-	c.CopyFile(t, fake, fakeBin, 0o755)
-	g.deb = "/root/mcpgate.deb"
+	g.c.CopyFile(t, cockpitDebs[0], "/root/mcpgate-cockpit.deb", 0o644)
 	p := &cockpitCheck{g: g, chromium: chromium, artefacts: artefactDir(t)}
 	// The browser reaches cockpit-ws (port 9090 in the container's network
 	// namespace) through a port of the host's loopback.
@@ -114,7 +97,7 @@ func TestCockpitPage(t *testing.T) {
 		t.Fatal(err)
 	}
 	fw := forward(ln, func(ctx context.Context) (net.Conn, error) {
-		return c.DialContext(ctx, "tcp", "127.0.0.1:9090")
+		return g.c.DialContext(ctx, "tcp", "127.0.0.1:9090")
 	})
 	t.Cleanup(fw.close)
 	p.base = "http://" + ln.Addr().String()

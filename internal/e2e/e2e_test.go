@@ -191,6 +191,34 @@ func (r *runReport) summary() {
 		total.Round(time.Millisecond), verdict, strings.Join(r.lines, "\n  "))
 }
 
+// bootInstalled is how the container tests of one capability start: the
+// .deb (packageToInstall) and the static fake server built, the cached
+// root booted, both copied in (the package as g.deb, /root/mcpgate.deb;
+// the fake server as fakeBin), not yet installed. It returns the run's
+// report, the gateway, and the host path of the .deb, beside which make
+// deb leaves the other packages.
+func bootInstalled(t *testing.T) (r *runReport, g *installedGateway, deb string) {
+	r = &runReport{t: t, start: time.Now()}
+	t.Cleanup(r.summary)
+	begin := time.Now()
+	deb, how := packageToInstall(t)
+	fake := buildStatic(t, "github.com/mcpgate/mcpgate/internal/testing/fakeserver", "fakeserver")
+	r.add("build", "ok", time.Since(begin), how+": "+deb)
+	root := PrepareRoot(t)
+	if !root.Cached {
+		r.exempt = root.Elapsed
+	}
+	begin = time.Now()
+	c := Boot(t, Config{Root: root.Dir})
+	r.add("boot", "ok", time.Since(begin), c.Name())
+	g = &installedGateway{c: c}
+	t.Cleanup(g.closeClient) // before Boot's cleanup stops the container
+	c.CopyFile(t, deb, "/root/mcpgate.deb", 0o644)
+	c.CopyFile(t, fake, fakeBin, 0o755)
+	g.deb = "/root/mcpgate.deb"
+	return r, g, deb
+}
+
 // packageToInstall returns the .deb named by $MCPGATE_DEB, or builds one
 // with `make deb` into a temporary directory.
 func packageToInstall(t *testing.T) (path, how string) {

@@ -76,25 +76,7 @@ const notesRWDropIn = "# Written by internal/e2e (TestOperator).\n[Service]\nRea
 // backend's failed unit reset, and a purge that leaves nothing.
 func TestOperator(t *testing.T) {
 	Require(t)
-	r := &runReport{t: t, start: time.Now()}
-	t.Cleanup(r.summary)
-
-	begin := time.Now()
-	deb, how := packageToInstall(t)
-	fake := buildStatic(t, "github.com/mcpgate/mcpgate/internal/testing/fakeserver", "fakeserver")
-	r.add("build", "ok", time.Since(begin), how+": "+deb)
-	root := PrepareRoot(t)
-	if !root.Cached {
-		r.exempt = root.Elapsed
-	}
-	begin = time.Now()
-	c := Boot(t, Config{Root: root.Dir})
-	r.add("boot", "ok", time.Since(begin), c.Name())
-	g := &installedGateway{c: c}
-	t.Cleanup(g.closeClient)
-	c.CopyFile(t, deb, "/root/mcpgate.deb", 0o644)
-	c.CopyFile(t, fake, fakeBin, 0o755)
-	g.deb = "/root/mcpgate.deb"
+	r, g, _ := bootInstalled(t)
 	o := &operatorCheck{g: g}
 
 	r.step("o1-status-socket", o.checkStatusSocket)
