@@ -437,7 +437,8 @@ func TestDBusMembers(t *testing.T) {
 		}
 	}
 	for _, name := range []string{dbusapi.BusName, string(dbusapi.ManagerPath), dbusapi.ManageAction,
-		dbusapi.ErrorNoSuchBackend, dbusapi.ErrorAccessDenied, dbusapi.ErrorInvalidConfig, dbusapi.ErrorFailed} {
+		dbusapi.ErrorNoSuchBackend, dbusapi.ErrorAccessDenied, dbusapi.ErrorInvalidConfig, dbusapi.ErrorFailed,
+		dbusapi.TokensAction, dbusapi.ErrorNoSuchClient, dbusapi.ErrorNoSuchToken} {
 		if !strings.Contains(p.text, name) {
 			t.Errorf("%s does not mention %s", p.name, name)
 		}

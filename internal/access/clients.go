@@ -12,6 +12,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
+	"time"
 
 	"github.com/mcpgate/mcpgate/internal/config"
 	"github.com/mcpgate/mcpgate/internal/unixuser"
@@ -28,6 +30,44 @@ type Client struct {
 	uids   map[uint32]bool // peers recognised by uid
 	gids   map[uint32]bool // peers recognised by group
 	byPeer bool
+	cfg    *config.Client // what it was made from; nil for Anonymous
+
+	// issued are the hashes of the tokens issued for it at run time (see
+	// Issued); replaced whole when one is created or revoked.
+	issued atomic.Pointer[[][]byte]
+	// lastSeen is when a request of this client was last let in, in
+	// seconds since the epoch; 0 before the first.
+	lastSeen atomic.Int64
+}
+
+// Config returns the [clients.NAME] table the client was made from, or
+// nil for Anonymous. It must not be changed.
+func (c *Client) Config() *config.Client { return c.cfg }
+
+// IssuedTokens returns how many tokens issued at run time it has.
+func (c *Client) IssuedTokens() int {
+	if issued := c.issued.Load(); issued != nil {
+		return len(*issued)
+	}
+	return 0
+}
+
+// LastSeen returns when a request of the client was last let in, to the
+// second, or the zero time.
+func (c *Client) LastSeen() time.Time {
+	if s := c.lastSeen.Load(); s > 0 {
+		return time.Unix(s, 0)
+	}
+	return time.Time{}
+}
+
+// seen records a request let in now. It writes only when the second
+// changed, so that the requests of a busy client do not all write one
+// cache line.
+func (c *Client) seen(now time.Time) {
+	if s := now.Unix(); c.lastSeen.Load() != s {
+		c.lastSeen.Store(s)
+	}
 }
 
 // Anonymous is the client of every caller when auth is "none".
@@ -42,6 +82,8 @@ type Set struct {
 	clients  []*Client // sorted by name
 	anon     *Client
 
+	issued *Issued // tokens issued at run time; nil: none
+
 	oauth        *OAuth        // nil: OAuth off; see oauthidentify.go
 	oauthClients []oauthClient // the clients tokens can name, by name
 }
@@ -53,18 +95,27 @@ type Options struct {
 	CredentialsDirectory string
 	// Previous, if set, is the set this one replaces: a client whose
 	// rate_limit did not change keeps its bucket, so a reload is no way
-	// around the limit.
+	// around the limit. Every client keeps when it was last seen.
 	Previous *Set
+	// Issued, if set, holds tokens issued at run time for the clients.
+	Issued *Issued
 }
 
 // NewSet builds the clients of cfg. Problems that leave a client without
 // an identity (a credential that cannot be read, an unknown user) are
 // returned as warnings: the client then matches nobody, which is safe.
 func NewSet(cfg *config.Config, opts Options) (*Set, []string) {
-	s := &Set{required: cfg.Gateway.Auth != "none", anon: Anonymous()}
+	s := &Set{required: cfg.Gateway.Auth != "none", anon: Anonymous(), issued: opts.Issued}
+	if prev := opts.Previous; prev != nil && prev.anon != nil {
+		s.anon.lastSeen.Store(prev.anon.lastSeen.Load())
+	}
 	var warnings []string
 	for _, name := range slices.Sorted(maps.Keys(cfg.Clients)) {
 		c, w := newClient(cfg.Clients[name], opts)
+		c.setIssued(opts.Issued.hashes(name))
+		if old := opts.Previous.Client(name); old != nil {
+			c.lastSeen.Store(old.lastSeen.Load())
+		}
 		s.clients = append(s.clients, c)
 		warnings = append(warnings, w...)
 	}
@@ -78,6 +129,7 @@ func newClient(cc *config.Client, opts Options) (*Client, []string) {
 		Name:        cc.Name,
 		Policy:      NewPolicy(cc.Tools, cc.Resources, cc.Prompts),
 		MaxSessions: cc.MaxSessions,
+		cfg:         cc,
 		uids:        map[uint32]bool{},
 		gids:        map[uint32]bool{},
 	}
@@ -148,6 +200,33 @@ func lookupID(s string, byName func(string) (string, error)) (uint32, error) {
 	return uint32(n), err
 }
 
+func (c *Client) setIssued(hashes [][]byte) { c.issued.Store(&hashes) }
+
+// RefreshIssued makes the named client's issued tokens those its store
+// holds now: call it after the store's Create or Revoke. A token revoked
+// is refused from the next request on.
+func (s *Set) RefreshIssued(name string) {
+	if c := s.Client(name); c != nil && c != s.anon {
+		c.setIssued(s.issued.hashes(name))
+	}
+}
+
+// Issued returns the store of issued tokens, or nil.
+func (s *Set) Issued() *Issued {
+	if s == nil {
+		return nil
+	}
+	return s.issued
+}
+
+// Clients returns the configured clients, sorted by name.
+func (s *Set) Clients() []*Client {
+	if s == nil {
+		return nil
+	}
+	return slices.Clone(s.clients)
+}
+
 // Required reports whether callers must identify themselves.
 func (s *Set) Required() bool { return s.required }
 
@@ -192,6 +271,14 @@ func (r *Refusal) Error() string { return r.Reason }
 // Identify returns the client a request comes from: the holder of the
 // bearer token it presents, else the client its peer credentials match.
 func (s *Set) Identify(r *http.Request, peer Peer) (*Client, *Refusal) {
+	c, refusal := s.identify(r, peer)
+	if c != nil {
+		c.seen(time.Now())
+	}
+	return c, refusal
+}
+
+func (s *Set) identify(r *http.Request, peer Peer) (*Client, *Refusal) {
 	if !s.required {
 		return s.anon, nil
 	}
@@ -250,6 +337,13 @@ func (s *Set) byHash(sum [32]byte) *Client {
 	for _, c := range s.clients {
 		if c.hash != nil && subtle.ConstantTimeCompare(c.hash, sum[:]) == 1 && found == nil {
 			found = c
+		}
+		if issued := c.issued.Load(); issued != nil {
+			for _, h := range *issued {
+				if subtle.ConstantTimeCompare(h, sum[:]) == 1 && found == nil {
+					found = c
+				}
+			}
 		}
 	}
 	return found

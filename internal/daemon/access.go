@@ -2,8 +2,10 @@ package daemon
 
 import (
 	"fmt"
+	"maps"
 	"net"
 	"os"
+	"slices"
 	"strings"
 
 	"github.com/mcpgate/mcpgate/internal/access"
@@ -21,9 +23,13 @@ func (d *daemon) credentialsDirectory() string {
 // A client that cannot be recognised (unreadable credential, unknown user)
 // is logged: it matches nobody until the next reload.
 func (d *daemon) loadClients(cfg *config.Config) *access.Set {
+	d.clientsMu.Lock()
+	defer d.clientsMu.Unlock()
+	d.pruneIssued(slices.Collect(maps.Keys(cfg.Clients)))
 	set, warnings := access.NewSet(cfg, access.Options{
 		CredentialsDirectory: config.CredentialsDirectory(cfg.Gateway.CredentialsDirectory),
 		Previous:             d.clients.Load(),
+		Issued:               d.issued,
 	})
 	for _, w := range warnings {
 		d.log.Warn(w)

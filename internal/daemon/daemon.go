@@ -136,6 +136,14 @@ type daemon struct {
 	clients  atomic.Pointer[access.Set] // the clients in effect; replaced by reload
 	refusals *access.Refusals
 
+	// clientsMu orders replacing the clients with issuing and revoking
+	// tokens, so that neither undoes the other.
+	clientsMu sync.Mutex
+	issued    *access.Issued // tokens issued over D-Bus; nil if unreadable
+	issuedErr error          // why issued is nil
+	// onSessions are called after a client's session opened or closed.
+	onSessions []func()
+
 	// stopStatus stops status's Run once it sent what is pending, and waits
 	// for it; nil once called. See finalStatus.
 	stopStatus func()
@@ -260,7 +268,13 @@ func (d *daemon) run(ctx context.Context) int {
 		StatusResources: g.StatusResources,
 		Integrity:       d.integrity,
 		Refusals:        d.refusals,
+		OnSessions: func() {
+			for _, f := range d.onSessions {
+				f()
+			}
+		},
 	})
+	d.openIssued()
 	d.loadClients(d.cfg)
 	d.gw.Configure(d.cfg)
 	d.onRemove = append(d.onRemove, d.gw.ForgetOutputBytes)

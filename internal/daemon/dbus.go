@@ -73,6 +73,7 @@ func (d *daemon) startDBus(ctx context.Context) (stop func(), err error) {
 	}
 	d.onChange = append(d.onChange, func(*backend.Backend) { srv.Changed() })
 	d.onCalls = append(d.onCalls, func(*backend.Backend) { srv.Changed() })
+	d.onSessions = append(d.onSessions, srv.SessionsChanged)
 	d.onAdd = append(d.onAdd, srv.BackendAdded)
 	d.onRemove = append(d.onRemove, srv.BackendRemoved)
 	d.onStatus = append(d.onStatus, func(line string) {

@@ -130,6 +130,7 @@ func (c *Client) Manager(ctx context.Context) (ManagerStatus, error) {
 	err := storeProps(props, map[string]any{
 		"Version": &m.Version, "NBackends": &m.NBackends, "NHealthyBackends": &m.NHealthyBackends,
 		"NTools": &m.NTools, "NSessions": &m.NSessions, "Status": &m.Status,
+		"NClients": &m.NClients, "Listeners": &m.Listeners,
 	})
 	return m, err
 }

@@ -47,10 +47,17 @@ func startGateway(t *testing.T, busOpts dbustest.Options, backends, gatewayLines
 // environment.
 func startGatewayEnv(t *testing.T, busOpts dbustest.Options, backends, gatewayLines string, env []string) *gateway {
 	t.Helper()
+	return startGatewayConfig(t, busOpts, backends, testutil.ConfigOptions{Gateway: gatewayLines}, env)
+}
+
+// startGatewayConfig is startGatewayEnv with the choices of cfgOpts; its
+// Bus is always "system".
+func startGatewayConfig(t *testing.T, busOpts dbustest.Options, backends string, cfgOpts testutil.ConfigOptions, env []string) *gateway {
+	t.Helper()
 	bins := testutil.Build(t)
 	g := &gateway{bus: dbustest.Start(t, busOpts)}
-	toml, url := testutil.ConfigWith(t, strings.ReplaceAll(backends, "FAKE", bins.Fake),
-		testutil.ConfigOptions{Bus: "system", Gateway: gatewayLines})
+	cfgOpts.Bus = "system"
+	toml, url := testutil.ConfigWith(t, strings.ReplaceAll(backends, "FAKE", bins.Fake), cfgOpts)
 	conn, err := dbus.Connect(g.bus.Address)
 	if err != nil {
 		t.Fatal(err)

@@ -166,7 +166,10 @@ type ManagerStatus struct {
 	NHealthyBackends uint32 `json:"healthy_backends"`
 	NTools           uint32 `json:"tools"`
 	NSessions        uint32 `json:"sessions"`
+	NClients         uint32 `json:"clients"` // clients with an open session
 	Status           string `json:"status"`
+	// Listeners are the sockets it serves MCP on.
+	Listeners []Listener `json:"listeners"`
 }
 
 // Tool is one tool the gateway exposes.

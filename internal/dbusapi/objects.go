@@ -71,6 +71,8 @@ func (m managerObject) properties() (string, map[string]dbus.Variant, *dbus.Erro
 		"NHealthyBackends": dbus.MakeVariant(st.NHealthyBackends),
 		"NTools":           dbus.MakeVariant(st.NTools),
 		"NSessions":        dbus.MakeVariant(st.NSessions),
+		"NClients":         dbus.MakeVariant(st.NClients),
+		"Listeners":        dbus.MakeVariant(nonNil(st.Listeners)),
 		"Status":           dbus.MakeVariant(st.Status),
 	}, nil
 }

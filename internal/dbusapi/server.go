@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/godbus/dbus/v5"
 	"github.com/godbus/dbus/v5/introspect"
@@ -27,6 +28,9 @@ type Options struct {
 	// Authorizer decides about mutating calls; nil denies them all.
 	Authorizer Authorizer
 	Logger     *slog.Logger
+	// SessionSignalInterval bounds how often PropertiesChanged announces
+	// NSessions and NClients; 0 means DefaultSessionSignalInterval.
+	SessionSignalInterval time.Duration
 }
 
 // Server exports the gateway's objects on one bus connection and emits
@@ -36,6 +40,8 @@ type Server struct {
 	gw   Gateway
 	auth Authorizer
 	log  *slog.Logger
+	// sessionInterval bounds the announcements of throttledManager.
+	sessionInterval time.Duration
 
 	manager, backend introspect.Interface
 
@@ -45,6 +51,10 @@ type Server struct {
 	wake   chan struct{}
 	named  chan struct{} // closed once the name is ours: signals before would reach nobody
 	once   sync.Once
+
+	// managerBaseline is the manager's properties when the name became
+	// ours; written before named is closed, read by the emitter after.
+	managerBaseline map[string]dbus.Variant
 
 	mu       sync.Mutex
 	exported map[string]bool // backend names with an object
@@ -68,6 +78,9 @@ func NewServer(conn *dbus.Conn, gw Gateway, opts Options) (*Server, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
+	if opts.SessionSignalInterval <= 0 {
+		opts.SessionSignalInterval = DefaultSessionSignalInterval
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &Server{
 		conn: conn, gw: gw, auth: opts.Authorizer, log: opts.Logger,
@@ -78,6 +91,7 @@ func NewServer(conn *dbus.Conn, gw Gateway, opts Options) (*Server, error) {
 		named:    make(chan struct{}),
 		exported: map[string]bool{},
 	}
+	s.sessionInterval = opts.SessionSignalInterval
 	go s.emitter()
 	return s, nil
 }
@@ -119,7 +133,13 @@ func (s *Server) RequestName() error {
 	}
 	switch reply {
 	case dbus.RequestNameReplyPrimaryOwner, dbus.RequestNameReplyAlreadyOwner:
-		s.once.Do(func() { close(s.named) })
+		s.once.Do(func() {
+			// What the manager shows now is what later changes are
+			// announced against: a change right after RequestName is
+			// announced, not taken for the starting point.
+			s.managerBaseline = watchedManager(s.managerStatus())
+			close(s.named)
+		})
 		return nil
 	}
 	var pid uint32
@@ -162,6 +182,11 @@ func (s *Server) Changed() {
 	s.notify()
 	s.mu.Unlock()
 }
+
+// SessionsChanged tells the server that sessions opened or closed. It
+// never blocks; NSessions and NClients are announced at most once per
+// SessionSignalInterval, with the counts of the moment.
+func (s *Server) SessionsChanged() { s.Changed() }
 
 // Close stops emitting signals, releases the name, and makes the calls in
 // progress fail. It does not close the connection.
@@ -224,16 +249,24 @@ func (s *Server) emitter() {
 	// stopped, so its start is announced like any later change.
 	announcedBackends := map[string]map[string]dbus.Variant{}
 	var announcedManager map[string]dbus.Variant
+	// Sessions come and go with every client: their counts are announced
+	// at most once per sessionInterval, the latest counts when the
+	// interval ends.
+	var lastSessions time.Time
+	var retry <-chan time.Time
 	select {
 	case <-s.ctx.Done():
 		return
 	case <-s.named:
 	}
+	announcedManager = s.managerBaseline
 	for {
 		select {
 		case <-s.ctx.Done():
 			return
 		case <-s.wake:
+		case <-retry:
+			retry = nil
 		}
 		s.mu.Lock()
 		events := s.events
@@ -279,7 +312,22 @@ func (s *Server) emitter() {
 			}
 		}
 		now := watchedManager(s.managerStatus())
-		if changed := diff(announcedManager, now); len(changed) > 0 && announcedManager != nil {
+		changed := diff(announcedManager, now)
+		if throttled(changed) && announcedManager != nil {
+			if wait := s.sessionInterval - time.Since(lastSessions); wait > 0 {
+				// Too soon: keep announcing the old counts until then.
+				for name := range throttledManager {
+					delete(changed, name)
+					now[name] = announcedManager[name]
+				}
+				if retry == nil {
+					retry = time.After(wait)
+				}
+			} else {
+				lastSessions = time.Now()
+			}
+		}
+		if len(changed) > 0 && announcedManager != nil {
 			s.emit(ManagerPath, propertiesChanged, ManagerInterface, changed, []string{})
 		}
 		announcedManager = now
@@ -333,7 +381,23 @@ func watchedManager(m ManagerStatus) map[string]dbus.Variant {
 		"NHealthyBackends": dbus.MakeVariant(m.NHealthyBackends),
 		"NTools":           dbus.MakeVariant(m.NTools),
 		"Status":           dbus.MakeVariant(m.Status),
+		"NSessions":        dbus.MakeVariant(m.NSessions),
+		"NClients":         dbus.MakeVariant(m.NClients),
+		"Listeners":        dbus.MakeVariant(nonNil(m.Listeners)),
 	}
+}
+
+// throttledManager are the manager properties that follow the sessions,
+// announced at most once per sessionInterval.
+var throttledManager = map[string]bool{"NSessions": true, "NClients": true}
+
+func throttled(changed map[string]dbus.Variant) bool {
+	for name := range throttledManager {
+		if _, ok := changed[name]; ok {
+			return true
+		}
+	}
+	return false
 }
 
 // diff returns the members of now that differ from last.
@@ -354,6 +418,10 @@ func variantEqual(a, b dbus.Variant) bool {
 	}
 	if as, ok := a.Value().([]Instance); ok {
 		bs, ok := b.Value().([]Instance)
+		return ok && slices.Equal(as, bs)
+	}
+	if as, ok := a.Value().([]Listener); ok {
+		bs, ok := b.Value().([]Listener)
 		return ok && slices.Equal(as, bs)
 	}
 	if as, ok := a.Value().([]PendingChange); ok {
@@ -379,7 +447,9 @@ func (s *Server) managerStatus() ManagerStatus {
 		NBackends: uint32(len(backends)),
 		NTools:    uint32(len(s.gw.Tools())),
 		NSessions: uint32(s.gw.NumSessions()),
+		NClients:  s.numClients(),
 		Status:    s.gw.Status(),
+		Listeners: s.listeners(),
 	}
 	for _, b := range backends {
 		if b.State == "healthy" {
@@ -415,6 +485,10 @@ func dbusError(err error) *dbus.Error {
 		name = ErrorAccessDenied
 	case errors.Is(err, ErrInvalidConfig):
 		name = ErrorInvalidConfig
+	case errors.Is(err, ErrNoSuchClient):
+		name = ErrorNoSuchClient
+	case errors.Is(err, ErrNoSuchToken):
+		name = ErrorNoSuchToken
 	}
 	return dbus.NewError(name, []any{err.Error()})
 }

@@ -33,6 +33,7 @@ func (g *Gateway) admit(c *access.Client) error {
 		return &access.LimitError{Client: c.Name, What: "max_sessions", Limit: strconv.Itoa(c.MaxSessions), RetryAfter: time.Minute}
 	}
 	cs.n[c.Name]++
+	g.sessionsChanged()
 	return nil
 }
 
@@ -44,6 +45,28 @@ func (g *Gateway) release(name string) {
 	if cs.n[name]--; cs.n[name] <= 0 {
 		delete(cs.n, name)
 	}
+	g.sessionsChanged()
+}
+
+// sessionsChanged calls OnSessions; cs.mu is held, so calls come in the
+// order of the counts.
+func (g *Gateway) sessionsChanged() {
+	if g.opts.OnSessions != nil {
+		g.opts.OnSessions()
+	}
+}
+
+// SessionsByClient returns the number of open sessions of each client
+// that has one.
+func (g *Gateway) SessionsByClient() map[string]int {
+	cs := &g.perClient
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	out := make(map[string]int, len(cs.n))
+	for name, n := range cs.n {
+		out[name] = n
+	}
+	return out
 }
 
 // SetClients applies a new set of clients to the open sessions: a session

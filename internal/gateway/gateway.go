@@ -88,6 +88,9 @@ type Options struct {
 	Integrity Integrity
 	// Refusals, if set, journals calls of what a client's policy hides.
 	Refusals *access.Refusals
+	// OnSessions, if set, is called after a session of a client opened or
+	// closed (SessionsByClient changed). It must not block.
+	OnSessions func()
 }
 
 // Gateway is the MCP server clients talk to.
