@@ -5,7 +5,8 @@
  * PropertiesChanged (through cockpit.dbus proxies), BackendNew and
  * BackendRemoved (backends a reload adds or removes), and
  * `journalctl -f`. Nothing is polled; a one-second timer only moves the
- * clocks (uptime, the plots' time axis) on.
+ * clocks (uptime, the plots' time axis) on, and the clients' table is read
+ * again (ListClients) when a signal says sessions or calls changed.
  *
  * Nothing is read with more rights than the user has: the bus is opened
  * without superuser, so polkit decides every Start/Stop/Restart/Reload and
@@ -25,6 +26,9 @@
     // Members of this group (or root) get the management buttons; the
     // conventional group of the polkit rule in org.mcpgate.Gateway1.policy.
     const ADMIN_GROUP = "mcpgate-admin";
+    // The clients' table is read again at most this often (ms), however
+    // many signals say that sessions or calls changed.
+    const CLIENTS_REFRESH = 2000;
 
     const state = {
         client: null,
@@ -125,6 +129,12 @@
         $("gw-healthy").textContent = formatCount(m.NHealthyBackends);
         $("gw-tools").textContent = formatCount(m.NTools);
         $("gw-sessions").textContent = formatCount(m.NSessions);
+        $("gw-clients").textContent = formatCount(m.NClients);
+        const listeners = m.Listeners || [];
+        $("gw-listeners").textContent = listeners.length
+            ? listeners.map(l => l[0] + " (" + l[1] + ", from " + l[2] + ")").join("; ")
+            : "–";
+        refreshClients();
     }
 
     function reload() {
@@ -231,6 +241,8 @@
         card.review.hidden = !pending.length;
         if (!pending.length)
             card.diff.hidden = true;
+        if (card.last && card.last.calls !== proxy.NCalls)
+            refreshClients(); // a call: its client was seen
         sample(card, proxy);
         tick(card, proxy);
     }
@@ -368,10 +380,17 @@
 
     /* The journal of one backend, followed. */
 
+    // logsLocation is where Cockpit's Logs page shows the same journal:
+    // every priority, matched on the backend's field.
+    function logsLocation(name) {
+        return "/system/logs#/?priority=debug&MCPGATE_BACKEND=" + encodeURIComponent(name);
+    }
+
     function followJournal(name) {
         if (state.journal)
             state.journal.close();
         state.journalName = name;
+        $("log-link").setAttribute("href", logsLocation(name));
         $("log-section").hidden = false;
         $("log-name").textContent = name;
         const log = $("log");
@@ -423,28 +442,123 @@
         log.scrollTop = log.scrollHeight;
     }
 
-    /* Clients, as `mcpgatectl token list` shows them to this user (the
-     * configuration's files are readable by all; tokens are hashed). Read
-     * at start and after each reload. */
+    /* Clients, from ListClients: open to every user, as the
+     * configuration's files are, and without secrets. Tokens are issued
+     * (CreateToken) and revoked (RevokeToken) as polkit's
+     * org.mcpgate.Gateway1.tokens allows; a new token is shown once, here,
+     * and kept nowhere by the page. */
+
+    function formatSeen(usec) {
+        if (!usec)
+            return "–";
+        const when = new Date(usec / 1000);
+        return when.toLocaleString() + " (" + formatDuration(Date.now() / 1000 - usec / 1e6) + " ago)";
+    }
+
+    function cell(label, text) {
+        return el("td", { "data-label": label, text });
+    }
+
+    function clientRow(c) {
+        const [name, identity, policy, sessions, seen, tokens] = c;
+        const tokenCell = el("td", { "data-label": "Issued tokens", "data-field": "tokens" });
+        const list = el("div", { class: "actions" });
+        for (const id of tokens) {
+            const revoke = el("button", { type: "button", "data-action": "revoke", "data-token": id, text: "Revoke " + id });
+            revoke.addEventListener("click", () => revokeToken(name, id));
+            list.appendChild(revoke);
+        }
+        const create = el("button", { type: "button", "data-action": "create-token", text: "Create token" });
+        create.addEventListener("click", () => createToken(name));
+        list.appendChild(create);
+        tokenCell.appendChild(list);
+        const tr = el("tr", { "data-client": name }, [
+            cell("Name", name), cell("Identity", identity), cell("May use", policy),
+            el("td", { "data-label": "Sessions", "data-field": "sessions", text: String(sessions) }),
+            el("td", { "data-label": "Last seen", "data-field": "seen", text: formatSeen(seen) }),
+            tokenCell,
+        ]);
+        return tr;
+    }
 
     function listClients() {
         const body = $("clients").tBodies[0];
-        return cockpit.spawn(["mcpgatectl", "token", "list"], { err: "message" })
-            .then(out => {
-                const rows = out.split("\n").filter(l => l).map(line => {
-                    const tr = el("tr", { "data-client": line.split("\t")[0] });
-                    for (const cell of line.split("\t"))
-                        tr.appendChild(el("td", { text: cell }));
-                    return tr;
-                });
+        state.clientsListed = Date.now();
+        if (!state.manager.valid || !state.manager.ListClients)
+            return Promise.resolve();
+        return state.manager.ListClients()
+            .then(clients => {
+                const rows = clients.map(clientRow);
                 if (!rows.length)
-                    rows.push(el("tr", {}, [el("td", { colspan: "4", class: "muted", text: "no clients configured" })]));
+                    rows.push(el("tr", {}, [el("td", { colspan: "6", class: "muted", text: "no clients configured" })]));
                 body.replaceChildren(...rows);
             })
             .catch(err => {
-                body.replaceChildren(el("tr", {}, [el("td", { colspan: "4", class: "muted",
-                    text: "mcpgatectl token list: " + (err.message || err.problem) })]));
+                body.replaceChildren(el("tr", {}, [el("td", { colspan: "6", class: "muted",
+                    text: "ListClients: " + (err.message || err.problem) })]));
             });
+    }
+
+    // refreshClients reads the clients again after a signal, at most once
+    // per CLIENTS_REFRESH.
+    function refreshClients() {
+        if (state.clientsTimer || !state.manager || !state.manager.valid)
+            return;
+        const wait = Math.max(0, (state.clientsListed || 0) + CLIENTS_REFRESH - Date.now());
+        state.clientsTimer = window.setTimeout(() => {
+            state.clientsTimer = null;
+            listClients();
+        }, wait);
+    }
+
+    function createToken(name) {
+        showMessage("Create a token for " + name + "…", false);
+        // cockpit's proxies resolve with every out argument.
+        return state.manager.CreateToken(name)
+            .then((token, id) => {
+                $("message").hidden = true;
+                $("token-client").textContent = name;
+                $("token-id").textContent = id;
+                $("token-value").value = token;
+                $("token-copied").textContent = "";
+                $("token-once").hidden = false;
+                $("token-value").select();
+                listClients();
+            })
+            .catch(err => showMessage(errorText("Create a token for " + name, err), true));
+    }
+
+    function revokeToken(name, id) {
+        showMessage("Revoke token " + id + " of " + name + "…", false);
+        return state.manager.RevokeToken(name, id)
+            .then(() => {
+                showMessage("Revoked token " + id + " of " + name + ": it is refused from its next request on", false);
+                listClients();
+            })
+            .catch(err => showMessage(errorText("Revoke token " + id + " of " + name, err), true));
+    }
+
+    // copyToken puts the token on the clipboard: the Clipboard API where the
+    // page is a secure context, else the selection and the copy command.
+    function copyToken() {
+        const input = $("token-value");
+        const done = () => { $("token-copied").textContent = "copied" };
+        if (navigator.clipboard && window.isSecureContext) {
+            return navigator.clipboard.writeText(input.value).then(done)
+                .catch(() => { input.select(); $("token-copied").textContent = "select it and copy it by hand" });
+        }
+        input.select();
+        if (document.execCommand("copy"))
+            done();
+        else
+            $("token-copied").textContent = "select it and copy it by hand";
+        return Promise.resolve();
+    }
+
+    // forgetToken takes the token off the page: it is shown once.
+    function forgetToken() {
+        $("token-value").value = "";
+        $("token-once").hidden = true;
     }
 
     /* Who is looking. */
@@ -465,7 +579,10 @@
         state.client = cockpit.dbus(BUS_NAME, { bus: "system" });
         state.manager = state.client.proxy(MANAGER_IFACE, MANAGER_PATH);
         state.manager.addEventListener("changed", updateManager);
-        state.manager.wait(updateManager);
+        state.manager.wait(() => {
+            updateManager();
+            listClients();
+        });
         state.backends = state.client.proxies(BACKEND_IFACE, MANAGER_PATH);
         state.backends.addEventListener("added", (ev, proxy) => updateCard(proxy.path));
         state.backends.addEventListener("changed", (ev, proxy) => updateCard(proxy.path));
@@ -488,10 +605,11 @@
         $("reload").addEventListener("click", reload);
         $("log-link").addEventListener("click", ev => {
             ev.preventDefault();
-            cockpit.jump("/system/logs#/?priority=debug&MCPGATE_BACKEND=" + encodeURIComponent(state.journalName));
+            cockpit.jump(logsLocation(state.journalName));
         });
+        $("token-copy").addEventListener("click", copyToken);
+        $("token-done").addEventListener("click", forgetToken);
         cockpit.user().then(setAccess);
-        listClients();
         window.setInterval(() => {
             for (const path in state.cards) {
                 const proxy = state.backends[path];

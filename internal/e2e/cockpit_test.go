@@ -43,10 +43,11 @@ command = "/usr/local/bin/mcp-server-everything"
 args = ["stdio"]
 `, fakeBin, fakeStartLine, integrityToolsFile)
 
-// cockpitPolkitRule grants the page's operator (group mcpgate-admin) both
-// actions: managing backends and approving integrity changes.
+// cockpitPolkitRule grants the page's operator (group mcpgate-admin) every
+// action: managing backends, approving integrity changes and tokens.
 const cockpitPolkitRule = `polkit.addRule(function(action, subject) {
-    if ((action.id == "org.mcpgate.Gateway1.manage" || action.id == "org.mcpgate.Gateway1.approve") &&
+    if ((action.id == "org.mcpgate.Gateway1.manage" || action.id == "org.mcpgate.Gateway1.approve" ||
+         action.id == "org.mcpgate.Gateway1.tokens") &&
         subject.isInGroup("mcpgate-admin")) {
         return polkit.Result.YES;
     }
@@ -69,13 +70,17 @@ const (
 
 // TestCockpitPage installs mcpgate and mcpgate-cockpit in the booted
 // container beside Debian's cockpit-ws, and drives the page with headless
-// Chromium on the host. The operator sees both backends with their state and
-// the client the test made; restarts one and sees its new PID and the tool
+// Chromium on the host. The operator sees both backends with their state,
+// the listeners, sessions and clients connected, and the client the test
+// made with its session; creates a token for it, shown once, which the
+// gateway lets in, and revokes it, after which the gateway refuses it;
+// restarts one and sees its new PID and the tool
 // change it brought; reviews and approves that change; sees a line the fake
-// server writes to stderr appear in the journal view, coloured as an error;
-// sees the call in the plot; reloads, which adds a backend that the page
-// shows. The viewer gets the page read-only, its restart and reload refused
-// with the reason, and a note that the system journal is not theirs to read. No
+// server writes to stderr appear in the journal view, coloured as an error,
+// with a link to the same journal in Cockpit's Logs page; sees the call in
+// the plot; reloads, which adds a backend that the page
+// shows. The viewer gets the page read-only, its restart, reload and token
+// refused with the reason, and a note that the system journal is not theirs to read. No
 // step logs a console error; the page is photographed wide and narrow.
 func TestCockpitPage(t *testing.T) {
 	Require(t)
@@ -182,6 +187,8 @@ func (p *cockpitCheck) checkOperator(t *testing.T) string {
 		return row && row.textContent.includes("token sha256:");
 	})()`)
 	b.await(t, "the operator's access note", `!document.body.classList.contains("read-only")`)
+	p.checkGatewayPanel(t, b)
+	tokens := p.checkTokens(t, b)
 	oldPID := p.mainPID(t, "fake")
 	b.await(t, "the fake backend's PID "+oldPID, fieldIs("fake", "pid", oldPID))
 
@@ -214,6 +221,7 @@ func (p *cockpitCheck) checkOperator(t *testing.T) string {
 		t.Fatalf("tools/call fake__stderr: %v", err)
 	}
 	b.await(t, "the stderr line "+line+" in the journal view", logHas(line))
+	p.checkLogsLink(t, b, "fake")
 	b.await(t, "the line coloured as an error", fmt.Sprintf(`[...document.querySelectorAll("#log .p3")].some(e => e.textContent.endsWith(%q))`, ": "+line))
 	b.await(t, "the call counted", fmt.Sprintf(`Number(%s) >= 1`, fieldText("fake", "calls")))
 	b.await(t, "the call in the plot", `(() => {
@@ -231,8 +239,8 @@ func (p *cockpitCheck) checkOperator(t *testing.T) string {
 	wide := p.screenshot(t, b, "cockpit-wide.png", 1280, 900, false)
 	narrow := p.screenshot(t, b, "cockpit-narrow.png", 390, 844, true)
 	b.noConsoleErrors(t)
-	return fmt.Sprintf("both backends healthy; restart: PID %s -> %s; change reviewed and approved; stderr line seen in the journal view; added backend shown; screenshots %s, %s, %s",
-		oldPID, newPID, review, wide, narrow)
+	return fmt.Sprintf("both backends healthy; listeners, sessions and clients shown; %s; restart: PID %s -> %s; change reviewed and approved; stderr line seen in the journal view; Logs link checked; added backend shown; screenshots %s, %s, %s",
+		tokens, oldPID, newPID, review, wide, narrow)
 }
 
 // checkViewer: a user without org.mcpgate.Gateway1.manage sees the page
@@ -258,13 +266,14 @@ func (p *cockpitCheck) checkViewer(t *testing.T) string {
 	if reload := b.eval(t, `document.getElementById("message").textContent`); !strings.Contains(reload, accessDenied) {
 		t.Errorf("the reload's refusal %q does not name %s", reload, accessDenied)
 	}
+	tokenRefusal := p.checkViewerTokens(t, b)
 	// The journal is journald's to guard: the viewer, outside adm and
 	// systemd-journal, is told why the view stays empty.
 	b.run(t, "journal", chromedp.Click(chromedp.CSS(`[data-backend="fake"] button[data-action="journal"]`)))
 	b.await(t, "the note on the journal", logHas("Only members of adm and systemd-journal read the system journal"))
 	shot := p.screenshot(t, b, "cockpit-viewer.png", 1280, 900, false)
 	b.noConsoleErrors(t)
-	return fmt.Sprintf("read-only; restart refused: %q; screenshot %s", msg, shot)
+	return fmt.Sprintf("read-only; restart refused: %q; token refused: %q; screenshot %s", msg, tokenRefusal, shot)
 }
 
 // mainPID is the backend's MainPID as busctl reads it in the container.
