@@ -51,7 +51,7 @@ const (
 // Commands returns the name of every mcpgatectl command, as dispatched by
 // Main and listed by "mcpgatectl help".
 func Commands() []string {
-	return []string{"status", "start", "stop", "restart", "reload", "tools", "logs", "check-config", "token", "integrity", "bridge", "import", "help", "version"}
+	return []string{"status", "start", "stop", "restart", "reload", "tools", "logs", "check-config", "token", "clients", "integrity", "bridge", "import", "help", "version"}
 }
 
 const usage = `usage: mcpgatectl [OPTIONS] COMMAND [ARGS]
@@ -76,6 +76,11 @@ Commands:
                          that list to what its patterns match
   token list             list the configured clients
   token revoke NAME      remove a client token create made
+  token add NAME         have the running gateway issue another token for
+                         client NAME (shown once; kept only as a hash)
+  token revoke NAME ID   have the running gateway revoke a token it issued
+  clients                list the gateway's clients: sessions, last seen,
+                         issued tokens
   integrity list [NAME]  list tools, prompts and templates held back for review
   integrity diff NAME [ITEM ...]
                          show what changed since the approved baseline
@@ -184,6 +189,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		"token":        {1, 2, nil}, // parses its own flags
 		"integrity":    {1, 1, nil}, // parses its own arguments
 		"check-config": {0, 1, (*cli).checkConfig},
+		"clients":      {0, 0, (*cli).clients},
 	}
 	spec, ok := commands[cmd]
 	if !ok {

@@ -62,7 +62,8 @@ func TestScripts(t *testing.T) {
 // A file "system-bus" makes the bus a system bus with the shipped policy;
 // a file "session-bus" runs the gateway with bus = "session" and makes the
 // bus the session bus of mcpgatectl, whose system bus is then absent.
-// $NOBODY_BIN holds a copy of mcpgatectl that user nobody may run.
+// A file "auth-required" sets auth = "required". $NOBODY_BIN holds a copy
+// of mcpgatectl that user nobody may run.
 func TestScriptsDaemon(t *testing.T) {
 	bins := testutil.Build(t)
 	testscript.Run(t, testscript.Params{
@@ -110,8 +111,12 @@ func TestScriptsDaemon(t *testing.T) {
 				env.Setenv("DBUS_SYSTEM_BUS_ADDRESS", "unix:path="+filepath.Join(env.WorkDir, "no-bus"))
 				env.Setenv("DBUS_SESSION_BUS_ADDRESS", bus.Address)
 			}
-			toml, url := testutil.ConfigWith(tb, strings.ReplaceAll(string(backends), "FAKE", bins.Fake), testutil.ConfigOptions{Bus: busKind})
-			d := testutil.StartDaemon(tb, toml, url, testutil.DaemonOptions{Env: []string{busEnv + bus.Address}})
+			auth := "none"
+			if exists("auth-required") {
+				auth = "required"
+			}
+			toml, url := testutil.ConfigWith(tb, strings.ReplaceAll(string(backends), "FAKE", bins.Fake), testutil.ConfigOptions{Bus: busKind, Auth: auth})
+			d := testutil.StartDaemon(tb, toml, url, testutil.DaemonOptions{Env: []string{busEnv + bus.Address, "STATE_DIRECTORY=" + filepath.Join(env.WorkDir, "state")}})
 			env.Setenv("CONFIG", d.ConfigPath)
 			return nil
 		},

@@ -48,10 +48,11 @@ func tokenDropIn(configPath, name string) string {
 
 var tokenClientName = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
 
-// token runs "token create|list|revoke".
+// token runs "token create|list|revoke|add"; add, and revoke with a
+// token id, go through the running gateway (clients.go).
 func (c *cli) token(args []string) int {
 	if len(args) == 0 {
-		return c.usageError(errors.New("token takes create NAME, list or revoke NAME"))
+		return c.usageError(errors.New("token takes create NAME, list, revoke NAME, add NAME or revoke NAME ID"))
 	}
 	sub, args := args[0], args[1:]
 	fs := c.flagSet("mcpgatectl token " + sub)
@@ -72,8 +73,12 @@ func (c *cli) token(args []string) int {
 		return c.tokenList(*cfgPath)
 	case sub == "revoke" && len(pos) == 1:
 		return c.tokenRevoke(*cfgPath, pos[0])
+	case sub == "add" && len(pos) == 1:
+		return c.tokenAdd(pos[0])
+	case sub == "revoke" && len(pos) == 2:
+		return c.tokenRevokeIssued(pos[0], pos[1])
 	}
-	return c.usageError(fmt.Errorf("token takes create NAME [--tools GLOB ...] [--resources GLOB ...] [--prompts GLOB ...] [--print], list, or revoke NAME"))
+	return c.usageError(fmt.Errorf("token takes create NAME [--tools GLOB ...] [--resources GLOB ...] [--prompts GLOB ...] [--print], list, revoke NAME, add NAME, or revoke NAME ID"))
 }
 
 // stringList is a flag that may be given several times.

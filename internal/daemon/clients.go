@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/mcpgate/mcpgate/internal/access"
+	"github.com/mcpgate/mcpgate/internal/config"
 	"github.com/mcpgate/mcpgate/internal/dbusapi"
 )
 
@@ -58,6 +59,16 @@ func (g *dbusGateway) Clients() []dbusapi.ClientStatus {
 	set := g.d.clients.Load()
 	sessions := g.d.gw.SessionsByClient()
 	var out []dbusapi.ClientStatus
+	if !set.Required() {
+		anon := set.Client(config.AnonymousClient)
+		out = append(out, dbusapi.ClientStatus{
+			Name:              anon.Name,
+			Identity:          `every caller (auth = "none")`,
+			Policy:            "everything",
+			NSessions:         uint32(sessions[anon.Name]),
+			LastSeenTimestamp: micros(anon.LastSeen()),
+		})
+	}
 	for _, c := range set.Clients() {
 		st := dbusapi.ClientStatus{
 			Name:              c.Name,

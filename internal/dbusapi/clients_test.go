@@ -167,3 +167,23 @@ tools = ["alpha__*"]
 		t.Errorf("the daemon logged the issued token")
 	}
 }
+
+// TestListClientsAuthNone: with auth = "none" every caller is client
+// "anonymous", which ListClients shows with its sessions; no token is
+// issued, since it would change nothing.
+func TestListClientsAuthNone(t *testing.T) {
+	g := startGateway(t, dbustest.Options{}, `
+[backends.alpha]
+command = "FAKE"
+`, "")
+	if status := initialize(t, g.daemon.URL, "unused"); status != http.StatusOK {
+		t.Fatalf("initialize: HTTP %d", status)
+	}
+	clients, err := g.client.ListClients(ctx(t))
+	if err != nil || len(clients) != 1 || clients[0].Name != "anonymous" || clients[0].NSessions != 1 || clients[0].LastSeenTimestamp == 0 {
+		t.Fatalf("ListClients = %+v, %v; want anonymous with its session", clients, err)
+	}
+	if _, _, err := g.client.CreateToken(ctx(t), "anonymous"); err == nil || !strings.Contains(err.Error(), `auth = "none"`) {
+		t.Errorf("CreateToken with auth none: %v, want refused saying why", err)
+	}
+}
