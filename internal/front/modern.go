@@ -31,9 +31,9 @@ func isModern(hdr http.Header, msg *jsonrpc.Message) bool {
 	if msg.IsRequest() && msg.Method == "initialize" {
 		return false // a 2025 session starts, whatever else it carries
 	}
-	if _, _, err := jsonrpc.FindPath(msg.Params, "_meta", gateway.MetaProtocolVersion); err != nil {
-		return true // ambiguous: refused as a malformed stateless request
-	} else if v, _, _ := jsonrpc.LookupPath(msg.Params, "_meta", gateway.MetaProtocolVersion); v != nil {
+	// An ambiguous or malformed _meta counts too: it is refused as a
+	// malformed stateless request.
+	if v, _, err := jsonrpc.FindPath(msg.Params, "_meta", gateway.MetaProtocolVersion); err != nil || v != nil {
 		return true
 	}
 	return modernHeader(hdr)
