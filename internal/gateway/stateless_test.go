@@ -12,6 +12,7 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -458,4 +459,25 @@ func TestStatelessListen(t *testing.T) {
 
 	cancel() // the client closes the stream: the backend is unsubscribed
 	awaitRecorded(t, record, 1, `"method":"resources/unsubscribe"`, `fake://r/0`)
+
+	// A listener the gateway ends as it stops gets a result to its request.
+	resp = postRaw(t, context.Background(), d.URL, modernBody("L2", "subscriptions/listen", `"notifications":{"promptsListChanged":true}`, modernMeta(`{}`)), modernHeaders("subscriptions/listen", "")...)
+	defer resp.Body.Close()
+	r := mcphttp.NewEventReader(resp.Body, 1<<20)
+	var last message
+	for i := 0; ; i++ {
+		ev, err := r.Next()
+		if err != nil {
+			break
+		}
+		if i == 0 {
+			d.Signal(syscall.SIGTERM) // acknowledged: stop the gateway
+		}
+		if len(ev.Data) > 0 {
+			last = decode(t, string(ev.Data))
+		}
+	}
+	if string(last.ID) != `"L2"` || !strings.Contains(string(last.Result), `"io.modelcontextprotocol/subscriptionId":"L2"`) || !strings.Contains(string(last.Result), `"resultType":"complete"`) {
+		t.Errorf("the listen stream ended with %+v; want a result to L2 tagged with it", last)
+	}
 }

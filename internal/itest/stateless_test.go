@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/mcpgate/mcpgate/internal/testutil"
 )
 
 // statelessBody is an MCP 2026-07-28 request: params holds the members
@@ -110,5 +112,27 @@ func TestStatelessUnderAccessControl(t *testing.T) {
 	resp, body = exchange(t, http.DefaultClient, d.URL, list, statelessHeaders(cappedToken, "tools/list", "")...)
 	if resp.StatusCode != 429 || resp.Header.Get("Retry-After") == "" || !strings.Contains(body, "rate_limit") {
 		t.Errorf("capped's fourth stateless request: HTTP %d Retry-After %q %s; want 429 naming rate_limit", resp.StatusCode, resp.Header.Get("Retry-After"), body)
+	}
+}
+
+// A stateless call to a backend with an instance per session gets an
+// instance of its own for the call, released when the call ends: two
+// stateless calls never share a process's state.
+func TestStatelessCallOfAPooledBackend(t *testing.T) {
+	d := lifecycleGateway(t, t.TempDir(), pooledBackend)
+	testutil.Eventually(t, 30*time.Second, "the pool's idle instance", func() bool { return len(children(d)) == 1 })
+	pids := map[int]bool{}
+	for i := range 2 {
+		resp, body := exchange(t, http.DefaultClient, d.URL, statelessBody(i, "tools/call", `"name":"ded__pid"`),
+			"Mcp-Protocol-Version", "2026-07-28", "Mcp-Method", "tools/call", "Mcp-Name", "ded__pid")
+		result, errMsg := statelessResult(t, body)
+		if resp.StatusCode != 200 || errMsg != "" {
+			t.Fatalf("stateless call %d: HTTP %d %s", i, resp.StatusCode, body)
+		}
+		pid, count := counter(t, result["structuredContent"])
+		if count != 1 || pids[pid] {
+			t.Errorf("stateless call %d: pid %d count %d; want a fresh instance", i, pid, count)
+		}
+		pids[pid] = true
 	}
 }
