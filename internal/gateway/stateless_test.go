@@ -374,14 +374,22 @@ func TestStatelessCancelAndClientRequests(t *testing.T) {
 		t.Errorf("cancellation reason %q, want one saying the client went away", reason)
 	}
 
-	for _, c := range []struct{ caps, want string }{
-		{`{"sampling":{}}`, "cannot relay sampling/createMessage"},
-		{`{}`, "did not declare"},
-	} {
-		got := modernEvents(t, d.URL, modernBody(2, "tools/call", `"name":"f__sample","arguments":{}`, modernMeta(c.caps)), modernHeaders("tools/call", "f__sample")...)
-		if m := methods(got); len(m) != 1 || !strings.Contains(string(got[0].Result), c.want) {
-			t.Errorf("sampling during a stateless call with capabilities %s: %v %s; want the backend refused with %q", c.caps, m, got[len(got)-1].Result, c.want)
-		}
+	got := modernEvents(t, d.URL, modernBody(2, "tools/call", `"name":"f__sample","arguments":{}`, modernMeta(`{"sampling":{}}`)), modernHeaders("tools/call", "f__sample")...)
+	if m := methods(got); len(m) != 1 || !strings.Contains(string(got[0].Result), "cannot relay sampling/createMessage") {
+		t.Errorf("sampling during a stateless call: %v %s; want the backend refused", m, got[len(got)-1].Result)
+	}
+
+	// Without the capability, the client learns which one it lacks, with
+	// HTTP 400, and the backend's call is cancelled.
+	status, m := modernCall(t, d.URL, modernBody(3, "tools/call", `"name":"f__sample","arguments":{"id":"nocap"}`, modernMeta(`{}`)), modernHeaders("tools/call", "f__sample")...)
+	data, _ := m["error"].(map[string]any)["data"].(map[string]any)
+	required, _ := data["requiredCapabilities"].(map[string]any)
+	if status != http.StatusBadRequest || errorCode(m) != -32021 || required["sampling"] == nil {
+		t.Errorf("sampling without the capability: HTTP %d %v; want 400 with -32021 naming sampling", status, m)
+	}
+	id = backendID(t, awaitRecorded(t, record, 1, `"name":"sample"`, `"id":"nocap"`)[0])
+	if reason := awaitCancelled(t, observer, "f__cancelled", id); !strings.Contains(reason, "capability sampling") {
+		t.Errorf("cancellation reason %q, want one naming the capability", reason)
 	}
 }
 
