@@ -394,11 +394,12 @@ func TestStatelessCancelAndClientRequests(t *testing.T) {
 }
 
 // subscriptions/listen: acknowledged first with what the gateway agreed
-// to (max_subscriptions bounds the resources), then list_changed and resource updates tagged with the
+// to (max_subscriptions bounds the resources; a listener counts against
+// max_sessions), then list_changed and resource updates tagged with the
 // subscription id; closing the stream unsubscribes the backend.
 func TestStatelessListen(t *testing.T) {
 	record := recordFile(t, "f")
-	d := startGateway(t, "max_subscriptions = 1\n", fakeBackend(t, "f", "", "--resources", "2", "--record", record))
+	d := startGateway(t, "max_subscriptions = 1\nmax_sessions = 1\n", fakeBackend(t, "f", "", "--resources", "2", "--record", record))
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	body := modernBody("L1", "subscriptions/listen", `"notifications":{"toolsListChanged":true,"resourceSubscriptions":["fake://r/0","fake://r/1"]}`, modernMeta(`{}`))
@@ -463,6 +464,12 @@ func TestStatelessListen(t *testing.T) {
 	call("f__set_tools", `{"names":["zeta"]}`)
 	if m := next("tools/list_changed"); m.Method != "notifications/tools/list_changed" || subID(m) != "L1" {
 		t.Errorf("got %+v, want tools/list_changed tagged L1", m)
+	}
+
+	// A listener counts as a session: max_sessions 1 is reached.
+	status, m := modernCall(t, d.URL, modernBody("L9", "subscriptions/listen", `"notifications":{"toolsListChanged":true}`, modernMeta(`{}`)), modernHeaders("subscriptions/listen", "")...)
+	if status != http.StatusOK || errorCode(m) != -32005 {
+		t.Errorf("a second listener beyond max_sessions 1: HTTP %d %v; want error -32005", status, m)
 	}
 
 	cancel() // the client closes the stream: the backend is unsubscribed
