@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -204,7 +205,7 @@ func (c *Conn) start() {
 func (c *Conn) readLoop() {
 	lr := jsonrpc.NewLineReader(c.proc.streams().stdout, c.b.opts.MaxMessageBytes)
 	for {
-		line, err := lr.Next()
+		buf, err := lr.NextRoom(jsonrpc.SpliceRoom)
 		if err == nil || errors.As(err, new(*jsonrpc.ErrLineTooLong)) {
 			c.reads.Add(1)
 		}
@@ -217,9 +218,9 @@ func (c *Conn) readLoop() {
 			}
 			return
 		}
-		msg, err := jsonrpc.Parse(line)
+		msg, err := jsonrpc.ParseRoom(buf, jsonrpc.SpliceRoom) // room to answer the client in place
 		if err != nil {
-			c.warnServer("invalid", fmt.Sprintf("backend %q: dropped invalid output of the child: %v", c.b.name, err), "err", err, "line", truncate(line, 200))
+			c.warnServer("invalid", fmt.Sprintf("backend %q: dropped invalid output of the child: %v", c.b.name, err), "err", err, "line", truncate(buf[jsonrpc.SpliceRoom:], 200))
 			continue
 		}
 		c.dispatch(msg)
@@ -311,6 +312,7 @@ func (c *Conn) Go(ctx context.Context, method string, params json.RawMessage, ow
 	c.mu.Unlock()
 	err := c.sendWith(ctx, func(dst []byte) []byte {
 		var id [20]byte
+		dst = slices.Grow(dst, len(params)+len(method)+64) // one allocation for a large request, if any
 		return jsonrpc.AppendRequest(dst, strconv.AppendInt(id[:0], call.ID, 10), method, params)
 	})
 	if err != nil {

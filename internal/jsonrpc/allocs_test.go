@@ -3,6 +3,7 @@ package jsonrpc
 import (
 	"bytes"
 	"encoding/json"
+	"runtime"
 	"strings"
 	"testing"
 )
@@ -48,5 +49,24 @@ func TestHotPathAllocationBudgets(t *testing.T) {
 		} else if got < tt.budget {
 			t.Logf("%s allocates %.1f times, under its budget of %.0f: lower the budget", tt.name, got, tt.budget)
 		}
+	}
+}
+
+// A line longer than the reader's buffer is allocated once, at its size
+// (plus the room asked for): its pieces are kept outside the Go heap while
+// it is read (they used to be kept on it, then joined: twice the line).
+func TestLongLineAllocatedOnce(t *testing.T) {
+	line := append([]byte(`{"jsonrpc":"2.0","id":1,"result":"`), bytes.Repeat([]byte("0123456789abcdef"), 1<<18)...)
+	line = append(line, `"}`...)
+	lr := NewLineReader(bytes.NewReader(append(line, '\n')), 64<<20)
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	buf, err := lr.NextRoom(SpliceRoom)
+	runtime.ReadMemStats(&after)
+	if err != nil || !bytes.Equal(buf[SpliceRoom:], line) {
+		t.Fatalf("NextRoom = %d bytes, %v; want the line of %d", len(buf), err, len(line))
+	}
+	if allocated := after.TotalAlloc - before.TotalAlloc; allocated > uint64(len(line))+uint64(len(line))/16 {
+		t.Errorf("reading a line of %d bytes allocated %d bytes", len(line), allocated)
 	}
 }

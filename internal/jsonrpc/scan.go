@@ -90,7 +90,11 @@ func (m *Message) set(quotedKey, value []byte) (int, error) {
 	var field int
 	if inner := quotedKey[1 : len(quotedKey)-1]; plainASCII(inner) {
 		field = foldKeyBytes(inner) // no string made for the common key
+		if field < 0 || string(inner) != envelopeFields[field] {
+			m.inexact = true
+		}
 	} else {
+		m.inexact = true
 		key, ok := StringValue(quotedKey)
 		if !ok {
 			return -1, errors.New("invalid member name")
