@@ -92,6 +92,7 @@ func TestForwardedAgreesWithLookups(t *testing.T) {
 		`{"name":"echo"}`,
 		`{"name":7,"_meta":{}}`,
 		`{"_meta":{"progressToken":1,"progressToken":2},"name":"x"}`,
+		`{"name":"a","name":"b","_meta":{"progressToken":3}}`, // a repeated name does not hide the token
 		`[1,2]`,
 	} {
 		name, tok, span, ok := forwarded(json.RawMessage(params))

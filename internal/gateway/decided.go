@@ -82,7 +82,11 @@ func forwarded(params json.RawMessage) (name string, token json.RawMessage, toke
 	var values [2]json.RawMessage
 	var spans [2]jsonrpc.Span
 	if jsonrpc.FindEachSpan(params, forwardedKeys, values[:], spans[:]) != nil {
-		return "", nil, jsonrpc.Span{}, false
+		// One of them is ambiguous (a method whose name nobody decides
+		// on): each is looked up on its own, as before.
+		name, _, _ = stringParam(params, "name")
+		token, tokenSpan, hasToken = jsonrpc.LookupPath(params, "_meta", "progressToken")
+		return name, token, tokenSpan, hasToken
 	}
 	name, _ = jsonrpc.StringValue(values[0])
 	if values[1] == nil {
