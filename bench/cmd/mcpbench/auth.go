@@ -78,7 +78,11 @@ func (b *bencher) sharedScenario() error {
 		}
 		running = append(running, rg)
 	}
-	for _, n := range []int{1, b.plan.sharedSessions} {
+	busy := 64 // as the targets' load; a quick run's is small
+	if b.r.Quick {
+		busy = b.plan.payloadSessions
+	}
+	for _, n := range []int{1, busy} {
 		b.loadRuns("shared", "benchecho", running, n, 1024)
 	}
 	return nil

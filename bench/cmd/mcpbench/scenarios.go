@@ -20,7 +20,6 @@ type plan struct {
 	sessions        []int // at 1 KiB
 	payloads        []int // at payloadSessions sessions
 	payloadSessions int
-	sharedSessions  int // the shared-host scenario's second load
 	large           int // bytes of the one large result
 	idle, busy      int
 	demoSessions    int
@@ -33,14 +32,14 @@ func planFor(quick bool) plan {
 	if quick {
 		return plan{
 			warmup: 200 * time.Millisecond, measure: 500 * time.Millisecond,
-			sessions: []int{1, 16}, payloads: []int{64 << 10}, payloadSessions: 4, sharedSessions: 4,
+			sessions: []int{1, 16}, payloads: []int{64 << 10}, payloadSessions: 4,
 			large: 5_000_000, idle: 50, busy: 4, demoSessions: 4,
 			rounds: 1, startup: []int{10}, startupRepeats: 1,
 		}
 	}
 	return plan{
 		warmup: time.Second, measure: 3 * time.Second,
-		sessions: []int{1, 16, 64, 256}, payloads: []int{64 << 10, 1 << 20}, payloadSessions: 16, sharedSessions: 64,
+		sessions: []int{1, 16, 64, 256}, payloads: []int{64 << 10, 1 << 20}, payloadSessions: 16,
 		large: 50_000_000, idle: 1000, busy: 16, demoSessions: 16,
 		rounds: 3, startup: []int{10, 100}, startupRepeats: 3,
 	}

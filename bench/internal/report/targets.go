@@ -142,6 +142,7 @@ func (r *Results) Targets() []Target {
 			}
 		}
 	}
+	ts = append(ts, largeTime)
 	// Validating an OAuth access token on every request, against a static
 	// token, with as many sessions as the payload loads: the gateway's CPU
 	// time per call, steadier on a shared machine than throughput.
@@ -155,16 +156,5 @@ func (r *Results) Targets() []Target {
 			oauth.Value, oauth.Absent = l.CPUPerCall/st.CPUPerCall, ""
 		}
 	}
-	return append(ts, rss, large, largeTime, ready, oauth)
-}
-
-// sessionsOf returns the numbers of sessions scenario ran with.
-func (r *Results) sessionsOf(scenario string) []int {
-	var out []int
-	for _, k := range r.Loads() {
-		if k.Scenario == scenario {
-			out = append(out, k.Sessions)
-		}
-	}
-	return out
+	return append(ts, rss, large, ready, oauth)
 }
