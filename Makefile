@@ -108,9 +108,11 @@ e2e:
 # bench runs bench/ (its own Go module): mcpgate, the floor gateway and the
 # pinned Node peers side by side in one run, in under 5 minutes on 2 cores.
 # It writes bench/results/DATE-HOST.json, bench/plots/*.svg and the
-# generated section of BENCHMARKS.md. bench-quick is the same harness with
-# tiny loads, a smoke test that it works (part of check; it asserts no
-# timing). bench-micro runs the Go micro-benchmarks. bench-scaleout (part
+# generated section of BENCHMARKS.md, and ends with the load runs whose CPU
+# per call rose by more than 5% since the previous whole run in
+# bench/results (bench-scaleout runs first for that). bench-quick is the
+# same harness with tiny loads, a smoke test that it works (part of check;
+# it asserts no timing). bench-micro runs the Go micro-benchmarks. bench-scaleout (part
 # of bench, as root) prints calls per second through HAProxy to three hosts
 # in network namespaces against one host directly (internal/scaleout);
 # reported, not asserted, and not in BENCHMARKS.md's generated section.
@@ -119,8 +121,8 @@ NODE        ?= node
 MCPBENCH     = $(BIN)/mcpbench -bin $(BIN) -npm $(BENCH_CACHE)/npm -node $(NODE) -mcpgate-version $(VERSION)
 
 bench: bench-build bench-peers
-	$(MCPBENCH) -out bench/results -markdown BENCHMARKS.md -plots bench/plots
 	$(MAKE) bench-scaleout
+	$(MCPBENCH) -out bench/results -markdown BENCHMARKS.md -plots bench/plots
 
 bench-quick: bench-build bench-peers
 	cd bench && $(GO) test -race -count=1 ./...

@@ -34,6 +34,7 @@ type monitor struct {
 	openSince   time.Time
 	retryAt     time.Time
 	wake        chan struct{} // closed and replaced on every change of the backend
+	open        atomic.Bool   // openSince is set: calls read it without mu
 
 	calls, failed, fallbacks atomic.Uint64
 	toolsSeen                atomic.Bool  // some handshake or refresh listed tools
@@ -65,6 +66,9 @@ func (b *Backend) CountFallback() { b.mon.fallbacks.Add(1) }
 // circuitOpen reports whether the circuit is open, and when it is tried
 // again.
 func (b *Backend) circuitOpen() (bool, time.Time) {
+	if !b.mon.open.Load() {
+		return false, time.Time{} // the common case, without the lock
+	}
 	b.mon.mu.Lock()
 	defer b.mon.mu.Unlock()
 	return !b.mon.openSince.IsZero(), b.mon.retryAt
@@ -86,6 +90,7 @@ func (b *Backend) recordCheck(ok bool, latency time.Duration) (opened, changed b
 	}
 	if !ok && m.openSince.IsZero() && m.failures >= h.FailureThreshold {
 		m.openSince = now
+		m.open.Store(true)
 		m.retryAt = now.Add(h.HealthInterval * time.Duration(h.RecoveryMultiplier))
 		opened = true
 	}
@@ -100,6 +105,7 @@ func (b *Backend) resetCircuit() {
 	m.mu.Lock()
 	m.failures = 0
 	m.openSince, m.retryAt = time.Time{}, time.Time{}
+	m.open.Store(false)
 	m.mu.Unlock()
 }
 

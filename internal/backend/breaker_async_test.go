@@ -20,6 +20,7 @@ func TestAsyncRefusedWhileTheCircuitIsOpen(t *testing.T) {
 	c := startConn(t, b)
 	b.mon.mu.Lock()
 	b.mon.openSince, b.mon.retryAt = time.Now(), time.Now().Add(time.Hour)
+	b.mon.open.Store(true)
 	b.mon.mu.Unlock()
 
 	done := make(chan error, 1)

@@ -1,12 +1,12 @@
 package backend
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -38,7 +38,7 @@ type Conn struct {
 	remote *remote // the session with a remote server; nil for a child
 	log    *slog.Logger
 
-	writeq     chan []byte
+	in         *stdin        // the child's input; nil for a remote server
 	closeStdin chan struct{} // closed to make the writer flush and close stdin
 	closeOnce  sync.Once
 
@@ -94,7 +94,7 @@ func newConn(b *Backend, proc child) *Conn {
 		b:          b,
 		proc:       proc,
 		log:        b.log.With("backend_pid", proc.id()),
-		writeq:     make(chan []byte, 256),
+		in:         newStdin(proc.streams().stdin),
 		closeStdin: make(chan struct{}),
 		pending:    make(map[int64]*Call),
 		exited:     make(chan struct{}),
@@ -168,7 +168,7 @@ func (c *Conn) start() {
 	}
 	readerDone := make(chan struct{})
 	stderrDone := make(chan struct{})
-	go c.writeLoop()
+	go c.in.run(c)
 	go func() {
 		defer close(readerDone)
 		c.readLoop()
@@ -180,6 +180,7 @@ func (c *Conn) start() {
 	go func() {
 		c.exit = c.proc.wait()
 		close(c.exited)
+		c.in.stopWaiting()
 		// Every process of the group is dead now, so the pipes reach EOF as
 		// soon as we have read what the child wrote last. Only a member that
 		// left the group (setsid) could hold them open; don't wait for it.
@@ -201,47 +202,10 @@ func (c *Conn) start() {
 	}()
 }
 
-func (c *Conn) writeLoop() {
-	w := bufio.NewWriterSize(c.proc.streams().stdin, 64<<10)
-	defer c.proc.streams().stdin.Close()
-	var failed bool
-	write := func(msg []byte) {
-		if failed {
-			return // keep draining so senders never block on a dead child
-		}
-		w.Write(msg)
-		w.WriteByte('\n')
-		if len(c.writeq) == 0 {
-			if err := w.Flush(); err != nil {
-				failed = true
-				c.log.Debug("write to child failed", "err", err)
-			}
-		}
-	}
-	for {
-		select {
-		case msg := <-c.writeq:
-			write(msg)
-		case <-c.closeStdin:
-			for {
-				select {
-				case msg := <-c.writeq:
-					write(msg)
-				default:
-					w.Flush()
-					return
-				}
-			}
-		case <-c.exited:
-			return
-		}
-	}
-}
-
 func (c *Conn) readLoop() {
 	lr := jsonrpc.NewLineReader(c.proc.streams().stdout, c.b.opts.MaxMessageBytes)
 	for {
-		line, err := lr.Next()
+		buf, err := lr.NextRoom(jsonrpc.SpliceRoom)
 		if err == nil || errors.As(err, new(*jsonrpc.ErrLineTooLong)) {
 			c.reads.Add(1)
 		}
@@ -254,9 +218,9 @@ func (c *Conn) readLoop() {
 			}
 			return
 		}
-		msg, err := jsonrpc.Parse(line)
+		msg, err := jsonrpc.ParseRoom(buf, jsonrpc.SpliceRoom) // room to answer the client in place
 		if err != nil {
-			c.warnServer("invalid", fmt.Sprintf("backend %q: dropped invalid output of the child: %v", c.b.name, err), "err", err, "line", truncate(line, 200))
+			c.warnServer("invalid", fmt.Sprintf("backend %q: dropped invalid output of the child: %v", c.b.name, err), "err", err, "line", truncate(buf[jsonrpc.SpliceRoom:], 200))
 			continue
 		}
 		c.dispatch(msg)
@@ -346,7 +310,12 @@ func (c *Conn) Go(ctx context.Context, method string, params json.RawMessage, ow
 	}
 	c.pending[call.ID] = call
 	c.mu.Unlock()
-	if err := c.send(ctx, jsonrpc.AppendRequest(nil, jsonrpc.IntID(call.ID), method, params)); err != nil {
+	err := c.sendWith(ctx, func(dst []byte) []byte {
+		var id [20]byte
+		dst = slices.Grow(dst, len(params)+len(method)+64) // one allocation for a large request, if any
+		return jsonrpc.AppendRequest(dst, strconv.AppendInt(id[:0], call.ID, 10), method, params)
+	})
+	if err != nil {
 		if c.take(call.ID) == nil {
 			// fail took the call while it was being sent and answers it:
 			// it must not end a second time with this error.
@@ -478,19 +447,21 @@ func (c *Conn) ReplyError(id json.RawMessage, e *jsonrpc.Error) {
 }
 
 func (c *Conn) send(ctx context.Context, msg []byte) error {
+	return c.sendWith(ctx, func(dst []byte) []byte { return append(dst, msg...) })
+}
+
+// sendWith sends the message build appends to dst, waiting for room in the
+// child's queue until ctx ends. A child's message is built in the queue
+// itself and written by the caller (see stdin).
+func (c *Conn) sendWith(ctx context.Context, build func(dst []byte) []byte) error {
 	if c.remote != nil {
-		return c.remote.send(ctx, msg)
+		return c.remote.send(ctx, build(nil))
 	}
-	select {
-	case c.writeq <- msg:
-		return nil
-	case <-c.closeStdin:
-		return ErrGone
-	case <-c.exited:
-		return ErrGone
-	case <-ctx.Done():
+	err := c.in.send(ctx, true, c.exited, build)
+	if err != nil && ctx.Err() != nil {
 		return fmt.Errorf("backend %q is not reading its input: %w", c.b.name, ctx.Err())
 	}
+	return err
 }
 
 // trySend queues a message without waiting: answers and cancellations are
@@ -500,9 +471,8 @@ func (c *Conn) trySend(msg []byte) {
 		c.remote.trySend(msg)
 		return
 	}
-	select {
-	case c.writeq <- msg:
-	default:
+	err := c.in.send(context.Background(), false, c.exited, func(dst []byte) []byte { return append(dst, msg...) })
+	if errors.Is(err, errQueueFull) {
 		c.log.Warn(fmt.Sprintf("backend %q: dropped a message to the child: its input is full", c.b.name), "message", truncate(msg, 200))
 	}
 }

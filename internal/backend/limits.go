@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/mcpgate/mcpgate/internal/config"
@@ -18,6 +19,10 @@ type limiter struct {
 	queueTimeout time.Duration
 	rate         config.RateLimit
 
+	// unlimited calls take no lock: they only count in free.
+	unlimited bool
+	free      atomic.Int64
+
 	mu       sync.Mutex
 	inflight int
 	queue    []chan struct{} // waiting calls, oldest first; closed when admitted
@@ -26,13 +31,14 @@ type limiter struct {
 }
 
 func newLimiter(c config.Calls) *limiter {
-	return &limiter{max: c.MaxConcurrentCalls, queueTimeout: c.QueueTimeout, rate: c.RateLimit, tokens: float64(c.RateLimit.Burst)}
+	return &limiter{max: c.MaxConcurrentCalls, queueTimeout: c.QueueTimeout, rate: c.RateLimit, tokens: float64(c.RateLimit.Burst),
+		unlimited: c.MaxConcurrentCalls == 0 && c.RateLimit.Burst == 0}
 }
 
 func (l *limiter) counts() (inflight, queued int) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.inflight, len(l.queue)
+	return l.inflight + int(l.free.Load()), len(l.queue)
 }
 
 // allow takes a token of the rate limit; it returns how long until the
@@ -56,6 +62,10 @@ func (l *limiter) allow(now time.Time) (ok bool, next time.Duration) {
 // acquire takes a slot for one call, waiting in line for up to queueTimeout
 // if wait is set. The error names the limit.
 func (l *limiter) acquire(ctx context.Context, wait bool, b *Backend) error {
+	if l.unlimited {
+		l.free.Add(1)
+		return nil
+	}
 	l.mu.Lock()
 	if ok, next := l.allow(time.Now()); !ok {
 		l.mu.Unlock()
@@ -118,6 +128,10 @@ func (l *limiter) refund() {
 
 // release frees a slot, handing it to the oldest waiting call if any.
 func (l *limiter) release() {
+	if l.unlimited {
+		l.free.Add(-1)
+		return
+	}
 	l.mu.Lock()
 	if len(l.queue) > 0 {
 		close(l.queue[0])
@@ -186,8 +200,11 @@ func (b *Backend) admit(ctx context.Context, wait bool) (*Admission, error) {
 		return b.admitCLI(ctx, wait, start)
 	}
 	var deadline <-chan time.Time // armed at the first wait for a start
+	var changes <-chan struct{}   // taken before the state is read again, once a call has to wait
 	for {
-		changes := b.changes()
+		if wait && deadline != nil {
+			changes = b.changes()
+		}
 		b.mu.Lock()
 		state, conn := b.st.State, b.conn
 		b.mu.Unlock()
@@ -221,6 +238,7 @@ func (b *Backend) admit(ctx context.Context, wait bool) (*Admission, error) {
 			timer := time.NewTimer(b.cfg.StartWait)
 			defer timer.Stop()
 			deadline = timer.C
+			continue // read the state again, now after taking changes
 		}
 		select {
 		case <-changes:

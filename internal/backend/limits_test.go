@@ -121,3 +121,21 @@ func TestBreakerOpensAfterThresholdAndResets(t *testing.T) {
 		})
 	}
 }
+
+// Without max_concurrent_calls and rate_limit, calls take no lock, and
+// still count as in flight.
+func TestUnlimitedCallsCountInFlight(t *testing.T) {
+	l := newLimiter(config.Calls{})
+	if !l.unlimited {
+		t.Fatal("a limiter without limits is not unlimited")
+	}
+	for range 3 {
+		if err := l.acquire(context.Background(), false, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	l.release()
+	if inflight, queued := l.counts(); inflight != 2 || queued != 0 {
+		t.Errorf("counts = %d in flight, %d queued; want 2, 0", inflight, queued)
+	}
+}

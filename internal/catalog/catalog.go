@@ -56,12 +56,13 @@ type Catalog struct {
 
 	tools, prompts map[string]int
 	resources      map[string]int
+	memo           *memos // decisions about the tools, by key (DecideTool)
 }
 
 // Build merges sources. They must be sorted by backend name: on a name
 // collision the later backend loses the item, and the conflict is reported.
 func Build(sources []Source) *Catalog {
-	c := &Catalog{tools: map[string]int{}, prompts: map[string]int{}, resources: map[string]int{}}
+	c := &Catalog{tools: map[string]int{}, prompts: map[string]int{}, resources: map[string]int{}, memo: &memos{}}
 	th, ph, rh := sha256.New(), sha256.New(), sha256.New()
 	for _, src := range sources {
 		c.Tools = c.addEntries(c.Tools, c.tools, "tool", src, src.Lists.Tools, th)

@@ -122,6 +122,17 @@ func (s *Session) Client() *access.Client { return s.client.Load() }
 
 func (s *Session) policy() *access.Policy { return s.client.Load().Policy }
 
+// allowsTool reports whether the session's client may call the tool the
+// catalog exposes as name: decided once per policy and catalog snapshot,
+// not by walking the policy's globs on every call.
+func (s *Session) allowsTool(cat *catalog.Catalog, name string) bool {
+	p := s.policy()
+	if p.Unrestricted() {
+		return true
+	}
+	return cat.DecideTool(p, name, func(name string) bool { return p.Allows(access.Tools, name) })
+}
+
 // visibleEntries returns the entries of list the session's client may see:
 // list itself when nothing is hidden.
 func visibleEntries(p *access.Policy, k access.Kind, list []catalog.Entry) []catalog.Entry {

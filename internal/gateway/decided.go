@@ -71,3 +71,31 @@ func checkDecided(method string, params json.RawMessage, request bool) error {
 func ambiguous(err error, where string) error {
 	return jsonrpc.Errorf(jsonrpc.CodeInvalidRequest, "invalid request: in %s, %v; mcpgate decides on this member, so it must appear once, spelled exactly", where, err)
 }
+
+// forwardedKeys are the members of params a forwarded request needs.
+var forwardedKeys = []string{"name", "_meta"}
+
+// forwarded reads in one pass over params what forwarding a request needs:
+// the name member when it is a string, and _meta.progressToken with its
+// span in params. A member that is missing or ambiguous is not found.
+func forwarded(params json.RawMessage) (name string, token json.RawMessage, tokenSpan jsonrpc.Span, hasToken bool) {
+	var values [2]json.RawMessage
+	var spans [2]jsonrpc.Span
+	if jsonrpc.FindEachSpan(params, forwardedKeys, values[:], spans[:]) != nil {
+		// One of them is ambiguous (a method whose name nobody decides
+		// on): each is looked up on its own, as before.
+		name, _, _ = stringParam(params, "name")
+		token, tokenSpan, hasToken = jsonrpc.LookupPath(params, "_meta", "progressToken")
+		return name, token, tokenSpan, hasToken
+	}
+	name, _ = jsonrpc.StringValue(values[0])
+	if values[1] == nil {
+		return name, nil, jsonrpc.Span{}, false
+	}
+	token, span, err := jsonrpc.Find(values[1], "progressToken")
+	if err != nil || token == nil {
+		return name, nil, jsonrpc.Span{}, false
+	}
+	base := spans[1].Start
+	return name, token, jsonrpc.Span{Start: base + span.Start, End: base + span.End}, true
+}

@@ -69,7 +69,7 @@ func (s *Session) HandleRequest(msg *jsonrpc.Message, stream *Stream) {
 			return
 		}
 		tool, ok := cat.Tool(name)
-		if !ok || !s.policy().Allows(access.Tools, name) {
+		if !ok || !s.allowsTool(cat, name) {
 			if ok {
 				s.hidden(msg.Method, "tool", access.Tools, name)
 			}
@@ -291,10 +291,11 @@ func (s *Session) sendAdmitted(msg *jsonrpc.Message, stream *Stream, b *backend.
 	}
 	conn := adm.Conn
 	c := &call{sess: s, clientID: msg.ID, stream: stream, b: b, conn: conn, then: then, started: time.Now(), fb: fb}
+	toolName, tok, span, hasToken := forwarded(params) // one pass over params
 	if msg.Method == "tools/call" {
-		c.tool, _, _ = stringParam(params, "name") // for the output pipeline
+		c.tool = toolName // for the output pipeline
 	}
-	if tok, span, ok := jsonrpc.LookupPath(params, "_meta", "progressToken"); ok {
+	if hasToken {
 		c.token = newToken()
 		c.clientToken = tok
 		params = jsonrpc.Replace(params, span, []byte(c.token))

@@ -38,31 +38,43 @@ func NewLineReader(r io.Reader, limit int64) *LineReader {
 // allocated slice the caller owns. At the end of input it returns io.EOF; a
 // final line without a newline is still returned first.
 func (lr *LineReader) Next() ([]byte, error) {
+	return lr.NextRoom(0)
+}
+
+// NextRoom is Next with room spare bytes before the line: it returns buf,
+// whose line is buf[room:]. A message parsed from it with ParseRoom can be
+// answered in place (see SpliceResult).
+func (lr *LineReader) NextRoom(room int) (buf []byte, err error) {
 	for {
-		line, err := lr.readLine()
-		if len(line) > 0 || err != nil {
-			return line, err
+		buf, err := lr.readLine(room)
+		if len(buf) > room || err != nil {
+			return buf, err
 		}
 	}
 }
 
-// readLine keeps the buffer-sized pieces of a long line and joins them once
-// at the end, into a slice of the line's exact size: growing one slice
-// instead would leave garbage of several times the line's size behind,
-// which a result of tens of megabytes turns into that many times its size
-// of resident memory.
-func (lr *LineReader) readLine() ([]byte, error) {
-	var pieces [][]byte // earlier pieces of a line longer than the buffer
-	var size int        // bytes of the line so far
-	var head []byte     // the first bytes of a line found too long
+// readLine reads a line into a slice of its exact size (plus room). A line
+// longer than the buffer is kept outside the Go heap while it is read and
+// then moved into that slice (see spill): growing one slice instead would
+// leave garbage of several times the line's size behind, and keeping its
+// pieces would hold it twice while they are joined, which a result of tens
+// of megabytes turns into that many times its size of resident memory.
+func (lr *LineReader) readLine(room int) ([]byte, error) {
+	var long *spill // the line so far, if longer than the buffer
+	var size int    // bytes of the line so far
+	var head []byte // the first bytes of a line found too long
 	for {
 		chunk, err := lr.r.ReadSlice('\n')
 		if head == nil {
 			if int64(size+len(chunk)) > lr.limit+2 {
-				head = joinHead(pieces, chunk)
-				pieces = nil
+				head = long.head(chunk)
+				long.free()
+				long = nil
 			} else if errors.Is(err, bufio.ErrBufferFull) {
-				pieces = append(pieces, append([]byte(nil), chunk...))
+				if long == nil {
+					long = &spill{}
+				}
+				long.append(chunk)
 			}
 		}
 		size += len(chunk)
@@ -75,16 +87,18 @@ func (lr *LineReader) readLine() ([]byte, error) {
 			if head != nil {
 				return nil, &ErrLineTooLong{Limit: lr.limit, Head: head}
 			}
-			line := make([]byte, 0, size)
-			for _, p := range pieces {
-				line = append(line, p...)
+			buf := make([]byte, room, room+size)
+			if long != nil {
+				buf = long.moveTo(buf)
 			}
-			line = trimEOL(append(line, chunk...))
+			buf = append(buf, chunk...)
+			line := trimEOL(buf[room:])
 			if int64(len(line)) > lr.limit {
 				return nil, &ErrLineTooLong{Limit: lr.limit, Head: line[:min(len(line), headLen)]}
 			}
-			return line, nil
+			return buf[:room+len(line)], nil
 		default:
+			long.free()
 			return nil, err
 		}
 	}

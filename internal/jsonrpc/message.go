@@ -32,6 +32,10 @@ type Message struct {
 	Params  json.RawMessage `json:"params,omitempty"`
 	Result  json.RawMessage `json:"result,omitempty"`
 	Error   json.RawMessage `json:"error,omitempty"`
+
+	buf     []byte // what ParseRoom parsed, with its spare room in front
+	room    int    // the spare bytes in front of the message in buf
+	inexact bool   // a member was spelled in another case, or is not one of the envelope's
 }
 
 // IsRequest reports whether m is a request: a method and an id.

@@ -87,14 +87,28 @@ var envelopeFields = [...]string{"jsonrpc", "id", "method", "params", "result", 
 // exactly, or failing that case-insensitively. It returns the index in
 // envelopeFields of the field it set, or -1 for a member of no field.
 func (m *Message) set(quotedKey, value []byte) (int, error) {
-	key, ok := StringValue(quotedKey)
-	if !ok {
-		return -1, errors.New("invalid member name")
+	var field int
+	if inner := quotedKey[1 : len(quotedKey)-1]; plainASCII(inner) {
+		field = foldKeyBytes(inner) // no string made for the common key
+		if field < 0 || string(inner) != envelopeFields[field] {
+			m.inexact = true
+		}
+	} else {
+		m.inexact = true
+		key, ok := StringValue(quotedKey)
+		if !ok {
+			return -1, errors.New("invalid member name")
+		}
+		field = foldKey(key)
 	}
 	raw := func(dst *json.RawMessage) { *dst = json.RawMessage(value) }
 	str := func(dst *string, field string) error {
 		if value[0] == 'n' {
 			return nil // null leaves a string alone, as in encoding/json
+		}
+		if s, ok := knownString(value); ok {
+			*dst = s
+			return nil
 		}
 		s, ok := StringValue(value)
 		if !ok {
@@ -103,7 +117,6 @@ func (m *Message) set(quotedKey, value []byte) (int, error) {
 		*dst = s
 		return nil
 	}
-	field := foldKey(key)
 	switch field {
 	case 0:
 		return field, str(&m.JSONRPC, "jsonrpc")
@@ -130,6 +143,43 @@ func foldKey(key string) int {
 		}
 	}
 	return -1
+}
+
+// foldKeyBytes is foldKey for a name without escapes, without making a
+// string of it.
+func foldKeyBytes(key []byte) int {
+	for i, f := range envelopeFields {
+		if len(key) == len(f) && (string(key) == f || equalFoldASCII(string(key), f)) {
+			return i
+		}
+	}
+	return -1
+}
+
+// knownString returns the version and the methods of MCP that every
+// message carries as constants, so that reading them allocates nothing.
+func knownString(raw []byte) (string, bool) {
+	switch string(raw) {
+	case `"2.0"`:
+		return "2.0", true
+	case `"tools/call"`:
+		return "tools/call", true
+	case `"notifications/progress"`:
+		return "notifications/progress", true
+	case `"notifications/message"`:
+		return "notifications/message", true
+	case `"notifications/cancelled"`:
+		return "notifications/cancelled", true
+	case `"resources/read"`:
+		return "resources/read", true
+	case `"prompts/get"`:
+		return "prompts/get", true
+	case `"tools/list"`:
+		return "tools/list", true
+	case `"ping"`:
+		return "ping", true
+	}
+	return "", false
 }
 
 func equalFoldASCII(a, b string) bool {

@@ -55,6 +55,12 @@ func FindEach(obj []byte, keys []string, values []json.RawMessage) error {
 	return findEach(obj, keys, values, nil)
 }
 
+// FindEachSpan is FindEach that also sets spans[i] to where values[i] is
+// in obj.
+func FindEachSpan(obj []byte, keys []string, values []json.RawMessage, spans []Span) error {
+	return findEach(obj, keys, values, spans)
+}
+
 func findEach(obj []byte, keys []string, values []json.RawMessage, spans []Span) error {
 	clear(values)
 	i := skipSpace(obj, 0)

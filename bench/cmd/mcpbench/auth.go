@@ -59,6 +59,35 @@ oauth_subjects = ["bench"]
 	return nil
 }
 
+// sharedScenario measures mcpgate as a shared host runs it (see
+// gateways.SharedHost) beside the floor and mcpgate's default
+// configuration, at 1 session and at the payload loads' sessions.
+func (b *bencher) sharedScenario() error {
+	sum := sha256.Sum256([]byte(staticToken))
+	shared := gateways.SharedHost("mcpgate-shared", staticToken, hex.EncodeToString(sum[:]))
+	var running []*gateways.Running
+	defer func() {
+		for _, g := range running {
+			b.group.Stop(g.Proc)
+		}
+	}()
+	for _, g := range []*gateways.Gateway{gateways.All()[0], gateways.All()[1], shared} {
+		rg, err := g.Start(b.ctx, b.env, b.group, b.echo())
+		if err != nil {
+			return err
+		}
+		running = append(running, rg)
+	}
+	busy := 64 // as the targets' load; a quick run's is small
+	if b.r.Quick {
+		busy = b.plan.payloadSessions
+	}
+	for _, n := range []int{1, busy} {
+		b.loadRuns("shared", "benchecho", running, n, 1024)
+	}
+	return nil
+}
+
 // benchIssuer serves an authorization server's metadata and JWKS on the
 // loopback and returns its URL and an access token it signed, valid for a
 // day.

@@ -44,7 +44,7 @@ func run(args []string) int {
 	fs.StringVar(&o.plots, "plots", "bench/plots", "directory for the SVG plots, when -markdown is set")
 	fs.StringVar(&o.version, "mcpgate-version", "dev", "mcpgate's version, for the record")
 	fs.StringVar(&o.reportOnly, "report", "", "render the Markdown and plots from this results file; run nothing")
-	fs.StringVar(&o.steps, "steps", "", "comma-separated steps to run (large,load,idle,demo,auth,startup,profiles); empty: all")
+	fs.StringVar(&o.steps, "steps", "", "comma-separated steps to run (large,load,idle,demo,auth,shared,startup,profiles); empty: all")
 	fs.BoolVar(&o.quick, "quick", false, "a smoke test: small loads, a few seconds per scenario")
 	fs.BoolVar(&o.verbose, "v", false, "show the gateways' output")
 	if err := fs.Parse(args); err != nil {
@@ -114,6 +114,9 @@ func bench(ctx context.Context, o *options) error {
 	if o.steps != "" {
 		prefix += "-partial" // never in place of a whole run's results
 	}
+	// The previous whole run, read before this one may overwrite it (a
+	// second run on the same day has the same name).
+	prevPath, prev, prevErr := report.Previous(o.out, "")
 	b := &bencher{ctx: ctx, env: env, group: &group, plan: planFor(o.quick), r: r}
 	steps := []struct {
 		key, name string
@@ -124,6 +127,7 @@ func bench(ctx context.Context, o *options) error {
 		{"idle", "idle sessions", b.idleScenario},
 		{"demo", "demo backend", b.demoScenario},
 		{"auth", "authentication: static token and OAuth JWT", b.authScenario},
+		{"shared", "a shared host: token, 20-rule policy, audit, limits", b.sharedScenario},
 		{"startup", "start-up", b.startupScenario},
 		{"profiles", "profiles of mcpgate", func() error { return b.profileScenario(prefix) }},
 	}
@@ -145,7 +149,16 @@ func bench(ctx context.Context, o *options) error {
 	}
 	fmt.Fprintf(os.Stderr, "mcpbench: results in %s\n", path)
 	report.Summary(os.Stdout, r)
-	return render(o, r, path)
+	if err := render(o, r, path); err != nil {
+		return err
+	}
+	// Last, so that it is what a run ends with: what got slower.
+	if prevErr == nil && !o.quick {
+		report.PrintRegressions(os.Stdout, prevPath, prev, r, 0.05)
+	} else if !o.quick {
+		fmt.Fprintf(os.Stdout, "\nno previous whole run in %s to compare CPU per call with\n", o.out)
+	}
+	return nil
 }
 
 // render writes the Markdown section and plots when -markdown is set.

@@ -139,3 +139,14 @@ func (r *Results) allGateways() []string {
 	}
 	return names
 }
+
+// sessionsOf returns the numbers of sessions scenario ran with.
+func (r *Results) sessionsOf(scenario string) []int {
+	var out []int
+	for _, k := range r.Loads() {
+		if k.Scenario == scenario {
+			out = append(out, k.Sessions)
+		}
+	}
+	return out
+}

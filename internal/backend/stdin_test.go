@@ -1,0 +1,112 @@
+package backend
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// pipeConn returns a connection whose child input is a pipe the test
+// reads, with the writer goroutine running until the test ends.
+func pipeConn(t *testing.T) (*Conn, *os.File) {
+	t.Helper()
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &Conn{in: newStdin(w), closeStdin: make(chan struct{}), exited: make(chan struct{}), log: slog.New(slog.DiscardHandler)}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		c.in.run(c)
+	}()
+	t.Cleanup(func() {
+		c.closeOnce.Do(func() { close(c.closeStdin) })
+		r.Close() // a writer still waiting for the reader fails now
+		<-done
+	})
+	return c, r
+}
+
+// Messages sent from many goroutines while the child does not read reach it
+// whole, each sender's in order, once it reads: the senders write what the
+// pipe takes, the writer goroutine the rest, and a full queue makes senders
+// wait rather than drop requests. Closing stdin writes everything queued
+// before EOF.
+func TestStdinDeliversEveryMessageWholeAndInOrder(t *testing.T) {
+	c, r := pipeConn(t)
+	const senders, each = 8, 200 // 1.6 MB: many times what a pipe holds
+	pad := strings.Repeat("x", 1000)
+	var wg sync.WaitGroup
+	for s := range senders {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range each {
+				if err := c.send(context.Background(), fmt.Appendf(nil, "%d %d %s", s, i, pad)); err != nil {
+					t.Errorf("send: %v", err)
+					return
+				}
+			}
+		}()
+	}
+	sent := make(chan struct{})
+	go func() {
+		wg.Wait()
+		c.closeOnce.Do(func() { close(c.closeStdin) })
+		close(sent)
+	}()
+	next := make([]int, senders)
+	sc := bufio.NewScanner(r)
+	sc.Buffer(nil, 1<<20)
+	lines := 0
+	for sc.Scan() {
+		var s, i int
+		var rest string
+		if _, err := fmt.Sscanf(sc.Text(), "%d %d %s", &s, &i, &rest); err != nil || rest != pad {
+			t.Fatalf("line %d is not a whole message: %.60q", lines, sc.Text())
+		}
+		if i != next[s] {
+			t.Fatalf("sender %d: message %d came after %d", s, i, next[s]-1)
+		}
+		next[s]++
+		lines++
+	}
+	<-sent
+	if lines != senders*each {
+		t.Errorf("read %d messages, want %d", lines, senders*each)
+	}
+}
+
+// A call whose child does not read its input waits for room in the queue
+// until its context ends, with an error that says so; an answer the child
+// would get is dropped at once rather than stalling its sender.
+func TestStdinFullQueue(t *testing.T) {
+	c, _ := pipeConn(t)
+	msg := []byte(strings.Repeat("y", 4096))
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	var err error
+	for range 10 * maxQueued { // the pipe takes 16 of them, the queue maxQueued
+		if err = c.in.send(ctx, true, c.exited, func(dst []byte) []byte { return append(dst, msg...) }); err != nil {
+			break
+		}
+	}
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("send to a child that does not read: %v, want the deadline", err)
+	}
+	if err := c.in.send(context.Background(), false, c.exited, func(dst []byte) []byte { return append(dst, msg...) }); !errors.Is(err, errQueueFull) {
+		t.Errorf("trySend to a full queue: %v, want errQueueFull", err)
+	}
+	close(c.exited) // the child is gone: waiting senders give up
+	if err := c.in.send(context.Background(), true, c.exited, func(dst []byte) []byte { return append(dst, msg...) }); !errors.Is(err, ErrGone) {
+		t.Errorf("send after the child exited: %v, want ErrGone", err)
+	}
+}

@@ -1,0 +1,105 @@
+package gateway
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/mcpgate/mcpgate/internal/access"
+	"github.com/mcpgate/mcpgate/internal/backend"
+	"github.com/mcpgate/mcpgate/internal/catalog"
+	"github.com/mcpgate/mcpgate/internal/jsonrpc"
+)
+
+// Allocation budget of checkDecided: refusing ambiguous members costs a
+// tools/call one pass over params and no allocation.
+func TestCheckDecidedAllocationBudget(t *testing.T) {
+	params := json.RawMessage(`{"name":"fs__read_file","arguments":{"path":"/srv/data/` + strings.Repeat("x", 200) +
+		`"},"_meta":{"progressToken":17}}`)
+	const budget = 0
+	got := testing.AllocsPerRun(100, func() {
+		if err := checkDecided("tools/call", params, true); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if got > budget {
+		t.Errorf("checkDecided allocates %.1f times, over its budget of %d", got, budget)
+	}
+}
+
+// policy20 is a shared host's client policy: 20 tool rules.
+func policy20() *access.Policy {
+	var rules []string
+	for i := range 19 {
+		rules = append(rules, fmt.Sprintf("team%d__*", i))
+	}
+	return access.NewPolicy(append(rules, "!*__delete_*"), []string{"*"}, []string{"*"})
+}
+
+// catalog20 is a catalog of 100 tools of 20 backends.
+func catalog20() *catalog.Catalog {
+	var src []catalog.Source
+	for i := range 20 {
+		var tools []json.RawMessage
+		for j := range 5 {
+			tools = append(tools, json.RawMessage(fmt.Sprintf(`{"name":"tool_%d"}`, j)))
+		}
+		src = append(src, catalog.Source{Backend: fmt.Sprintf("team%02d", i), Prefix: fmt.Sprintf("team%d__", i), Lists: &backend.Lists{Tools: tools}})
+	}
+	return catalog.Build(src)
+}
+
+// Deciding whether a client with a 20-rule policy may call a tool
+// allocates nothing.
+func TestAllowsToolAllocationBudget(t *testing.T) {
+	s := &Session{}
+	s.client.Store(&access.Client{Name: "c", Policy: policy20()})
+	cat := catalog20()
+	if !s.allowsTool(cat, "team7__tool_3") || s.allowsTool(cat, "team19__tool_0") {
+		t.Fatal("wrong decisions")
+	}
+	if got := testing.AllocsPerRun(100, func() { s.allowsTool(cat, "team7__tool_3") }); got > 0 {
+		t.Errorf("allowsTool allocates %.1f times, over its budget of 0", got)
+	}
+}
+
+// BenchmarkAllowsTool is the policy check of a tools/call of a client with
+// 20 rules: remembered per catalog snapshot, against walking the rules.
+func BenchmarkAllowsTool(b *testing.B) {
+	s := &Session{}
+	p := policy20()
+	s.client.Store(&access.Client{Name: "c", Policy: p})
+	cat := catalog20()
+	b.Run("remembered", func(b *testing.B) {
+		for b.Loop() {
+			s.allowsTool(cat, "team17__tool_3")
+		}
+	})
+	b.Run("rules", func(b *testing.B) {
+		for b.Loop() {
+			p.Allows(access.Tools, "team17__tool_3")
+		}
+	})
+}
+
+// forwarded finds in one pass what LookupPath and a name lookup found in
+// two, and nothing where they find nothing.
+func TestForwardedAgreesWithLookups(t *testing.T) {
+	for _, params := range []string{
+		`{"name":"echo","arguments":{"a":1},"_meta":{"progressToken":"p-1"}}`,
+		`{"_meta":{"x":1,"progressToken":17},"name":"echo"}`,
+		`{"name":"echo"}`,
+		`{"name":7,"_meta":{}}`,
+		`{"_meta":{"progressToken":1,"progressToken":2},"name":"x"}`,
+		`{"name":"a","name":"b","_meta":{"progressToken":3}}`, // a repeated name does not hide the token
+		`[1,2]`,
+	} {
+		name, tok, span, ok := forwarded(json.RawMessage(params))
+		wantName, _, _ := stringParam(json.RawMessage(params), "name")
+		wantTok, wantSpan, wantOK := jsonrpc.LookupPath(json.RawMessage(params), "_meta", "progressToken")
+		if name != wantName || ok != wantOK || string(tok) != string(wantTok) || span != wantSpan {
+			t.Errorf("forwarded(%s) = %q, %s, %v, %v; want %q, %s, %v, %v", params, name, tok, span, ok, wantName, wantTok, wantSpan, wantOK)
+		}
+	}
+}
