@@ -7,6 +7,10 @@
 //
 // Usage:
 //   node everything-server-2026.mjs --stdio            serve stdio (both eras)
+//   node everything-server-2026.mjs --stdio-2025       serve stdio as a
+//       2025-11-25 server only: initialize, no server/discover (-32601); the
+//       in-band input tools then send sampling, elicitation and roots
+//       requests to the client on the session, as 2025 servers do
 //   node everything-server-2026.mjs --http HOST:PORT   serve HTTP at /mcp
 //
 // Over HTTP it answers 2026-07-28 requests statelessly and 2025-era requests
@@ -30,7 +34,7 @@ import {
     ProtocolErrorCode,
     ResourceTemplate
 } from '@modelcontextprotocol/server';
-import { serveStdio } from '@modelcontextprotocol/server/stdio';
+import { serveStdio, StdioServerTransport } from '@modelcontextprotocol/server/stdio';
 import * as z from 'zod/v4';
 
 // A 1x1 PNG and a silent WAV: the smallest valid media for content checks.
@@ -374,9 +378,12 @@ function serveHTTP(hostPort) {
 const args = process.argv.slice(2);
 if (args[0] === '--stdio') {
     serveStdio(newServer, { onerror: (err) => console.error('everything-server-2026:', err) });
+} else if (args[0] === '--stdio-2025') {
+    // Connected by hand, an McpServer speaks only the 2025 era.
+    await newServer().connect(new StdioServerTransport());
 } else if (args[0] === '--http' && args[1]) {
     serveHTTP(args[1]);
 } else {
-    console.error('usage: everything-server-2026.mjs --stdio | --http HOST:PORT');
+    console.error('usage: everything-server-2026.mjs --stdio | --stdio-2025 | --http HOST:PORT');
     process.exit(2);
 }
