@@ -91,7 +91,7 @@ units:
 	$(GO) test -count=1 -v -run '^(TestVerify|TestSecurity)$$' ./systemd
 
 conformance:
-	MCPGATE_CONFORMANCE=1 $(GO) test -count=1 -v -timeout 10m -run TestConformance ./internal/conformance
+	MCPGATE_CONFORMANCE=1 $(GO) test -count=1 -v -timeout 10m -run 'TestConformance|TestClients2026' ./internal/conformance
 
 # e2e builds the package once for every container test (each would build
 # it otherwise); MCPGATE_DEB=path.deb tests a package built elsewhere.
