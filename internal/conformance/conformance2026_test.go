@@ -35,10 +35,14 @@ var needs2026Server = map[string]string{}
 //   - through mcpgate with the fixture as a remote 2026 backend (HTTP);
 //   - through mcpgate with the fixture as a stdio backend;
 //   - through mcpgate with the fixture as a stdio backend that speaks only
-//     2025-11-25 (--stdio-2025): mcpgate serves 2026 clients in front of it.
+//     2025-11-25 (--stdio-2025): mcpgate serves 2026 clients in front of it;
+//   - through mcpgate with the go-sdk fixture of the 2025 runs as a stdio
+//     backend, against that fixture's own direct run. go-sdk v1.8.0 speaks
+//     both eras, so this is a 2025 backend until mcpgate probes backends
+//     with server/discover, and a 2026 one after.
 //
 // Every check that passes directly must pass through mcpgate in the first
-// two; in the third, every check except those of the scenarios in
+// two; in the last two, every check except those of the scenarios in
 // needs2026Server. tool_prefix is empty because the suite calls the
 // fixture's tools and prompts by their names.
 //
@@ -52,7 +56,7 @@ func TestConformance2026(t *testing.T) {
 	cli := []string{tk.suite2026, "server", "--requirements", spec2026}
 	scored := scoredScenarios(t, tk.suite2026)
 
-	var direct *suiteRun
+	var direct, directGo *suiteRun
 	t.Run("direct", func(t *testing.T) {
 		url := startFixture2026HTTP(t, tk.node, fixture)
 		direct = runServerScenarios(t, tk.node, cli, "2026 direct", url, "")
@@ -65,33 +69,48 @@ func TestConformance2026(t *testing.T) {
 	if direct == nil {
 		t.Fatal("no direct baseline to compare with (the direct run failed)")
 	}
+	// The go-sdk fixture of the 2025 runs also speaks 2026-07-28 (go-sdk
+	// v1.8.0 answers server/discover): its own baseline, for its leg.
+	t.Run("go-sdk direct", func(t *testing.T) {
+		directGo = runServerScenarios(t, tk.node, cli, "2026 direct, go-sdk fixture", startGoFixture2026HTTP(t, tk.fixture), "")
+	})
 
 	gateways := []struct {
 		name   string
+		base   *suiteRun
 		start  func(t *testing.T) string
 		exempt map[string]string
 	}{
-		{"remote 2026 backend", func(t *testing.T) string {
+		{"remote 2026 backend", direct, func(t *testing.T) string {
 			return startRemoteGateway(t, startFixture2026HTTP(t, tk.node, fixture))
 		}, nil},
-		{"stdio 2026 backend", func(t *testing.T) string {
+		{"stdio 2026 backend", direct, func(t *testing.T) string {
 			return startStdioGateway(t, tk.node, fixture, "--stdio")
 		}, nil},
-		{"2025 stdio backend", func(t *testing.T) string {
+		{"2025 stdio backend", direct, func(t *testing.T) string {
 			return startStdioGateway(t, tk.node, fixture, "--stdio-2025")
 		}, needs2026Server},
+		{"go-sdk stdio backend", directGo, func(t *testing.T) string {
+			return startGateway(t, tk.fixture)
+		}, needs2026Server},
 	}
-	runs := []*suiteRun{direct}
+	runs := []*suiteRun{direct, directGo}
 	for _, g := range gateways {
 		t.Run(g.name, func(t *testing.T) {
+			if g.base == nil {
+				t.Skip("no direct baseline to compare with (its direct run failed)")
+			}
 			run := runServerScenarios(t, tk.node, cli, "2026 through mcpgate, "+g.name, g.start(t), "")
 			runs = append(runs, run)
-			for _, msg := range checkRegressions(direct, run, g.exempt) {
+			for _, msg := range checkRegressions(g.base, run, g.exempt) {
 				t.Error(msg)
 			}
 		})
 	}
 	for _, run := range runs {
+		if run == nil {
+			continue
+		}
 		t.Log(run.summary() + fmt.Sprintf(" (%d checks pass)", run.successCount()))
 	}
 }
@@ -111,21 +130,39 @@ func fixture2026(t *testing.T) string {
 // port and returns its MCP endpoint URL once it answers.
 func startFixture2026HTTP(t *testing.T, node, fixture string) string {
 	t.Helper()
+	return startHTTPServer(t, "everything-server-2026", func(addr string) *exec.Cmd {
+		return exec.Command(node, fixture, "--http", addr)
+	})
+}
+
+// startGoFixture2026HTTP starts the go-sdk fixture serving stateless HTTP,
+// its default and what 2026-07-28 clients need (startFixtureHTTP serves
+// sessions for the 2025 runs).
+func startGoFixture2026HTTP(t *testing.T, fixtureBin string) string {
+	t.Helper()
+	return startHTTPServer(t, "everything-server", func(addr string) *exec.Cmd {
+		return exec.Command(fixtureBin, "-http", addr)
+	})
+}
+
+// startHTTPServer starts the server that command makes for a free loopback
+// address and returns its /mcp URL once it answers.
+func startHTTPServer(t *testing.T, name string, command func(addr string) *exec.Cmd) string {
+	t.Helper()
 	dir := t.TempDir()
 	for attempt := 1; ; attempt++ {
 		addr := freeLoopbackAddr(t)
-		p := startProc(t, "everything-server-2026", exec.Command(node, fixture, "--http", addr),
-			filepath.Join(dir, fmt.Sprintf("fixture-%d.log", attempt)))
+		p := startProc(t, name, command(addr), filepath.Join(dir, fmt.Sprintf("%s-%d.log", name, attempt)))
 		url := "http://" + addr + "/mcp"
 		err := awaitHTTP(t.Context(), url, p, 30*time.Second)
 		if err == nil {
-			t.Logf("everything-server-2026 (pid %d) serves %s", p.cmd.Process.Pid, url)
+			t.Logf("%s (pid %d) serves %s", name, p.cmd.Process.Pid, url)
 			return url
 		}
-		if p.exited() && attempt < 3 && strings.Contains(p.output(), "EADDRINUSE") {
+		if out := p.output(); p.exited() && attempt < 3 && (strings.Contains(out, "EADDRINUSE") || strings.Contains(out, "address already in use")) {
 			continue // lost the race for the port; take another
 		}
-		t.Fatalf("start everything-server-2026: %v\noutput:\n%s", err, p.output())
+		t.Fatalf("start %s: %v\noutput:\n%s", name, err, p.output())
 	}
 }
 
