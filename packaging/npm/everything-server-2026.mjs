@@ -62,7 +62,7 @@ const askModel = (prompt, maxTokens) =>
     inputRequired.createMessage({ messages: [{ role: 'user', content: { type: 'text', text: prompt } }], maxTokens });
 
 // handler is the HTTP entry; the listen triggers publish on its bus. Over
-// stdio it stays unset and the triggers only answer.
+// stdio, where one server serves the connection, they notify through it.
 let handler;
 
 function tools(server) {
@@ -117,11 +117,13 @@ function tools(server) {
         return text('sampled');
     });
     tool('test_trigger_tool_change', 'Publishes tools/list_changed to listeners', async () => {
-        handler?.notify.toolsChanged();
+        if (handler) handler.notify.toolsChanged();
+        else server.sendToolListChanged();
         return text('tools_list_changed published');
     });
     tool('test_trigger_prompt_change', 'Publishes prompts/list_changed to listeners', async () => {
-        handler?.notify.promptsChanged();
+        if (handler) handler.notify.promptsChanged();
+        else server.sendPromptListChanged();
         return text('prompts_list_changed published');
     });
 
