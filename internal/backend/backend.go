@@ -384,13 +384,29 @@ func (s *supervision) start(ctx context.Context) (*Conn, time.Time, error) {
 		err   error
 	}
 	hs := make(chan result, 1)
-	go func() {
-		lists, err := conn.handshake(hctx)
-		hs <- result{lists, err}
-	}()
+	handshake := func(conn *Conn, probe bool) {
+		go func() {
+			lists, err := conn.handshake(hctx, probe)
+			hs <- result{lists, err}
+		}()
+	}
+	probe := b.cfg.Transport != "sse" // the legacy HTTP+SSE transport predates server/discover
+	handshake(conn, probe)
 	for {
 		select {
 		case r := <-hs:
+			if probe && errors.Is(r.err, errProbeEnded) {
+				// A legacy server that exits on a method it does not
+				// know: a new one, spared the probe.
+				<-conn.Done()
+				b.log.Info(fmt.Sprintf("backend %q ended at server/discover; starting it again with initialize", b.name), conn.ident())
+				probe = false
+				if conn, err = b.connect(); err != nil {
+					return nil, started, err
+				}
+				handshake(conn, false)
+				continue
+			}
 			if r.err != nil {
 				if errors.Is(r.err, context.DeadlineExceeded) {
 					r.err = fmt.Errorf("%w within %s (timeout)", errHandshakeTimeout, b.cfg.Timeout)
@@ -743,15 +759,7 @@ func (b *Backend) publishLists(conn *Conn, lists *Lists) {
 // initializeParams is what the gateway declares to the child: the client
 // capabilities it can relay, and itself.
 func (b *Backend) initializeParams() json.RawMessage {
-	caps := "{}"
-	switch {
-	case b.cfg.RelayClientRequests && len(b.cfg.Roots) > 0:
-		caps = `{"roots":{"listChanged":false},"sampling":{},"elicitation":{}}`
-	case b.cfg.RelayClientRequests:
-		caps = `{"roots":{"listChanged":true},"sampling":{},"elicitation":{}}`
-	case len(b.cfg.Roots) > 0:
-		caps = `{"roots":{"listChanged":false}}`
-	}
+	caps := string(b.relayCapabilities())
 	p := []byte(`{"protocolVersion":"` + ProtocolVersion + `","capabilities":` + caps + `,"clientInfo":{"name":"mcpgate","version":`)
 	p = jsonrpc.AppendString(p, b.opts.Version)
 	return append(p, "}}"...)
