@@ -94,8 +94,10 @@ tool_prefix = ""
 		if got := goCallText(t, cs, "trigger-elicitation-request", nil); !strings.Contains(got, `"go"`) {
 			t.Errorf("trigger-elicitation-request = %q, want the client's answer", got)
 		}
-		ev.Await(t, 1, clientWait, "the sampling request", testutil.Method("sampling/createMessage"))
-		ev.Await(t, 1, clientWait, "the elicitation request", testutil.Method("elicitation/create"))
+		// The handlers ran inside the calls, which have returned.
+		if s, e := ev.Count(testutil.Method("sampling/createMessage")), ev.Count(testutil.Method("elicitation/create")); s != 1 || e != 1 {
+			t.Errorf("the Go SDK client answered %d sampling and %d elicitation requests, want 1 and 1: %s", s, e, ev)
+		}
 		front.check(t)
 	})
 

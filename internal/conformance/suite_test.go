@@ -20,6 +20,7 @@ const (
 	statusSuccess = "SUCCESS"
 	statusFailure = "FAILURE"
 	statusWarning = "WARNING"
+	statusInfo    = "INFO"
 )
 
 // tools are the installed test tools, as reported by packaging/conformance/setup.sh.

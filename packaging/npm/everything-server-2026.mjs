@@ -229,7 +229,9 @@ function tools(server) {
     });
     tool('test_input_required_result_capabilities', 'Asks only for what the client declared', async (_args, ctx) => {
         if (ctx.mcpReq.inputResponses !== undefined) return text('Capability-aware input requests fulfilled');
-        const declared = ctx.mcpReq.envelope?.[CLIENT_CAPABILITIES_META_KEY] ?? {};
+        // A 2026 request declares its capabilities; a 2025 session did so
+        // at initialize.
+        const declared = ctx.mcpReq.envelope?.[CLIENT_CAPABILITIES_META_KEY] ?? server.server.getClientCapabilities() ?? {};
         const inputRequests = {};
         if (declared.elicitation !== undefined) inputRequests.user_name = askString('What is your name?', 'name');
         if (declared.sampling !== undefined) inputRequests.greeting = askModel('Generate a short greeting', 50);
