@@ -118,6 +118,9 @@ type Gateway struct {
 	// levelMu orders log levels: each is worked out from the sessions'
 	// levels and sent before the next one is (setLevel, releaseLevel).
 	levelMu sync.Mutex
+	// requestLevels is the most verbose log level stateless requests had
+	// each connection use, as syslog priority + 1; guarded by levelMu.
+	requestLevels map[*backend.Conn]int
 
 	relayMu sync.Mutex
 	relays  map[relayKey]*relayed // server→client requests, by backend side
@@ -161,6 +164,7 @@ func New(registry Registry, opts Options) *Gateway {
 		relays:    map[relayKey]*relayed{},
 		idle:      make(chan struct{}, 1),
 	}
+	g.requestLevels = map[*backend.Conn]int{}
 	g.catalog.Store(catalog.Build(nil))
 	g.nowhere = newStream(-1, true, 1)
 	g.nowhere.finished = true

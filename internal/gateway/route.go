@@ -320,6 +320,9 @@ func (s *Session) sendAdmitted(msg *jsonrpc.Message, stream *Stream, b *backend.
 		s.StreamDone(stream)
 	})
 
+	if s.stateless && s.logLevel >= 0 {
+		g.requestLevel(conn, s.logLevel)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), b.Config().Timeout)
 	defer cancel()
 	// The callback may run before Go returns; c.bcall is only needed to

@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/mcpgate/mcpgate/internal/access"
+	"github.com/mcpgate/mcpgate/internal/backend"
 	"github.com/mcpgate/mcpgate/internal/journal"
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
 )
@@ -148,4 +149,24 @@ func (s *Session) discover(msg *jsonrpc.Message, stream *Stream) {
 	}
 	out = append(out, '}')
 	stream.push(jsonrpc.AppendResult(nil, msg.ID, out), true)
+}
+
+// requestLevel has conn log at least as verbosely as a stateless request
+// asked (prio, a syslog priority) before the request goes out: a 2025
+// backend has one log level for all its clients, set with
+// logging/setLevel, and the gateway filters what each request gets. The
+// level a stateless request set only ever rises while the connection
+// lives, and never goes below what the sessions that see the backend want.
+func (g *Gateway) requestLevel(conn *backend.Conn, prio int) {
+	if conn.Server() == nil || conn.Server().Capabilities.Logging == nil {
+		return
+	}
+	g.levelMu.Lock()
+	defer g.levelMu.Unlock()
+	if g.requestLevels[conn] > prio {
+		return // as verbose already
+	}
+	g.requestLevels[conn] = prio + 1
+	level := max(prio, g.mostVerbose(conn.Backend(), -1))
+	conn.Async("logging/setLevel", levelParams(level), conn.Backend().Config().Timeout, func(*jsonrpc.Message, error) {})
 }

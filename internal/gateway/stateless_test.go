@@ -15,6 +15,7 @@ import (
 	"testing"
 
 	"github.com/mcpgate/mcpgate/internal/mcphttp"
+	"github.com/mcpgate/mcpgate/internal/testutil"
 )
 
 const modern = "2026-07-28"
@@ -266,5 +267,118 @@ func TestStatelessDiscover(t *testing.T) {
 	status, m = modernCall(t, d.URL, modernBody(3, "resources/read", `"uri":"nowhere://x"`, modernMeta(`{}`)), modernHeaders("resources/read", "nowhere://x")...)
 	if status != http.StatusOK || errorCode(m) != -32602 {
 		t.Errorf("resource not found: HTTP %d code %d, want 200 -32602: %v", status, errorCode(m), m)
+	}
+}
+
+// modernEvents posts a stateless request and returns every message of
+// the answer (one for plain JSON), failing on an SSE event with an id:
+// 2026-07-28 streams are not resumable.
+func modernEvents(t *testing.T, url, body string, header ...string) []message {
+	t.Helper()
+	resp := postRaw(t, context.Background(), url, body, header...)
+	defer resp.Body.Close()
+	if !strings.HasPrefix(resp.Header.Get("Content-Type"), mcphttp.MediaSSE) {
+		data, _ := io.ReadAll(resp.Body)
+		return []message{decode(t, string(data))}
+	}
+	var out []message
+	r := mcphttp.NewEventReader(resp.Body, 1<<20)
+	for {
+		ev, err := r.Next()
+		if err != nil {
+			return out
+		}
+		if ev.ID != "" || ev.Retry != 0 {
+			t.Errorf("a stateless stream has an event with id %q retry %v", ev.ID, ev.Retry)
+		}
+		if len(ev.Data) > 0 {
+			out = append(out, decode(t, string(ev.Data)))
+		}
+	}
+}
+
+func methods(msgs []message) []string {
+	var out []string
+	for _, m := range msgs {
+		if m.Method != "" {
+			out = append(out, m.Method)
+		} else {
+			out = append(out, "response")
+		}
+	}
+	return out
+}
+
+// A stateless call's progress, and the backend's log messages at or above
+// the request's logLevel, ride its response stream; without a logLevel it
+// gets no log message. The backend is set to log that verbosely.
+func TestStatelessProgressAndLogLevel(t *testing.T) {
+	d := startGateway(t, "", fakeBackend(t, "f", ""))
+	call := func(tool, args string, meta string) []message {
+		return modernEvents(t, d.URL, modernBody(1, "tools/call", fmt.Sprintf(`"name":%q,"arguments":%s`, tool, args), meta), modernHeaders("tools/call", tool)...)
+	}
+	got := call("f__progress", `{"steps":2,"ms":1}`, modernMeta(`{}`, `"progressToken":"p1"`))
+	if m := methods(got); strings.Join(m, " ") != "notifications/progress notifications/progress response" {
+		t.Fatalf("progress call: %v", m)
+	}
+	if got[0].Params["progressToken"] != "p1" {
+		t.Errorf("progress token %v, want the client's p1", got[0].Params["progressToken"])
+	}
+
+	got = call("f__log", `{"level":"warning","data":"w1"}`, modernMeta(`{}`, `"io.modelcontextprotocol/logLevel":"info"`))
+	if m := methods(got); strings.Join(m, " ") != "notifications/message response" || got[0].Params["data"] != "w1" {
+		t.Errorf("log call at level info: %v %v", m, got)
+	}
+	if got := call("f__loglevel", `{}`, modernMeta(`{}`)); !strings.Contains(string(got[0].Result), `"level":"info"`) {
+		t.Errorf("the backend's level after a request at info: %s", got[0].Result)
+	}
+	got = call("f__log", `{"level":"warning","data":"w2"}`, modernMeta(`{}`, `"io.modelcontextprotocol/logLevel":"error"`))
+	if m := methods(got); strings.Join(m, " ") != "response" {
+		t.Errorf("a warning reached a request at level error: %v", m)
+	}
+	got = call("f__log", `{"level":"emergency","data":"w3"}`, modernMeta(`{}`))
+	if m := methods(got); strings.Join(m, " ") != "response" {
+		t.Errorf("a request without logLevel got a log message: %v", m)
+	}
+}
+
+// Closing a stateless request's connection cancels its backend call; a
+// backend's request to the client of a stateless call is refused (until
+// InputRequiredResult), and never reaches a client without the capability.
+func TestStatelessCancelAndClientRequests(t *testing.T) {
+	record := recordFile(t, "f")
+	d := startGateway(t, "", fakeBackend(t, "f", "", "--record", record))
+	observer := connect(t, d, testutil.NewClientEvents("observer"), nil)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		body := modernBody(1, "tools/call", `"name":"f__wait_cancel","arguments":{"who":"stateless"}`, modernMeta(`{}`))
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, d.URL, strings.NewReader(body))
+		req.Header.Set("Accept", mcphttp.AcceptPost)
+		req.Header.Set("Content-Type", "application/json")
+		for h := modernHeaders("tools/call", "f__wait_cancel"); len(h) > 1; h = h[2:] {
+			req.Header.Set(h[0], h[1])
+		}
+		if resp, err := http.DefaultClient.Do(req); err == nil {
+			resp.Body.Close()
+		}
+	}()
+	id := backendID(t, awaitRecorded(t, record, 1, `"who":"stateless"`)[0])
+	cancel()
+	<-done
+	if reason := awaitCancelled(t, observer, "f__cancelled", id); !strings.Contains(reason, "disconnected") && !strings.Contains(reason, "closed") {
+		t.Errorf("cancellation reason %q, want one saying the client went away", reason)
+	}
+
+	for _, c := range []struct{ caps, want string }{
+		{`{"sampling":{}}`, "cannot relay sampling/createMessage"},
+		{`{}`, "did not declare"},
+	} {
+		got := modernEvents(t, d.URL, modernBody(2, "tools/call", `"name":"f__sample","arguments":{}`, modernMeta(c.caps)), modernHeaders("tools/call", "f__sample")...)
+		if m := methods(got); len(m) != 1 || !strings.Contains(string(got[0].Result), c.want) {
+			t.Errorf("sampling during a stateless call with capabilities %s: %v %s; want the backend refused with %q", c.caps, m, got[len(got)-1].Result, c.want)
+		}
 	}
 }
