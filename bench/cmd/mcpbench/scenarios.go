@@ -18,7 +18,7 @@ import (
 type plan struct {
 	warmup, measure time.Duration
 	sessions        []int // at 1 KiB
-	stateless       []int // 2026-07-28 clients at 1 KiB, mcpgate only
+	stateless       []int // mcpgate with sessions and 2026-07-28 clients, at 1 KiB
 	payloads        []int // at payloadSessions sessions
 	payloadSessions int
 	large           int // bytes of the one large result
@@ -103,7 +103,7 @@ func (b *bencher) loadScenarios() error {
 		b.loadRuns("sessions", "benchecho", running, n, 1024)
 	}
 	for _, n := range b.plan.stateless {
-		b.loadRuns("stateless", "benchecho", only(running, "mcpgate"), n, 1024)
+		b.loadRuns("stateless", "benchecho", statelessPair(running), n, 1024)
 	}
 	for _, size := range b.plan.payloads {
 		b.loadRuns("payload", "benchecho", running, b.plan.payloadSessions, size)
@@ -133,7 +133,7 @@ func (b *bencher) loadRuns(scenario, backend string, running []*gateways.Running
 		fmt.Fprintf(os.Stderr, "  %-8s %-10s %-12s sessions=%-4d payload=%d\n", scenario, backend, g.Name, sessions, payload)
 		st := &state{g: g, tally: load.Tally{Sessions: sessions, Payload: payload}}
 		openLoad := load.OpenToken
-		if scenario == "stateless" {
+		if strings.HasSuffix(g.Name, statelessSuffix) {
 			openLoad = load.OpenStateless
 		}
 		open, err := openLoad(b.ctx, g.URL, sessions, strings.Repeat("x", payload), g.Token)
@@ -274,12 +274,19 @@ func (b *bencher) demoScenario() error {
 	return nil
 }
 
-// only returns the running gateway called name, for loads that only it
-// serves (2026-07-28 clients).
-func only(running []*gateways.Running, name string) []*gateways.Running {
+// statelessSuffix names a gateway's stateless variant: the same process,
+// driven by 2026-07-28 clients instead of sessions.
+const statelessSuffix = "-stateless"
+
+// statelessPair returns mcpgate twice, driven by sessions and by stateless
+// clients: in one loadRuns their rounds alternate, so that noise on a
+// shared machine falls on both sides of the comparison.
+func statelessPair(running []*gateways.Running) []*gateways.Running {
 	for _, g := range running {
-		if g.Name == name {
-			return []*gateways.Running{g}
+		if g.Name == "mcpgate" {
+			variant := *g.Gateway
+			variant.Name += statelessSuffix
+			return []*gateways.Running{g, {Gateway: &variant, URL: g.URL, Proc: g.Proc}}
 		}
 	}
 	return nil

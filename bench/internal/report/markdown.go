@@ -75,7 +75,7 @@ func Markdown(w *bytes.Buffer, r *Results, results string, plots []string) {
 		"payload":   "Payload size",
 		"demo":      "Realistic backend (the demo server's echo tool, 1 KiB)",
 		"auth":      "Authentication (1 KiB echo): mcpgate without, with a static token, and validating an OAuth JWT per request",
-		"stateless": "Stateless 2026-07-28 clients (1 KiB echo, benchecho; mcpgate only: each call carries its _meta, no session)",
+		"stateless": "Stateless 2026-07-28 clients (1 KiB echo, benchecho): mcpgate with 2025 sessions, and mcpgate-stateless, the same process with clients that send the 2026 _meta on every call and keep no session",
 	}
 	for _, scenario := range []string{"sessions", "stateless", "payload", "demo", "auth"} {
 		fmt.Fprintf(w, "\n### %s\n\n", titles[scenario])

@@ -6,19 +6,19 @@ import (
 	"github.com/mcpgate/mcpgate/bench/internal/load"
 )
 
-// Each stateless run of mcpgate is compared with its session run at the
-// same number of clients, by CPU time per call.
+// Each stateless run of mcpgate is compared with the session run beside it
+// at the same number of clients, by CPU time per call.
 func TestStatelessTargets(t *testing.T) {
-	run := func(scenario string, clients int, cpu float64, skipped string) LoadRun {
-		l := LoadRun{Scenario: scenario, Backend: "benchecho", Gateway: "mcpgate", Sessions: clients, Payload: 1024, CPUPerCall: cpu, Skipped: skipped}
+	run := func(gateway string, clients int, cpu float64, skipped string) LoadRun {
+		l := LoadRun{Scenario: "stateless", Backend: "benchecho", Gateway: gateway, Sessions: clients, Payload: 1024, CPUPerCall: cpu, Skipped: skipped}
 		if skipped == "" {
 			l.Result = &load.Result{Sessions: clients, Payload: 1024, Calls: 100, CallsPerSec: 1000}
 		}
 		return l
 	}
 	r := &Results{Load: []LoadRun{
-		run("sessions", 1, 100, ""), run("sessions", 64, 50, ""),
-		run("stateless", 1, 105, ""), run("stateless", 64, 60, ""), run("stateless", 16, 0, "failed: HTTP 400"),
+		run("mcpgate", 1, 100, ""), run("mcpgate", 64, 50, ""), run("mcpgate", 16, 50, ""),
+		run("mcpgate-stateless", 1, 105, ""), run("mcpgate-stateless", 64, 60, ""), run("mcpgate-stateless", 16, 0, "failed: HTTP 400"),
 	}}
 	want := []struct{ name, verdict string }{
 		{"mcpgate CPU per call, stateless ÷ session (1 clients)", "1.05× (target ≤ 1.10×): met"},

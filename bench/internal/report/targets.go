@@ -139,22 +139,22 @@ func (r *Results) Targets() []Target {
 	return append(append(ts, rss, large, ready, oauth), r.statelessTargets()...)
 }
 
-// statelessTargets compare mcpgate's CPU time per call of a 2026-07-28
-// stateless client with a 2025 session's, at each number of clients both
-// ran with.
+// statelessTargets compare mcpgate's CPU time per call of 2026-07-28
+// stateless clients with that of 2025 sessions, measured in alternating
+// rounds on the same process, at each number of clients.
 func (r *Results) statelessTargets() []Target {
 	var ts []Target
 	for _, l := range r.Load {
-		if l.Scenario != "stateless" || l.Gateway != "mcpgate" {
+		if l.Scenario != "stateless" || l.Gateway != "mcpgate-stateless" {
 			continue
 		}
 		t := Target{Name: fmt.Sprintf("mcpgate CPU per call, stateless ÷ session (%d clients)", l.Sessions), Limit: 1.1, AtMost: true, Unit: "×"}
-		s := r.Find("sessions", "mcpgate", l.Sessions, l.Payload)
+		s := r.Find("stateless", "mcpgate", l.Sessions, l.Payload)
 		switch {
 		case l.Result == nil || l.CPUPerCall == 0:
 			t.Absent = "the stateless run " + cmpOr(l.Skipped, "made no call")
 		case s == nil || s.Result == nil || s.CPUPerCall == 0:
-			t.Absent = fmt.Sprintf("no %d-session run of mcpgate", l.Sessions)
+			t.Absent = fmt.Sprintf("no %d-session run of mcpgate beside it", l.Sessions)
 		default:
 			t.Value = l.CPUPerCall / s.CPUPerCall
 		}
