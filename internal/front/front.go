@@ -149,7 +149,12 @@ func (h *Handler) post(w http.ResponseWriter, r *http.Request) {
 	if !h.acquire(w, r) {
 		return
 	}
-	defer h.release()
+	held := true // a subscriptions/listen stream gives its slot back early
+	defer func() {
+		if held {
+			h.release()
+		}
+	}()
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, h.opts.MaxMessageBytes))
 	if err != nil {
 		var tooLarge *http.MaxBytesError
@@ -182,7 +187,7 @@ func (h *Handler) post(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if stateless && isModern(r.Header, msg) {
-		h.stateless(w, r, msg, sse)
+		h.stateless(w, r, msg, sse, &held)
 		return
 	}
 	if msg.IsRequest() && msg.Method == "initialize" {

@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/mcpgate/mcpgate/internal/mcphttp"
 	"github.com/mcpgate/mcpgate/internal/testutil"
@@ -381,4 +382,80 @@ func TestStatelessCancelAndClientRequests(t *testing.T) {
 			t.Errorf("sampling during a stateless call with capabilities %s: %v %s; want the backend refused with %q", c.caps, m, got[len(got)-1].Result, c.want)
 		}
 	}
+}
+
+// subscriptions/listen: acknowledged first with what the gateway agreed
+// to (max_subscriptions bounds the resources), then list_changed and resource updates tagged with the
+// subscription id; closing the stream unsubscribes the backend.
+func TestStatelessListen(t *testing.T) {
+	record := recordFile(t, "f")
+	d := startGateway(t, "max_subscriptions = 1\n", fakeBackend(t, "f", "", "--resources", "2", "--record", record))
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	body := modernBody("L1", "subscriptions/listen", `"notifications":{"toolsListChanged":true,"resourceSubscriptions":["fake://r/0","fake://r/1"]}`, modernMeta(`{}`))
+	resp := postRaw(t, ctx, d.URL, body, modernHeaders("subscriptions/listen", "")...)
+	if resp.StatusCode != http.StatusOK || !strings.HasPrefix(resp.Header.Get("Content-Type"), mcphttp.MediaSSE) {
+		b, _ := io.ReadAll(resp.Body)
+		t.Fatalf("listen: HTTP %d %s", resp.StatusCode, b)
+	}
+	events := make(chan message, 16)
+	go func() {
+		defer close(events)
+		defer resp.Body.Close()
+		r := mcphttp.NewEventReader(resp.Body, 1<<20)
+		for {
+			ev, err := r.Next()
+			if err != nil {
+				return
+			}
+			if len(ev.Data) > 0 {
+				events <- decode(t, string(ev.Data))
+			}
+		}
+	}()
+	next := func(what string) message {
+		t.Helper()
+		select {
+		case m, ok := <-events:
+			if !ok {
+				t.Fatalf("the listen stream ended before %s", what)
+			}
+			return m
+		case <-time.After(wait):
+			t.Fatalf("no %s on the listen stream", what)
+		}
+		return message{}
+	}
+	subID := func(m message) any {
+		meta, _ := m.Params["_meta"].(map[string]any)
+		return meta["io.modelcontextprotocol/subscriptionId"]
+	}
+	ack := next("acknowledgement")
+	if ack.Method != "notifications/subscriptions/acknowledged" || subID(ack) != "L1" {
+		t.Fatalf("first message %+v, want the acknowledgement tagged L1", ack)
+	}
+	agreed, _ := ack.Params["notifications"].(map[string]any)
+	if fmt.Sprint(agreed["resourceSubscriptions"]) != "[fake://r/0]" || agreed["toolsListChanged"] != true || agreed["promptsListChanged"] != nil {
+		t.Errorf("acknowledged %v; want tools list changes and fake://r/0 only (max_subscriptions 1)", agreed)
+	}
+	awaitRecorded(t, record, 1, `"method":"resources/subscribe"`, `fake://r/0`)
+
+	call := func(tool, args string) {
+		t.Helper()
+		status, m := modernCall(t, d.URL, modernBody(1, "tools/call", fmt.Sprintf(`"name":%q,"arguments":%s`, tool, args), modernMeta(`{}`)), modernHeaders("tools/call", tool)...)
+		if status != http.StatusOK || m["error"] != nil {
+			t.Fatalf("%s: HTTP %d %v", tool, status, m)
+		}
+	}
+	call("f__touch", `{"uri":"fake://r/0"}`)
+	if m := next("the resource update"); m.Method != "notifications/resources/updated" || m.Params["uri"] != "fake://r/0" || subID(m) != "L1" {
+		t.Errorf("got %+v, want resources/updated of fake://r/0 tagged L1", m)
+	}
+	call("f__set_tools", `{"names":["zeta"]}`)
+	if m := next("tools/list_changed"); m.Method != "notifications/tools/list_changed" || subID(m) != "L1" {
+		t.Errorf("got %+v, want tools/list_changed tagged L1", m)
+	}
+
+	cancel() // the client closes the stream: the backend is unsubscribed
+	awaitRecorded(t, record, 1, `"method":"resources/unsubscribe"`, `fake://r/0`)
 }
