@@ -44,14 +44,20 @@ func (g *Gateway) Notification(b *backend.Backend, conn *backend.Conn, msg *json
 		}
 		data := jsonrpc.AppendNotification(nil, msg.Method, msg.Params)
 		dedicated := ownerSession(conn) // an instance's updates are its session's alone
-		g.eachSession(func(s *Session) {
+		updated := func(s *Session) {
 			s.mu.Lock()
 			owner, subscribed := s.subs[uri]
 			s.mu.Unlock()
 			if subscribed && owner == b.Name() && (dedicated == nil || dedicated == s) {
+				if s.listenTag != nil {
+					s.standalone.push(s.notification(msg.Method, msg.Params), false)
+					return
+				}
 				s.standalone.push(data, false)
 			}
-		})
+		}
+		g.eachSession(updated)
+		g.eachListener(updated)
 	case "notifications/cancelled":
 		idRaw, span, ok := jsonrpc.Lookup(msg.Params, "requestId")
 		if !ok {
@@ -93,7 +99,9 @@ func (g *Gateway) logMessage(name string, conn *backend.Conn, msg *jsonrpc.Messa
 		s.mu.Lock()
 		defer s.mu.Unlock()
 		if s.logLevel < 0 {
-			return !requireLevel
+			// A stateless request without a logLevel gets no log
+			// messages at all, as 2026-07-28 demands.
+			return !requireLevel && !s.stateless
 		}
 		return prio <= s.logLevel
 	}
@@ -201,6 +209,10 @@ func (g *Gateway) Request(b *backend.Backend, conn *backend.Conn, msg *jsonrpc.M
 	}
 	if !s.hasCapability(msg.Method) {
 		refuse(jsonrpc.CodeMethodNotFound, "the client did not declare the capability %s needs", msg.Method)
+		return
+	}
+	if s.stateless {
+		g.inputRequest(b, conn, msg, s)
 		return
 	}
 	if err := s.relay(conn, msg, via); err != nil {
