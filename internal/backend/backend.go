@@ -117,6 +117,7 @@ type Backend struct {
 	cmds   chan command
 
 	misbehaved *journal.Limiter // warnings a server's output causes; see warnServer
+	skipProbe  atomic.Bool      // the last child ended during server/discover
 
 	mu    sync.Mutex
 	st    Status
@@ -390,22 +391,20 @@ func (s *supervision) start(ctx context.Context) (*Conn, time.Time, error) {
 			hs <- result{lists, err}
 		}()
 	}
-	probe := b.cfg.Transport != "sse" // the legacy HTTP+SSE transport predates server/discover
+	// The legacy HTTP+SSE transport predates server/discover; a child
+	// that ended during the last probe is spared it once.
+	probe := b.cfg.Transport != "sse" && !b.skipProbe.Swap(false)
 	handshake(conn, probe)
 	for {
 		select {
 		case r := <-hs:
-			if probe && errors.Is(r.err, errProbeEnded) {
-				// A legacy server that exits on a method it does not
-				// know: a new one, spared the probe.
+			if errors.Is(r.err, errProbeEnded) {
+				// A crash, or a legacy server that exits on a method it
+				// does not know: restarted as a crash, with initialize.
+				b.skipProbe.Store(true)
+				b.log.Info(fmt.Sprintf("backend %q ended during the server/discover probe; its restart starts with initialize", b.name), conn.ident())
 				<-conn.Done()
-				b.log.Info(fmt.Sprintf("backend %q ended at server/discover; starting it again with initialize", b.name), conn.ident())
-				probe = false
-				if conn, err = b.connect(); err != nil {
-					return nil, started, err
-				}
-				handshake(conn, false)
-				continue
+				return nil, started, errDied
 			}
 			if r.err != nil {
 				if errors.Is(r.err, context.DeadlineExceeded) {

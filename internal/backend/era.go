@@ -74,8 +74,9 @@ type discoverResult struct {
 }
 
 // errProbeEnded is the handshake's error when the process ended during the
-// server/discover probe: the server is legacy, and one that does not
-// survive an unknown method; it is started again without the probe.
+// server/discover probe: it crashed, or it is a legacy server that does
+// not survive an unknown method; its restart, counted as after any crash,
+// skips the probe.
 var errProbeEnded = errors.New("ended during the server/discover probe")
 
 // probe sends server/discover and reports whether the server is modern:
@@ -291,4 +292,15 @@ func (c *Conn) subscribe() {
 		return
 	}
 	c.listenID.CompareAndSwap(0, call.ID)
+}
+
+// CachedEra is the era and protocol version of the server whose catalog
+// cache is at path (see Options.CatalogCache) as of its last start, or
+// EraUnknown without a readable cache.
+func CachedEra(path string) (Era, string) {
+	c, err := readCache(path)
+	if c == nil || err != nil {
+		return EraUnknown, ""
+	}
+	return c.server.Era(), c.server.ProtocolVersion
 }

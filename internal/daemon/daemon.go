@@ -109,6 +109,7 @@ func checkConfig(path string, stdout, stderr io.Writer) int {
 		return exitFailed
 	}
 	fmt.Fprintf(stdout, "%s: OK (%d backends, %d files)\n", path, len(cfg.Backends), len(cfg.Files))
+	printEras(stdout, cfg)
 	return exitOK
 }
 
