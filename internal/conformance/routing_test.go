@@ -212,7 +212,7 @@ func routingConnect(t *testing.T, url string, ev *testutil.ClientEvents, root st
 	client.AddRoots(&mcp.Root{URI: root})
 	ctx, cancel := context.WithTimeout(context.Background(), routingWait)
 	defer cancel()
-	cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: url, HTTPClient: &http.Client{}, MaxRetries: -1}, nil)
+	cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: url, HTTPClient: &http.Client{}, MaxRetries: -1}, testutil.LegacySession())
 	if err != nil {
 		t.Fatalf("connect %s: %v", ev.Name, err)
 	}

@@ -886,7 +886,7 @@ args = ["--record", %q]
 	}
 	client := mcp.NewClient(&mcp.Implementation{Name: "late", Version: "1"}, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), wait)
-	if cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: url, MaxRetries: -1}, nil); err == nil {
+	if cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: url, MaxRetries: -1}, testutil.LegacySession()); err == nil {
 		cs.Close()
 		t.Error("a new session during the drain was accepted")
 	} else if !strings.Contains(err.Error(), "Service Unavailable") {

@@ -162,7 +162,7 @@ func (p *cockpitCheck) connect(t *testing.T) {
 	hc := p.g.c.HTTPClient()
 	hc.Transport = bearerTransport{token: p.g.token, next: hc.Transport}
 	client := mcp.NewClient(&mcp.Implementation{Name: "mcpgate-e2e", Version: "1"}, nil)
-	cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: gatewayURL, HTTPClient: hc, MaxRetries: -1}, nil)
+	cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: gatewayURL, HTTPClient: hc, MaxRetries: -1}, testutil.LegacySession())
 	if err != nil {
 		t.Fatalf("MCP client: %v", err)
 	}

@@ -1061,7 +1061,7 @@ func (g *installedGateway) connect(ctx context.Context) (*mcp.ClientSession, err
 	client := mcp.NewClient(&mcp.Implementation{Name: "mcpgate-e2e", Version: "1"}, nil)
 	hc := g.c.HTTPClient()
 	hc.Transport = bearerTransport{token: g.token, next: hc.Transport}
-	return client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: gatewayURL, HTTPClient: hc, MaxRetries: -1}, nil)
+	return client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: gatewayURL, HTTPClient: hc, MaxRetries: -1}, testutil.LegacySession())
 }
 
 // bearerTransport sends a bearer token with every request.

@@ -76,7 +76,7 @@ func (i *integrityCheck) connect(t *testing.T) {
 	})
 	hc := g.c.HTTPClient()
 	hc.Transport = bearerTransport{token: g.token, next: hc.Transport}
-	cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: gatewayURL, HTTPClient: hc, MaxRetries: -1}, nil)
+	cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: gatewayURL, HTTPClient: hc, MaxRetries: -1}, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
 	if err != nil {
 		t.Fatalf("MCP client: %v", err)
 	}

@@ -77,7 +77,7 @@ func (g *installedGateway) checkHangingBackend(t *testing.T) string {
 	hc := c.HTTPClient()
 	hc.Transport = bearerTransport{token: g.token, next: hc.Transport}
 	start := time.Now()
-	cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: gatewayURL, HTTPClient: hc, MaxRetries: -1}, nil)
+	cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: gatewayURL, HTTPClient: hc, MaxRetries: -1}, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
 	if err != nil {
 		t.Fatalf("first MCP client: %v", err)
 	}

@@ -126,7 +126,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.delete(w, r)
 	case http.MethodOptions:
 		w.Header().Set("Access-Control-Allow-Methods", "GET, POST, DELETE")
-		w.Header().Set("Access-Control-Allow-Headers", "Content-Type, Accept, Authorization, Mcp-Session-Id, Mcp-Protocol-Version, Last-Event-Id")
+		w.Header().Set("Access-Control-Allow-Headers", "Content-Type, Accept, Authorization, Mcp-Session-Id, Mcp-Protocol-Version, Last-Event-Id, Mcp-Method, Mcp-Name")
 		w.WriteHeader(http.StatusNoContent)
 	default:
 		w.Header().Set("Allow", "GET, POST, DELETE")
@@ -167,13 +167,22 @@ func (h *Handler) post(w http.ResponseWriter, r *http.Request) {
 		h.rpcError(w, http.StatusBadRequest, nil, jsonrpc.CodeParseError, "parse error: the body is not valid UTF-8, as JSON text must be")
 		return
 	}
+	stateless := r.Header.Get(headerSession) == ""
 	if jsonrpc.IsBatch(body) {
+		if stateless && modernHeader(r.Header) {
+			h.rpcError(w, http.StatusBadRequest, nil, jsonrpc.CodeInvalidRequest, "MCP %s has no batches: send each request in a POST of its own", gateway.ModernProtocolVersion)
+			return
+		}
 		h.batch(w, r, body, sse)
 		return
 	}
 	msg, err := jsonrpc.Parse(body)
 	if err != nil {
 		h.rpcError(w, http.StatusBadRequest, nil, jsonrpc.AsError(err).Code, "%s", jsonrpc.AsError(err).Message)
+		return
+	}
+	if stateless && isModern(r.Header, msg) {
+		h.stateless(w, r, msg, sse)
 		return
 	}
 	if msg.IsRequest() && msg.Method == "initialize" {
@@ -351,6 +360,9 @@ func (h *Handler) answer(w http.ResponseWriter, r *http.Request, sess *gateway.S
 	st.Detach(0)
 	sess.StreamDone(st)
 	w.Header().Set("Content-Type", "application/json")
+	if sess.Stateless() && len(responses) > 0 {
+		w.WriteHeader(modernStatus(st.ErrorCode()))
+	}
 	switch {
 	case len(responses) == 0:
 		w.WriteHeader(http.StatusAccepted) // cancelled before it was answered
@@ -379,7 +391,10 @@ func (h *Handler) stream(w http.ResponseWriter, r *http.Request, sess *gateway.S
 	hdr.Set("X-Accel-Buffering", "no")
 	w.WriteHeader(http.StatusOK)
 	buf := []byte{}
-	if sess.Protocol >= "2025-11-25" {
+	grace := h.opts.ResumeWindow
+	if sess.Stateless() {
+		grace = 0 // 2026-07-28 resumes nothing: a closed stream cancels its request
+	} else if sess.Protocol >= "2025-11-25" {
 		// A priming event gives the client an id to resume from before any
 		// message arrived, and the retry field tells it how soon to do so.
 		buf = fmt.Appendf(buf, "id: %d-%d\nretry: %d\ndata: \n\n", st.Key, after, retryMillis)
@@ -395,12 +410,12 @@ func (h *Handler) stream(w http.ResponseWriter, r *http.Request, sess *gateway.S
 	// Headers (and the priming event) go out at once: clients wait for
 	// them before they consider the stream open.
 	if !write() {
-		st.Detach(h.opts.ResumeWindow)
+		st.Detach(grace)
 		return
 	}
 	// A finished stream stays resumable for the resume window too: the
 	// client may not have received its last events. Detach forgets it then.
-	defer st.Detach(h.opts.ResumeWindow)
+	defer st.Detach(grace)
 	for {
 		wctx, cancel := context.WithTimeout(ctx, h.opts.KeepAlive)
 		events, done, err := st.Wait(wctx, after)
@@ -416,7 +431,11 @@ func (h *Handler) stream(w http.ResponseWriter, r *http.Request, sess *gateway.S
 			continue
 		}
 		for _, e := range events {
-			buf = fmt.Appendf(buf, "event: message\nid: %d-%d\ndata: ", st.Key, e.Seq)
+			if sess.Stateless() {
+				buf = append(buf, "event: message\ndata: "...) // no id: nothing to resume
+			} else {
+				buf = fmt.Appendf(buf, "event: message\nid: %d-%d\ndata: ", st.Key, e.Seq)
+			}
 			buf = append(buf, e.Data...)
 			buf = append(buf, "\n\n"...)
 			after = e.Seq

@@ -88,6 +88,9 @@ type Options struct {
 	Integrity Integrity
 	// Refusals, if set, journals calls of what a client's policy hides.
 	Refusals *access.Refusals
+	// Input, if set, takes what backends ask the clients of stateless
+	// requests (see InputHandler); nil refuses it.
+	Input InputHandler
 }
 
 // Gateway is the MCP server clients talk to.
@@ -101,6 +104,9 @@ type Gateway struct {
 	conflicts map[string]bool
 
 	sessions  sync.Map     // session id → *Session
+	requests  sync.Map     // *Session of a stateless request in flight → struct{}
+	nowhere   *Stream      // the ended stream stateless requests have as standalone
+	modern    modernResult // what results for stateless requests get
 	nsess     atomic.Int64 // sessions stored (or being made), bounded by MaxSessions
 	perClient clientSessions
 	progress  sync.Map     // gateway progress token (as JSON) → *call
@@ -112,6 +118,9 @@ type Gateway struct {
 	// levelMu orders log levels: each is worked out from the sessions'
 	// levels and sent before the next one is (setLevel, releaseLevel).
 	levelMu sync.Mutex
+	// requestLevels is the most verbose log level stateless requests had
+	// each connection use, as syslog priority + 1; guarded by levelMu.
+	requestLevels map[*backend.Conn]int
 
 	relayMu sync.Mutex
 	relays  map[relayKey]*relayed // server→client requests, by backend side
@@ -155,7 +164,11 @@ func New(registry Registry, opts Options) *Gateway {
 		relays:    map[relayKey]*relayed{},
 		idle:      make(chan struct{}, 1),
 	}
+	g.requestLevels = map[*backend.Conn]int{}
 	g.catalog.Store(catalog.Build(nil))
+	g.nowhere = newStream(-1, true, 1)
+	g.nowhere.finished = true
+	g.modern.init(opts.Version)
 	g.localState.init()
 	return g
 }
@@ -258,7 +271,7 @@ func (g *Gateway) StopAccepting() { g.draining.Store(true) }
 // error saying why, and tells the backends they are cancelled: what is left
 // once Drain gave up waiting.
 func (g *Gateway) CutOff(why string) {
-	g.eachSession(func(s *Session) {
+	cut := func(s *Session) {
 		s.mu.Lock()
 		calls := make([]*call, 0, len(s.calls))
 		for _, c := range s.calls {
@@ -268,7 +281,9 @@ func (g *Gateway) CutOff(why string) {
 		for _, c := range calls {
 			c.abort(CodeShuttingDown, why)
 		}
-	})
+	}
+	g.eachSession(cut)
+	g.eachRequest(cut)
 }
 
 // Drain makes the gateway refuse new requests and waits until the requests
@@ -299,6 +314,7 @@ func (g *Gateway) callEnded() {
 // running, waiting until those programs are killed and reaped.
 func (g *Gateway) Close() {
 	g.eachSession(func(s *Session) { g.CloseSession(s.ID, "the gateway is shutting down") })
+	g.eachRequest(func(s *Session) { s.close("the gateway is shutting down") })
 	g.closeLocal()
 }
 

@@ -93,7 +93,9 @@ func (g *Gateway) logMessage(name string, conn *backend.Conn, msg *jsonrpc.Messa
 		s.mu.Lock()
 		defer s.mu.Unlock()
 		if s.logLevel < 0 {
-			return !requireLevel
+			// A stateless request without a logLevel gets no log
+			// messages at all, as 2026-07-28 demands.
+			return !requireLevel && !s.stateless
 		}
 		return prio <= s.logLevel
 	}
@@ -201,6 +203,10 @@ func (g *Gateway) Request(b *backend.Backend, conn *backend.Conn, msg *jsonrpc.M
 	}
 	if !s.hasCapability(msg.Method) {
 		refuse(jsonrpc.CodeMethodNotFound, "the client did not declare the capability %s needs", msg.Method)
+		return
+	}
+	if s.stateless {
+		g.inputRequest(b, conn, msg, s)
 		return
 	}
 	if err := s.relay(conn, msg, via); err != nil {

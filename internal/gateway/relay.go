@@ -92,6 +92,9 @@ func (g *Gateway) Exited(b *backend.Backend, conn *backend.Conn) {
 	for _, r := range gone {
 		r.cancel(fmt.Sprintf("backend %q exited", b.Name()))
 	}
+	g.levelMu.Lock()
+	delete(g.requestLevels, conn)
+	g.levelMu.Unlock()
 }
 
 // cancel forgets an ended request in its session and tells the client.

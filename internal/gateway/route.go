@@ -27,6 +27,14 @@ func (s *Session) HandleRequest(msg *jsonrpc.Message, stream *Stream) {
 		fail(jsonrpc.Errorf(CodeShuttingDown, "the gateway is shutting down"))
 		return
 	}
+	if s.stateless {
+		stream.mu.Lock()
+		stream.modern, stream.method = &g.modern, msg.Method
+		stream.mu.Unlock()
+		if s.gone(msg, stream) || s.retried(msg, stream) {
+			return
+		}
+	}
 	if err := checkDecided(msg.Method, msg.Params, true); err != nil {
 		s.ambiguous(msg.Method, err)
 		fail(err)
@@ -34,6 +42,8 @@ func (s *Session) HandleRequest(msg *jsonrpc.Message, stream *Stream) {
 	}
 	cat := g.Catalog()
 	switch msg.Method {
+	case "server/discover":
+		s.discover(msg, stream)
 	case "initialize":
 		fail(jsonrpc.Errorf(jsonrpc.CodeInvalidRequest, "the session is already initialized; start a new session to initialize again"))
 	case "ping":
@@ -310,6 +320,9 @@ func (s *Session) sendAdmitted(msg *jsonrpc.Message, stream *Stream, b *backend.
 		s.StreamDone(stream)
 	})
 
+	if s.stateless && s.logLevel >= 0 {
+		g.requestLevel(conn, s.logLevel)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), b.Config().Timeout)
 	defer cancel()
 	// The callback may run before Go returns; c.bcall is only needed to

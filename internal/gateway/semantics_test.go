@@ -63,7 +63,7 @@ func connect(t *testing.T, d *testutil.Daemon, ev *testutil.ClientEvents, opts *
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), wait)
 	defer cancel()
-	cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: d.URL, HTTPClient: &http.Client{}, MaxRetries: -1}, nil)
+	cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: d.URL, HTTPClient: &http.Client{}, MaxRetries: -1}, testutil.LegacySession())
 	if err != nil {
 		t.Fatalf("connect %s to %s: %v", ev.Name, d.URL, err)
 	}

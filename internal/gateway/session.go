@@ -22,6 +22,9 @@ type Session struct {
 	caps     clientCaps
 	offered  offeredCaps // what the gateway advertised at initialize
 	client   atomic.Pointer[access.Client]
+	// stateless marks the context of one 2026-07-28 request (see
+	// StatelessRequest): no ID, no standalone stream, in no session table.
+	stateless bool
 
 	mu         sync.Mutex
 	closed     bool
@@ -112,6 +115,9 @@ func (g *Gateway) initializeResult(s *Session) json.RawMessage {
 	var tools, prompts, resources, subscribe, logging, completions bool
 	var instructions []string
 	for _, b := range g.registry.Backends() {
+		if s.stateless && !s.seesBackend(b.Name()) {
+			continue // server/discover answers per client
+		}
 		_, info := b.Catalog()
 		if info == nil {
 			if starting(b) {

@@ -31,8 +31,14 @@ type Stream struct {
 	// only responses can go on it; other messages take the standalone stream.
 	jsonOnly bool
 
-	finalsLeft int    // responses still to come before the stream ends
-	takeover   func() // stops the connection currently writing a standalone stream
+	finalsLeft int // responses still to come before the stream ends
+	// modern, if set, decorates the response to a stateless request of
+	// method (see modernResult); errCode is the code of the error it
+	// carried, 0 for a result. Both are guarded by mu.
+	modern   *modernResult
+	method   string
+	errCode  int
+	takeover func() // stops the connection currently writing a standalone stream
 
 	mu        sync.Mutex
 	events    []Event // the retained window, consecutive seqs, oldest first
@@ -71,6 +77,9 @@ func (s *Stream) push(data []byte, final bool) bool {
 	defer s.mu.Unlock()
 	if s.finished || (s.jsonOnly && !final) {
 		return false
+	}
+	if final && s.modern != nil {
+		data, s.errCode = s.modern.decorate(s.method, data)
 	}
 	s.events = append(s.events, Event{Seq: s.next, Data: data, Final: final})
 	s.next++
@@ -261,6 +270,15 @@ func (s *Stream) onAbandon(fn func()) {
 	s.mu.Lock()
 	s.abandon = append(s.abandon, fn)
 	s.mu.Unlock()
+}
+
+// ErrorCode returns the JSON-RPC error code of the response to a
+// stateless request, once pushed: 0 for a result. The transport chooses
+// its HTTP status by it.
+func (s *Stream) ErrorCode() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.errCode
 }
 
 // PushResponse puts a response the transport made itself, such as the error

@@ -454,6 +454,13 @@ func (d *Daemon) Connect(t testing.TB, opts *mcp.ClientOptions) *mcp.ClientSessi
 	return Connect(t, d.URL, opts)
 }
 
+// LegacySession makes a go-sdk client start a 2025-11-25 session with
+// initialize, as the tests of session behaviour need: the SDK speaks
+// 2026-07-28 by default, which mcpgate serves without a session.
+func LegacySession() *mcp.ClientSessionOptions {
+	return &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"}
+}
+
 // Connect opens an MCP session to url with the official Go SDK client and
 // closes it when the test ends.
 func Connect(t testing.TB, url string, opts *mcp.ClientOptions) *mcp.ClientSession {
@@ -467,7 +474,7 @@ func ConnectHTTP(t testing.TB, url string, hc *http.Client, opts *mcp.ClientOpti
 	client := mcp.NewClient(&mcp.Implementation{Name: "mcpgate-test", Version: "1"}, opts)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: url, HTTPClient: hc, MaxRetries: -1}, nil)
+	cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: url, HTTPClient: hc, MaxRetries: -1}, LegacySession())
 	if err != nil {
 		t.Fatalf("connect to %s: %v", url, err)
 	}
@@ -501,7 +508,7 @@ func ConnectCommand(t testing.TB, cmd *exec.Cmd, opts *mcp.ClientOptions) *mcp.C
 	client := mcp.NewClient(&mcp.Implementation{Name: "mcpgate-test", Version: "1"}, opts)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	cs, err := client.Connect(ctx, &mcp.CommandTransport{Command: cmd, TerminateDuration: 5 * time.Second}, nil)
+	cs, err := client.Connect(ctx, &mcp.CommandTransport{Command: cmd, TerminateDuration: 5 * time.Second}, LegacySession())
 	if cmd.Process != nil {
 		pid := cmd.Process.Pid
 		t.Cleanup(func() {

@@ -1,0 +1,112 @@
+package gateway
+
+import (
+	"encoding/json"
+	"fmt"
+
+	"github.com/mcpgate/mcpgate/internal/access"
+	"github.com/mcpgate/mcpgate/internal/backend"
+	"github.com/mcpgate/mcpgate/internal/jsonrpc"
+)
+
+// InputHandler is the seam for MCP 2026-07-28's multi round-trip requests
+// (InputRequiredResult). A stateless client cannot be sent a request: when
+// a backend sends sampling/createMessage, elicitation/create or roots/list
+// during a stateless call, the gateway hands it to Options.Input instead of
+// relaying it on a session's stream. Only requests for a capability the
+// client declared in the request's clientCapabilities get there; the
+// others are refused as for a session. Without an InputHandler, the
+// backend gets an error (see inputRequest).
+type InputHandler interface {
+	// HandleInput takes a backend's request made during a stateless call.
+	// It runs on the backend's reader goroutine and must not block. It
+	// owns in: it must answer the backend's request exactly once, with
+	// in.Reply or in.ReplyError, now or later (a backend's
+	// client_request_timeout is not applied to it).
+	HandleInput(in *Input)
+	// HandleRetry is offered, before routing, every stateless request
+	// whose params carry requestState or inputResponses. It reports
+	// whether it took the request; if so it must push exactly one
+	// response on stream (PushResponse) or end it otherwise, as
+	// HandleRequest does. If not, the request is routed as any other.
+	HandleRetry(s *Session, msg *jsonrpc.Message, stream *Stream) bool
+}
+
+// Input is a backend's request to the client of a stateless call.
+type Input struct {
+	Backend *backend.Backend
+	Conn    *backend.Conn    // the connection (or instance) the request came on
+	Request *jsonrpc.Message // as the backend sent it; its ID is in the backend's id space
+	Session *Session         // the stateless request's context (Client, Protocol)
+	// ClientID is the JSON-RPC id of the client's request in flight on
+	// Conn that the backend's request belongs to, and Stream the stream
+	// its answer goes on: the most recent call of the stateless request
+	// on Conn, as for a session (attribute).
+	ClientID json.RawMessage
+	Stream   *Stream
+}
+
+// Client returns the client of the stateless request.
+func (in *Input) Client() *access.Client { return in.Session.Client() }
+
+// Capabilities returns the client capabilities the request declared that
+// routing knows: sampling, elicitation and roots, each nil if undeclared.
+func (in *Input) Capabilities() (sampling, elicitation, roots json.RawMessage) {
+	c := in.Session.caps
+	return c.Sampling, c.Elicitation, c.Roots
+}
+
+// Reply answers the backend's request with a result.
+func (in *Input) Reply(result json.RawMessage) { in.Conn.Reply(in.Request.ID, result) }
+
+// ReplyError answers the backend's request with an error.
+func (in *Input) ReplyError(e *jsonrpc.Error) { in.Conn.ReplyError(in.Request.ID, e) }
+
+// inputRequest handles a backend's request to the client of a stateless
+// call s: a ping is answered here; the rest goes to the InputHandler, or
+// is refused when there is none.
+func (g *Gateway) inputRequest(b *backend.Backend, conn *backend.Conn, msg *jsonrpc.Message, s *Session) {
+	if msg.Method == "ping" {
+		conn.Reply(msg.ID, json.RawMessage(`{}`))
+		return
+	}
+	in := &Input{Backend: b, Conn: conn, Request: msg, Session: s}
+	if c := latestCall(conn, s); c != nil {
+		in.ClientID, in.Stream = c.clientID, c.stream
+	}
+	if h := g.opts.Input; h != nil && in.Stream != nil {
+		h.HandleInput(in)
+		return
+	}
+	g.log.Debug(fmt.Sprintf("refused %s of backend %q during a stateless call of client %q: no way to ask a 2026-07-28 client yet", msg.Method, b.Name(), s.Client().Name),
+		"backend", b.Name(), "client", s.Client().Name, "method", msg.Method)
+	in.ReplyError(jsonrpc.Errorf(jsonrpc.CodeMethodNotFound,
+		"mcpgate cannot relay %s to a client that speaks MCP %s: it has no session to send requests on", msg.Method, s.Protocol))
+}
+
+// latestCall returns the most recent call of s in flight on conn, or nil.
+func latestCall(conn *backend.Conn, s *Session) *call {
+	var latest *call
+	var latestID int64
+	conn.Calls(func(bc *backend.Call) {
+		if c, ok := bc.Owner.(*call); ok && c.sess == s && bc.ID > latestID {
+			latest, latestID = c, bc.ID
+		}
+	})
+	return latest
+}
+
+// retried offers a stateless request that continues an input-required
+// exchange to the InputHandler, and reports whether it took it.
+func (s *Session) retried(msg *jsonrpc.Message, stream *Stream) bool {
+	h := s.g.opts.Input
+	if h == nil {
+		return false
+	}
+	if _, _, ok := jsonrpc.Lookup(msg.Params, "requestState"); !ok {
+		if _, _, ok := jsonrpc.Lookup(msg.Params, "inputResponses"); !ok {
+			return false
+		}
+	}
+	return h.HandleRetry(s, msg, stream)
+}
