@@ -108,6 +108,10 @@
 //	                           request with detach true answers the call first
 //	                           and sends the request after, with no call in
 //	                           flight
+//	requests {requests}        send every {method, params} of requests to the
+//	                           client in one write, so that all are in flight
+//	                           at once; structuredContent {answers}: per
+//	                           request, in order, {result} or {error}
 //	notify {method, params}    send any notification to the client
 //	log {level, logger, data}  send notifications/message (level default "info")
 //	loglevel {}                structuredContent {level}: the last logging/setLevel
