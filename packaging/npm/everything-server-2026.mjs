@@ -65,7 +65,12 @@ const askModel = (prompt, maxTokens) =>
 // stdio, where one server serves the connection, they notify through it.
 let handler;
 
-function tools(server) {
+// shown says whether the transient tool and prompt are listed. Over HTTP
+// every request gets a new server: the state lives here.
+const shown = { tool: false, prompt: false };
+
+// transient holds this server's handles of the transient tool and prompt.
+function tools(server, transient) {
     const noArgs = { inputSchema: z.object({}) };
     const tool = (name, description, fn, extra = noArgs) => server.registerTool(name, { description, ...extra }, fn);
 
@@ -116,14 +121,26 @@ function tools(server) {
         }
         return text('sampled');
     });
-    tool('test_trigger_tool_change', 'Publishes tools/list_changed to listeners', async () => {
+    // The triggers really change the lists (a gateway may announce only
+    // what changed): they show or hide a transient tool and prompt.
+    transient.tool = server.registerTool(
+        '__transient_tool_for_list_changed',
+        { description: 'Listed only while test_trigger_tool_change has shown it', inputSchema: z.object({}) },
+        async () => text('transient')
+    );
+    if (!shown.tool) transient.tool.disable();
+    tool('test_trigger_tool_change', 'Shows or hides a transient tool, announcing the change', async () => {
+        shown.tool = !shown.tool;
         if (handler) handler.notify.toolsChanged();
-        else server.sendToolListChanged();
+        else if (shown.tool) transient.tool.enable();
+        else transient.tool.disable();
         return text('tools_list_changed published');
     });
-    tool('test_trigger_prompt_change', 'Publishes prompts/list_changed to listeners', async () => {
+    tool('test_trigger_prompt_change', 'Shows or hides a transient prompt, announcing the change', async () => {
+        shown.prompt = !shown.prompt;
         if (handler) handler.notify.promptsChanged();
-        else server.sendPromptListChanged();
+        else if (shown.prompt) transient.prompt.enable();
+        else transient.prompt.disable();
         return text('prompts_list_changed published');
     });
 
@@ -259,8 +276,14 @@ function resources(server) {
     );
 }
 
-function prompts(server) {
+function prompts(server, transient) {
     const user = (content) => ({ role: 'user', content });
+    transient.prompt = server.registerPrompt(
+        '__transient_prompt_for_list_changed',
+        { description: 'Listed only while test_trigger_prompt_change has shown it' },
+        async () => ({ messages: [user({ type: 'text', text: 'transient' })] })
+    );
+    if (!shown.prompt) transient.prompt.disable();
     server.registerPrompt('test_simple_prompt', { description: 'A prompt without arguments' }, async () => ({
         messages: [user({ type: 'text', text: 'This is a simple prompt for testing.' })]
     }));
@@ -305,9 +328,10 @@ function newServer() {
             requestState: { verify: stateCodec.verify }
         }
     );
-    tools(server);
+    const transient = {};
+    tools(server, transient);
     resources(server);
-    prompts(server);
+    prompts(server, transient);
     server.server.setRequestHandler('completion/complete', async () => ({ completion: { values: [], total: 0, hasMore: false } }));
     server.server.setRequestHandler('resources/subscribe', async () => ({}));
     server.server.setRequestHandler('resources/unsubscribe', async () => ({}));
