@@ -172,9 +172,9 @@ func (h *Handler) post(w http.ResponseWriter, r *http.Request) {
 		h.rpcError(w, http.StatusBadRequest, nil, jsonrpc.CodeParseError, "parse error: the body is not valid UTF-8, as JSON text must be")
 		return
 	}
-	stateless := r.Header.Get(headerSession) == ""
+	noSession := r.Header.Get(headerSession) == ""
 	if jsonrpc.IsBatch(body) {
-		if stateless && modernHeader(r.Header) {
+		if noSession && modernHeader(r.Header) {
 			h.rpcError(w, http.StatusBadRequest, nil, jsonrpc.CodeInvalidRequest, "MCP %s has no batches: send each request in a POST of its own", gateway.ModernProtocolVersion)
 			return
 		}
@@ -186,7 +186,7 @@ func (h *Handler) post(w http.ResponseWriter, r *http.Request) {
 		h.rpcError(w, http.StatusBadRequest, nil, jsonrpc.AsError(err).Code, "%s", jsonrpc.AsError(err).Message)
 		return
 	}
-	if stateless && isModern(r.Header, msg) {
+	if noSession && isModern(r.Header, msg) {
 		h.stateless(w, r, msg, sse, &held)
 		return
 	}
