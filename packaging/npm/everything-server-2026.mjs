@@ -115,12 +115,6 @@ function tools(server, transient) {
         return text('logged');
     });
     tool('test_streaming_elicitation', 'Answers with a plain result: no request on the stream', async () => text('result only'));
-    tool('test_missing_capability', 'Needs the sampling capability', async (_args, ctx) => {
-        if (ctx.mcpReq.inputResponses?.llm_answer === undefined) {
-            return inputRequired({ inputRequests: { llm_answer: askModel('Reply with the single word: pong', 16) } });
-        }
-        return text('sampled');
-    });
     // The triggers really change the lists (a gateway may announce only
     // what changed): they show or hide a transient tool and prompt.
     transient.tool = server.registerTool(
@@ -144,53 +138,67 @@ function tools(server, transient) {
         return text('prompts_list_changed published');
     });
 
-    // Tools that ask the client mid-call. In the 2026 era they answer with an
-    // InputRequiredResult; in the 2025 era the SDK turns that into requests
-    // to the client on its session.
+    // Tools that ask the client mid-call. A 2026 server answers with an
+    // InputRequiredResult and reads the answers from the retry; in
+    // --stdio-2025 mode the same tools behave as a 2025 server's: they send
+    // the requests to the client on the session and await the answers (see
+    // ask).
+    tool('test_missing_capability', 'Needs the sampling capability', async (_args, ctx) => {
+        const responses = await ask(ctx, { llm_answer: askModel('Reply with the single word: pong', 16) });
+        if (responses?.llm_answer === undefined) {
+            return inputRequired({ inputRequests: { llm_answer: askModel('Reply with the single word: pong', 16) } });
+        }
+        return text('sampled');
+    });
     tool('test_sampling', 'Asks the client for a completion', async (args, ctx) => {
-        const answer = ctx.mcpReq.inputResponses?.answer;
-        if (answer === undefined) return inputRequired({ inputRequests: { answer: askModel(args.prompt, 100) } });
+        const requests = { answer: askModel(args.prompt, 100) };
+        const answer = (await ask(ctx, requests))?.answer;
+        if (answer === undefined) return inputRequired({ inputRequests: requests });
         return text(`LLM response: ${answer.content?.text ?? 'No response'}`);
     }, { inputSchema: z.object({ prompt: z.string() }) });
     tool('test_elicitation', 'Asks the user for input', async (args, ctx) => {
-        const answer = ctx.mcpReq.inputResponses?.answer;
-        if (answer === undefined) {
-            return inputRequired({
-                inputRequests: {
-                    answer: inputRequired.elicit({
-                        message: args.message,
-                        requestedSchema: {
-                            type: 'object',
-                            properties: { username: { type: 'string' }, email: { type: 'string' } },
-                            required: ['username', 'email']
-                        }
-                    })
+        const requests = {
+            answer: inputRequired.elicit({
+                message: args.message,
+                requestedSchema: {
+                    type: 'object',
+                    properties: { username: { type: 'string' }, email: { type: 'string' } },
+                    required: ['username', 'email']
                 }
-            });
-        }
+            })
+        };
+        const answer = (await ask(ctx, requests))?.answer;
+        if (answer === undefined) return inputRequired({ inputRequests: requests });
         return text(`User response: action=${answer.action}, content=${JSON.stringify(answer.content ?? {})}`);
     }, { inputSchema: z.object({ message: z.string() }) });
     tool('test_input_required_result_elicitation', 'Asks for a name in band', async (_args, ctx) => {
-        const name = acceptedContent(ctx.mcpReq.inputResponses, 'user_name')?.name;
-        if (typeof name !== 'string') return inputRequired({ inputRequests: { user_name: askString('What is your name?', 'name') } });
+        const requests = { user_name: askString('What is your name?', 'name') };
+        const name = acceptedContent(await ask(ctx, requests), 'user_name')?.name;
+        if (typeof name !== 'string') return inputRequired({ inputRequests: requests });
         return text(`Hello, ${name}!`);
     });
     tool('test_input_required_result_sampling', 'Asks for a completion in band', async (_args, ctx) => {
-        const answer = ctx.mcpReq.inputResponses?.capital_question;
-        if (answer === undefined) {
-            return inputRequired({ inputRequests: { capital_question: askModel('What is the capital of France?', 100) } });
-        }
+        const requests = { capital_question: askModel('What is the capital of France?', 100) };
+        const answer = (await ask(ctx, requests))?.capital_question;
+        if (answer === undefined) return inputRequired({ inputRequests: requests });
         return text(`Sampling response: ${answer.content?.text ?? JSON.stringify(answer)}`);
     });
     tool('test_input_required_result_list_roots', 'Asks for the roots in band', async (_args, ctx) => {
-        const roots = ctx.mcpReq.inputResponses?.client_roots?.roots;
-        if (!Array.isArray(roots)) return inputRequired({ inputRequests: { client_roots: inputRequired.listRoots() } });
+        const requests = { client_roots: inputRequired.listRoots() };
+        const roots = (await ask(ctx, requests))?.client_roots?.roots;
+        if (!Array.isArray(roots)) return inputRequired({ inputRequests: requests });
         return text(`Client exposed ${roots.length} root(s): ${roots.map((r) => r.uri).join(', ')}`);
     });
     tool('test_input_required_result_request_state', 'Round-trips a sealed requestState', async (_args, ctx) => {
+        const requests = { confirm: askConfirm() };
+        if (legacy) {
+            // A 2025 server keeps its state in the call it is serving.
+            await ask(ctx, requests);
+            return text('state-ok: confirmation received within the call');
+        }
         if (acceptedContent(ctx.mcpReq.inputResponses, 'confirm') === undefined) {
             return inputRequired({
-                inputRequests: { confirm: askConfirm() },
+                inputRequests: requests,
                 requestState: await stateCodec.mint({ tool: 'request_state', nonce: randomUUID() })
             });
         }
@@ -200,35 +208,43 @@ function tools(server, transient) {
         return text('state-ok: requestState verified and confirmation received');
     });
     tool('test_input_required_result_multiple_inputs', 'Asks for a name, a completion and the roots at once', async (_args, ctx) => {
-        const responses = ctx.mcpReq.inputResponses;
+        const requests = {
+            user_name: askString('What is your name?', 'name'),
+            greeting: askModel('Generate a greeting', 50),
+            client_roots: inputRequired.listRoots()
+        };
+        const responses = await ask(ctx, requests);
         const name = acceptedContent(responses, 'user_name')?.name;
         const greeting = responses?.greeting?.content?.text;
         const roots = responses?.client_roots?.roots;
         if (typeof name !== 'string' || typeof greeting !== 'string' || !Array.isArray(roots)) {
             return inputRequired({
-                inputRequests: {
-                    user_name: askString('What is your name?', 'name'),
-                    greeting: askModel('Generate a greeting', 50),
-                    client_roots: inputRequired.listRoots()
-                },
+                inputRequests: requests,
                 requestState: await stateCodec.mint({ tool: 'multiple_inputs', nonce: randomUUID() })
             });
         }
         return text(`${greeting} ${name}: ${roots.length} root(s)`);
     });
     tool('test_input_required_result_multi_round', 'Two rounds of questions, the round kept in requestState', async (_args, ctx) => {
+        const step1 = { step1: askString('Step 1: What is your name?', 'name') };
+        const step2 = { step2: askString('Step 2: What is your favorite color?', 'color') };
+        if (legacy) {
+            const name = acceptedContent(await ask(ctx, step1), 'step1')?.name ?? 'unknown';
+            const color = acceptedContent(await ask(ctx, step2), 'step2')?.color ?? 'unknown';
+            return text(`Multi-round complete: ${name} likes ${color}`);
+        }
         const state = ctx.mcpReq.requestState();
         const round = state?.tool === 'multi_round' && typeof state.round === 'number' ? state.round : 0;
         if (round === 0) {
             return inputRequired({
-                inputRequests: { step1: askString('Step 1: What is your name?', 'name') },
+                inputRequests: step1,
                 requestState: await stateCodec.mint({ tool: 'multi_round', round: 1, nonce: randomUUID() })
             });
         }
         if (round === 1) {
             const name = acceptedContent(ctx.mcpReq.inputResponses, 'step1')?.name ?? 'unknown';
             return inputRequired({
-                inputRequests: { step2: askString('Step 2: What is your favorite color?', 'color') },
+                inputRequests: step2,
                 requestState: await stateCodec.mint({ tool: 'multi_round', round: 2, name, nonce: randomUUID() })
             });
         }
@@ -236,11 +252,16 @@ function tools(server, transient) {
         return text(`Multi-round complete: ${state.name} likes ${color}`);
     });
     tool('test_input_required_result_tampered_state', 'Refuses a requestState that fails verification', async (_args, ctx) => {
+        const requests = { confirm: askConfirm() };
+        if (legacy) {
+            await ask(ctx, requests);
+            return text('integrity-ok: confirmation received within the call');
+        }
         if (ctx.mcpReq.requestState() !== undefined && acceptedContent(ctx.mcpReq.inputResponses, 'confirm') !== undefined) {
             return text('integrity-ok: requestState verified');
         }
         return inputRequired({
-            inputRequests: { confirm: askConfirm() },
+            inputRequests: requests,
             requestState: await stateCodec.mint({ tool: 'tampered_state', nonce: randomUUID() })
         });
     });
@@ -249,13 +270,32 @@ function tools(server, transient) {
         // A 2026 request declares its capabilities; a 2025 session did so
         // at initialize.
         const declared = ctx.mcpReq.envelope?.[CLIENT_CAPABILITIES_META_KEY] ?? server.server.getClientCapabilities() ?? {};
-        const inputRequests = {};
-        if (declared.elicitation !== undefined) inputRequests.user_name = askString('What is your name?', 'name');
-        if (declared.sampling !== undefined) inputRequests.greeting = askModel('Generate a short greeting', 50);
-        if (declared.roots !== undefined) inputRequests.client_roots = inputRequired.listRoots();
-        if (Object.keys(inputRequests).length === 0) return text('No declared capability allows an input request');
-        return inputRequired({ inputRequests });
+        const requests = {};
+        if (declared.elicitation !== undefined) requests.user_name = askString('What is your name?', 'name');
+        if (declared.sampling !== undefined) requests.greeting = askModel('Generate a short greeting', 50);
+        if (declared.roots !== undefined) requests.client_roots = inputRequired.listRoots();
+        if (Object.keys(requests).length === 0) return text('No declared capability allows an input request');
+        if (legacy) {
+            await ask(ctx, requests);
+            return text('Capability-aware input requests fulfilled');
+        }
+        return inputRequired({ inputRequests: requests });
     });
+}
+
+// legacy is set in --stdio-2025 mode: the tools then behave as a 2025
+// server's.
+const legacy = process.argv[2] === '--stdio-2025';
+
+// ask returns the client's answers to requests (input requests by key): in
+// --stdio-2025 mode it sends them to the client on the session, all at
+// once, and awaits the answers, as a 2025 server does; otherwise it returns
+// the inputResponses of the request, if it is a retry that carries them.
+async function ask(ctx, requests) {
+    if (!legacy) return ctx.mcpReq.inputResponses;
+    const keys = Object.keys(requests);
+    const answers = await Promise.all(keys.map((key) => ctx.mcpReq.send(requests[key])));
+    return Object.fromEntries(keys.map((key, i) => [key, answers[i]]));
 }
 
 function resources(server) {
@@ -306,10 +346,9 @@ function prompts(server, transient) {
         messages: [user({ type: 'image', data: PNG, mimeType: 'image/png' }), user({ type: 'text', text: 'Please analyze the image above.' })]
     }));
     server.registerPrompt('test_input_required_result_prompt', { description: 'A prompt that asks for context first' }, async (ctx) => {
-        const context = acceptedContent(ctx.mcpReq.inputResponses, 'user_context')?.context;
-        if (typeof context !== 'string') {
-            return inputRequired({ inputRequests: { user_context: askString('What context should the prompt use?', 'context') } });
-        }
+        const requests = { user_context: askString('What context should the prompt use?', 'context') };
+        const context = acceptedContent(await ask(ctx, requests), 'user_context')?.context;
+        if (typeof context !== 'string') return inputRequired({ inputRequests: requests });
         return { messages: [user({ type: 'text', text: `Use the following context: ${context}` })] };
     });
 }
