@@ -120,10 +120,16 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		h.post(w, r)
-	case http.MethodGet:
-		h.get(w, r)
-	case http.MethodDelete:
-		h.delete(w, r)
+	case http.MethodGet, http.MethodDelete:
+		if r.Header.Get(headerSession) == "" && modernHeader(r.Header) {
+			h.sessionless(w, r)
+			return
+		}
+		if r.Method == http.MethodGet {
+			h.get(w, r)
+		} else {
+			h.delete(w, r)
+		}
 	case http.MethodOptions:
 		w.Header().Set("Access-Control-Allow-Methods", "GET, POST, DELETE")
 		w.Header().Set("Access-Control-Allow-Headers", "Content-Type, Accept, Authorization, Mcp-Session-Id, Mcp-Protocol-Version, Last-Event-Id, Mcp-Method, Mcp-Name")

@@ -213,3 +213,10 @@ func (h *Handler) stateless(w http.ResponseWriter, r *http.Request, msg *jsonrpc
 	sess.HandleRequest(msg, st)
 	h.answer(w, r, sess, st, false)
 }
+
+// sessionless answers a GET or DELETE of a 2026-07-28 client, which has no
+// session to stream or end: 405, as that revision says.
+func (h *Handler) sessionless(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Allow", "POST")
+	h.httpError(w, http.StatusMethodNotAllowed, "MCP %s has no %s: POST subscriptions/listen for notifications", gateway.ModernProtocolVersion, r.Method)
+}

@@ -230,6 +230,21 @@ func TestStatelessHeaderRules(t *testing.T) {
 		})
 	}
 
+	// GET and DELETE of a 2026-07-28 client: 405, nothing to stream or end.
+	for _, method := range []string{http.MethodGet, http.MethodDelete} {
+		req, _ := http.NewRequest(method, d.URL, nil)
+		req.Header.Set("Accept", mcphttp.MediaSSE)
+		req.Header.Set(mcphttp.HeaderProtocol, modern)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusMethodNotAllowed {
+			t.Errorf("%s with MCP-Protocol-Version %s and no session: HTTP %d, want 405", method, modern, resp.StatusCode)
+		}
+	}
+
 	// The unsupported version's error lists what is supported and what
 	// was asked for.
 	_, m := modernCall(t, d.URL, strings.Replace(call, modern, "2099-01-01", 1), mcphttp.HeaderProtocol, "2099-01-01", "Mcp-Method", "tools/call", "Mcp-Name", "fake__echo")
