@@ -265,7 +265,10 @@ func (g *Gateway) CloseSession(id string, why string) bool {
 
 // StopAccepting makes the gateway refuse new requests and sessions from now
 // on, as Drain does first, without waiting for the requests in flight.
-func (g *Gateway) StopAccepting() { g.draining.Store(true) }
+func (g *Gateway) StopAccepting() {
+	g.draining.Store(true)
+	g.endWaitingInputs()
+}
 
 // CutOff answers every request still in flight with a CodeShuttingDown
 // error saying why, and tells the backends they are cancelled: what is left
@@ -284,12 +287,24 @@ func (g *Gateway) CutOff(why string) {
 	}
 	g.eachSession(cut)
 	g.eachRequest(cut)
+	if t, ok := g.opts.Input.(*Continuations); ok {
+		t.cutOff(why)
+	}
+}
+
+// endWaitingInputs cancels the calls that wait for a stateless client's
+// retry: a draining gateway refuses that retry, so waiting is in vain.
+func (g *Gateway) endWaitingInputs() {
+	if t, ok := g.opts.Input.(*Continuations); ok {
+		t.endWaiting("the gateway is shutting down")
+	}
 }
 
 // Drain makes the gateway refuse new requests and waits until the requests
 // in flight are answered or ctx ends.
 func (g *Gateway) Drain(ctx context.Context) error {
 	g.draining.Store(true)
+	g.endWaitingInputs()
 	for g.inflight.Load() > 0 {
 		select {
 		case <-g.idle:
@@ -315,6 +330,9 @@ func (g *Gateway) callEnded() {
 func (g *Gateway) Close() {
 	g.eachSession(func(s *Session) { g.CloseSession(s.ID, "the gateway is shutting down") })
 	g.eachRequest(func(s *Session) { s.close("the gateway is shutting down") })
+	if t, ok := g.opts.Input.(*Continuations); ok {
+		t.cutOff("the gateway is shutting down")
+	}
 	g.closeLocal()
 }
 

@@ -25,6 +25,9 @@ type Session struct {
 	// stateless marks the context of one 2026-07-28 request (see
 	// StatelessRequest): no ID, no standalone stream, in no session table.
 	stateless bool
+	// binding is what a requestState issued for the stateless request is
+	// bound to (see requestBinding).
+	binding string
 
 	mu         sync.Mutex
 	closed     bool
