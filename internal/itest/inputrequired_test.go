@@ -1,0 +1,418 @@
+package itest
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mcpgate/mcpgate/internal/testutil"
+)
+
+// Tokens of the clients of inputGateway.
+const (
+	aliceToken = "mcpgate_itest_alice_0123456789"
+	bobToken   = "mcpgate_itest_bob_0123456789"
+)
+
+// inputGW is a gateway whose backends, speaking 2025-11-25, send requests
+// to their client mid-call, with the files where the fake ones record
+// every line they read.
+type inputGW struct {
+	d                       *testutil.Daemon
+	fakeRecord, shortRecord string
+}
+
+// inputGateway runs mcpgated with two clients, alice and bob, and three
+// backends: fake and short (fake servers recording what they read; short
+// waits 300ms for a client's input) and everything (server-everything).
+func inputGateway(t *testing.T) *inputGW {
+	t.Helper()
+	bins := testutil.Build(t)
+	dir := t.TempDir()
+	gw := &inputGW{fakeRecord: filepath.Join(dir, "fake.jsonl"), shortRecord: filepath.Join(dir, "short.jsonl")}
+	backends := fmt.Sprintf(`
+[backends.fake]
+command = %[1]q
+args = ["--record", %[2]q]
+
+[backends.short]
+command = %[1]q
+args = ["--record", %[3]q]
+client_request_timeout = "300ms"
+
+[backends.everything]
+command = %[4]q
+args = ["stdio"]
+
+[clients.alice]
+token_sha256 = %[5]q
+
+[clients.bob]
+token_sha256 = %[6]q
+`, bins.Fake, gw.fakeRecord, gw.shortRecord, testutil.NpmServer(t, "mcp-server-everything"), sha256Hex(aliceToken), sha256Hex(bobToken))
+	toml, url := testutil.ConfigWith(t, backends, testutil.ConfigOptions{Auth: "required", Gateway: `audit = "calls"`})
+	gw.d = testutil.StartDaemon(t, toml, url, testutil.DaemonOptions{})
+	return gw
+}
+
+// mrtrAnswer is a stateless request's answer.
+type mrtrAnswer struct {
+	status int
+	raw    string
+	Result struct {
+		ResultType    string                     `json:"resultType"`
+		InputRequests map[string]json.RawMessage `json:"inputRequests"`
+		RequestState  string                     `json:"requestState"`
+		Content       []struct {
+			Text string `json:"text"`
+		} `json:"content"`
+		StructuredContent json.RawMessage `json:"structuredContent"`
+		IsError           bool            `json:"isError"`
+	} `json:"result"`
+	Error *struct {
+		Code    int    `json:"code"`
+		Message string `json:"message"`
+		Data    struct {
+			Reason string `json:"reason"`
+		} `json:"data"`
+	} `json:"error"`
+}
+
+// text is the text of a tool result's content.
+func (a *mrtrAnswer) text() string {
+	var parts []string
+	for _, c := range a.Result.Content {
+		parts = append(parts, c.Text)
+	}
+	return strings.Join(parts, "\n")
+}
+
+// inputRequest is one member of inputRequests.
+type inputRequest struct {
+	Method string          `json:"method"`
+	Params json.RawMessage `json:"params"`
+}
+
+func (a *mrtrAnswer) requests(t *testing.T) map[string]inputRequest {
+	t.Helper()
+	out := map[string]inputRequest{}
+	for k, raw := range a.Result.InputRequests {
+		var r inputRequest
+		if err := json.Unmarshal(raw, &r); err != nil {
+			t.Fatalf("inputRequests[%q] = %s: %v", k, raw, err)
+		}
+		out[k] = r
+	}
+	return out
+}
+
+// call sends one stateless request of the client with token: a tools/call
+// of tool with arguments, declaring caps, with extra params members
+// (inputResponses, requestState) if not "".
+func (gw *inputGW) call(t *testing.T, token string, id int, tool, args, caps, extra string) *mrtrAnswer {
+	t.Helper()
+	if extra != "" {
+		extra = "," + extra
+	}
+	body := fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":%s},"name":%q,"arguments":%s%s}}`,
+		id, caps, tool, args, extra)
+	resp, raw := exchange(t, http.DefaultClient, gw.d.URL, body,
+		"Authorization", "Bearer "+token, "Mcp-Protocol-Version", "2026-07-28", "Mcp-Method", "tools/call", "Mcp-Name", tool)
+	if strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
+		raw = lastResponse(t, raw)
+	}
+	a := &mrtrAnswer{status: resp.StatusCode, raw: raw}
+	if err := json.Unmarshal([]byte(raw), a); err != nil {
+		t.Fatalf("tools/call %s: HTTP %d, not a JSON-RPC response: %v: %s", tool, resp.StatusCode, err, raw)
+	}
+	return a
+}
+
+// lastResponse picks the JSON-RPC response out of an event stream.
+func lastResponse(t *testing.T, stream string) string {
+	t.Helper()
+	var last string
+	sc := bufio.NewScanner(strings.NewReader(stream))
+	sc.Buffer(nil, 1<<24)
+	for sc.Scan() {
+		if data, ok := strings.CutPrefix(sc.Text(), "data: "); ok && strings.Contains(data, `"id"`) && !strings.Contains(data, `"method"`) {
+			last = data
+		}
+	}
+	if last == "" {
+		t.Fatalf("no response in the event stream:\n%s", stream)
+	}
+	return last
+}
+
+// retryParams are the members a retry adds: inputResponses and the
+// requestState.
+func retryParams(responses map[string]string, state string) string {
+	var members []string
+	for k, v := range responses {
+		members = append(members, fmt.Sprintf("%q:%s", k, v))
+	}
+	return fmt.Sprintf(`"inputResponses":{%s},"requestState":%q`, strings.Join(members, ","), state)
+}
+
+// mustInputRequired checks that a is an InputRequiredResult with exactly
+// the methods wanted (one request each) and returns its keys by method.
+func mustInputRequired(t *testing.T, a *mrtrAnswer, methods ...string) map[string]string {
+	t.Helper()
+	if a.Error != nil || a.Result.ResultType != "input_required" || a.Result.RequestState == "" {
+		t.Fatalf("HTTP %d %s; want an InputRequiredResult with requestState", a.status, a.raw)
+	}
+	keys := map[string]string{}
+	for k, r := range a.requests(t) {
+		keys[r.Method] = k
+	}
+	if len(keys) != len(methods) || len(a.Result.InputRequests) != len(methods) {
+		t.Fatalf("inputRequests %s; want one request of each of %v", a.raw, methods)
+	}
+	for _, m := range methods {
+		if keys[m] == "" {
+			t.Fatalf("inputRequests %s; want one of method %s", a.raw, m)
+		}
+	}
+	return keys
+}
+
+// mustRefuse checks that a is the -32602 error for requestState reason.
+func mustRefuse(t *testing.T, a *mrtrAnswer, reason string) {
+	t.Helper()
+	if a.Error == nil || a.Error.Code != -32602 || a.Error.Data.Reason != reason || !strings.Contains(a.Error.Message, "requestState") {
+		t.Errorf("HTTP %d %s; want error -32602 for a requestState that is %s", a.status, a.raw, reason)
+	}
+}
+
+// fakeRecorded returns the lines a fake backend read.
+func fakeRecorded(t *testing.T, file string) []string {
+	t.Helper()
+	b, err := os.ReadFile(file)
+	if err != nil && !os.IsNotExist(err) {
+		t.Fatal(err)
+	}
+	return strings.Split(strings.TrimSuffix(string(b), "\n"), "\n")
+}
+
+// awaitRecorded waits until the backend recorded a line that contains
+// every one of want.
+func awaitRecorded(t *testing.T, file, what string, want ...string) string {
+	t.Helper()
+	var found string
+	testutil.Eventually(t, 30*time.Second, what, func() bool {
+		for _, line := range fakeRecorded(t, file) {
+			if containsAll(line, want...) {
+				found = line
+				return true
+			}
+		}
+		return false
+	})
+	return found
+}
+
+func containsAll(s string, parts ...string) bool {
+	for _, p := range parts {
+		if !strings.Contains(s, p) {
+			return false
+		}
+	}
+	return true
+}
+
+// nothingReached checks that the backend read nothing between the line
+// count before and a marker call after: requests reach a stdio backend in
+// order, so what a refused retry sent would be recorded before the marker.
+func (gw *inputGW) nothingReached(t *testing.T, file, tool string, before int, marker string) {
+	t.Helper()
+	a := gw.call(t, aliceToken, 900, tool, fmt.Sprintf(`{"text":%q}`, marker), `{}`, "")
+	if a.Error != nil || !strings.Contains(a.text(), marker) {
+		t.Fatalf("marker call: %s", a.raw)
+	}
+	lines := fakeRecorded(t, file)
+	for _, line := range lines[before:] {
+		if strings.Contains(line, marker) {
+			return
+		}
+		t.Errorf("the backend read %s after a refused retry; want nothing before the marker", line)
+	}
+}
+
+const samplingCaps = `{"sampling":{}}`
+
+// TestInputRequiredFromServerEverything: server-everything, a 2025-11-25
+// server, sends sampling/createMessage and elicitation/create mid-call;
+// a stateless client gets each as an InputRequiredResult and its retry's
+// answers reach the server, whose tool result comes back to the retry.
+func TestInputRequiredFromServerEverything(t *testing.T) {
+	gw := inputGateway(t)
+	testutil.Eventually(t, 60*time.Second, "server-everything's conditional tools", func() bool {
+		a := gw.call(t, aliceToken, 1, "everything__trigger-sampling-request", `{"prompt":"probe","maxTokens":5}`, `{}`, "")
+		return a.Error == nil || !strings.Contains(a.raw, "unknown tool")
+	})
+
+	t.Run("sampling", func(t *testing.T) {
+		a := gw.call(t, aliceToken, 2, "everything__trigger-sampling-request", `{"prompt":"the prompt of alice","maxTokens":20}`, samplingCaps, "")
+		keys := mustInputRequired(t, a, "sampling/createMessage")
+		if req := a.requests(t)[keys["sampling/createMessage"]]; !strings.Contains(string(req.Params), "the prompt of alice") {
+			t.Errorf("sampling params %s; want the server's own, with the prompt", req.Params)
+		}
+		answer := `{"role":"assistant","content":{"type":"text","text":"the answer of alice's model"},"model":"itest-model","stopReason":"endTurn"}`
+		b := gw.call(t, aliceToken, 3, "everything__trigger-sampling-request", `{"prompt":"the prompt of alice","maxTokens":20}`, samplingCaps,
+			retryParams(map[string]string{keys["sampling/createMessage"]: answer}, a.Result.RequestState))
+		if b.Error != nil || b.Result.ResultType != "complete" || !strings.Contains(b.text(), "the answer of alice's model") {
+			t.Errorf("retry: HTTP %d %s; want the tool's result with the client's sampling answer", b.status, b.raw)
+		}
+	})
+
+	t.Run("elicitation", func(t *testing.T) {
+		caps := `{"elicitation":{"form":{}}}`
+		a := gw.call(t, aliceToken, 4, "everything__trigger-elicitation-request", `{}`, caps, "")
+		keys := mustInputRequired(t, a, "elicitation/create")
+		b := gw.call(t, aliceToken, 5, "everything__trigger-elicitation-request", `{}`, caps,
+			retryParams(map[string]string{keys["elicitation/create"]: `{"action":"decline"}`}, a.Result.RequestState))
+		if b.Error != nil || b.Result.ResultType != "complete" || !strings.Contains(strings.ToLower(b.text()), "decline") {
+			t.Errorf("retry: HTTP %d %s; want the tool's result for a declined elicitation", b.status, b.raw)
+		}
+	})
+}
+
+// TestInputRequiredRootsAndSeveralAtOnce: roots/list becomes an input
+// request too, and requests a backend has in flight together all reach
+// the client and are all answered.
+func TestInputRequiredRootsAndSeveralAtOnce(t *testing.T) {
+	gw := inputGateway(t)
+
+	a := gw.call(t, aliceToken, 1, "fake__roots", `{}`, `{"roots":{}}`, "")
+	keys := mustInputRequired(t, a, "roots/list")
+	roots := `{"roots":[{"uri":"file:///home/alice/project","name":"project"}]}`
+	b := gw.call(t, aliceToken, 2, "fake__roots", `{}`, `{"roots":{}}`, retryParams(map[string]string{keys["roots/list"]: roots}, a.Result.RequestState))
+	if b.Error != nil || b.Result.ResultType != "complete" || !strings.Contains(string(b.Result.StructuredContent), "file:///home/alice/project") {
+		t.Fatalf("roots retry: HTTP %d %s; want the backend to have the client's roots", b.status, b.raw)
+	}
+
+	// Two requests in flight at once: the client may get them in one
+	// InputRequiredResult or in two, and answers each.
+	args := `{"requests":[{"method":"sampling/createMessage","params":{"messages":[],"maxTokens":1}},{"method":"elicitation/create","params":{"message":"name?","requestedSchema":{"type":"object","properties":{}}}}]}`
+	caps := `{"sampling":{},"elicitation":{}}`
+	answers := map[string]string{
+		"sampling/createMessage": `{"role":"assistant","content":{"type":"text","text":"sampled"},"model":"m"}`,
+		"elicitation/create":     `{"action":"accept","content":{"name":"alice"}}`,
+	}
+	seen := map[string]bool{}
+	res := gw.call(t, aliceToken, 3, "fake__requests", args, caps, "")
+	for id := 4; res.Result.ResultType == "input_required"; id++ {
+		if id > 8 {
+			t.Fatalf("still input_required after %d retries: %s", id-4, res.raw)
+		}
+		responses := map[string]string{}
+		for k, r := range res.requests(t) {
+			if seen[r.Method] {
+				t.Errorf("%s asked again after it was answered: %s", r.Method, res.raw)
+			}
+			seen[r.Method] = true
+			responses[k] = answers[r.Method]
+		}
+		res = gw.call(t, aliceToken, id, "fake__requests", args, caps, retryParams(responses, res.Result.RequestState))
+	}
+	want := `{"answers":[{"result":` + answers["sampling/createMessage"] + `},{"result":` + answers["elicitation/create"] + `}]}`
+	if res.Error != nil || res.Result.ResultType != "complete" || compactJSON(t, res.Result.StructuredContent) != compactJSON(t, []byte(want)) {
+		t.Errorf("final answer HTTP %d %s; want structuredContent %s", res.status, res.raw, want)
+	}
+}
+
+func compactJSON(t *testing.T, raw []byte) string {
+	t.Helper()
+	var v any
+	if err := json.Unmarshal(raw, &v); err != nil {
+		t.Fatalf("%s: %v", raw, err)
+	}
+	out, _ := json.Marshal(v)
+	return string(out)
+}
+
+// TestInputRequiredRefusals: a requestState that is tampered with, sent
+// by another client, for another tool, used twice or expired is refused
+// with -32602, journaled, and reaches no backend; an expired call is
+// cancelled at its backend, whose request gets an error; a capability the
+// client did not declare is never asked for; the retry is audited.
+func TestInputRequiredRefusals(t *testing.T) {
+	gw := inputGateway(t)
+	args := `{}`
+	a := gw.call(t, aliceToken, 1, "fake__sample", args, samplingCaps, "")
+	keys := mustInputRequired(t, a, "sampling/createMessage")
+	key, state := keys["sampling/createMessage"], a.Result.RequestState
+	answer := `{"role":"assistant","content":{"type":"text","text":"from alice"},"model":"m"}`
+	responses := map[string]string{key: answer}
+
+	before := len(fakeRecorded(t, gw.fakeRecord))
+	tampered := []byte(state)
+	tampered[len(tampered)/2] ^= 0x01
+	if tampered[len(tampered)/2] == '-' || tampered[len(tampered)/2] == '_' {
+		tampered[len(tampered)/2] = 'A'
+	}
+	mustRefuse(t, gw.call(t, aliceToken, 2, "fake__sample", args, samplingCaps, retryParams(responses, string(tampered))), "tampered")
+	mustRefuse(t, gw.call(t, bobToken, 3, "fake__sample", args, samplingCaps, retryParams(responses, state)), "other-client")
+	mustRefuse(t, gw.call(t, aliceToken, 4, "fake__elicit", args, samplingCaps, retryParams(responses, state)), "other-request")
+	mustRefuse(t, gw.call(t, aliceToken, 5, "fake__sample", args, samplingCaps, retryParams(responses, "bm90IGEgdG9rZW4")), "malformed")
+	gw.nothingReached(t, gw.fakeRecord, "fake__echo", before, "marker-after-refusals")
+
+	// A retry that answers nothing is asked again, under a new
+	// requestState; the old one is used up.
+	again := gw.call(t, aliceToken, 6, "fake__sample", args, samplingCaps, retryParams(nil, state))
+	if k := mustInputRequired(t, again, "sampling/createMessage")["sampling/createMessage"]; k != key || again.Result.RequestState == state {
+		t.Fatalf("retry without answers: %s; want %s asked again under a new requestState", again.raw, key)
+	}
+	mustRefuse(t, gw.call(t, aliceToken, 7, "fake__sample", args, samplingCaps, retryParams(responses, state)), "replayed")
+	state = again.Result.RequestState
+
+	// The real retry works after those, once.
+	b := gw.call(t, aliceToken, 8, "fake__sample", args, samplingCaps, retryParams(responses, state))
+	if b.Error != nil || b.Result.ResultType != "complete" || !strings.Contains(string(b.Result.StructuredContent), "from alice") {
+		t.Fatalf("retry: %s; want the backend's result with alice's answer", b.raw)
+	}
+	gw.d.Stderr.Await(t, 10*time.Second, "the audit entry of the retry", func(out string) bool {
+		for _, line := range strings.Split(out, "\n") {
+			if containsAll(line, "message_id=af84f9ba2bdf44638ea8e737adfb73ba", "client=alice", "tool=fake__sample", "outcome=ok") {
+				return true
+			}
+		}
+		return false
+	})
+	before = len(fakeRecorded(t, gw.fakeRecord))
+	mustRefuse(t, gw.call(t, aliceToken, 9, "fake__sample", args, samplingCaps, retryParams(responses, state)), "replayed")
+	gw.nothingReached(t, gw.fakeRecord, "fake__echo", before, "marker-after-replay")
+	gw.d.Stderr.Await(t, 10*time.Second, "the journaled refusals", func(out string) bool {
+		return containsAll(out, `refused client \"bob\": tools/call with requestState other-client`,
+			`refused client \"alice\": tools/call with requestState tampered`, `refused client \"alice\": tools/call with requestState replayed`)
+	})
+
+	// Expiry: short waits 300ms for the retry, then cancels the call at
+	// the backend and answers its request with an error.
+	e := gw.call(t, aliceToken, 10, "short__sample", args, samplingCaps, "")
+	eKey := mustInputRequired(t, e, "sampling/createMessage")["sampling/createMessage"]
+	call := awaitRecorded(t, gw.shortRecord, "the short backend's tools/call", `"method":"tools/call"`, `"name":"sample"`)
+	var sent struct {
+		ID json.RawMessage `json:"id"`
+	}
+	json.Unmarshal([]byte(call), &sent)
+	awaitRecorded(t, gw.shortRecord, "the error answering the backend's sampling request", `"error"`, `-32001`, "did not retry")
+	awaitRecorded(t, gw.shortRecord, "notifications/cancelled of the expired call", `"notifications/cancelled"`, `"requestId":`+string(sent.ID))
+	before = len(fakeRecorded(t, gw.shortRecord))
+	mustRefuse(t, gw.call(t, aliceToken, 11, "short__sample", args, samplingCaps, retryParams(map[string]string{eKey: answer}, e.Result.RequestState)), "expired")
+	gw.nothingReached(t, gw.shortRecord, "short__echo", before, "marker-after-expiry")
+
+	// A capability the client did not declare: the backend gets an error,
+	// the client no input request.
+	u := gw.call(t, aliceToken, 12, "fake__elicit", args, samplingCaps, "")
+	if u.Error != nil || u.Result.ResultType == "input_required" || !u.Result.IsError || !strings.Contains(u.raw, "did not declare") {
+		t.Errorf("elicitation without the capability: %s; want the backend's error result saying the client did not declare it", u.raw)
+	}
+}
