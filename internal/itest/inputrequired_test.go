@@ -31,7 +31,10 @@ type inputGW struct {
 // inputGateway runs mcpgated with two clients, alice and bob, and three
 // backends: fake and short (fake servers recording what they read; short
 // waits 300ms for a client's input) and everything (server-everything).
-func inputGateway(t *testing.T) *inputGW {
+func inputGateway(t *testing.T) *inputGW { return inputGatewayWith(t, "") }
+
+// inputGatewayWith is inputGateway with more [gateway] keys.
+func inputGatewayWith(t *testing.T, gatewayKeys string) *inputGW {
 	t.Helper()
 	bins := testutil.Build(t)
 	dir := t.TempDir()
@@ -56,7 +59,7 @@ token_sha256 = %[5]q
 [clients.bob]
 token_sha256 = %[6]q
 `, bins.Fake, gw.fakeRecord, gw.shortRecord, testutil.NpmServer(t, "mcp-server-everything"), sha256Hex(aliceToken), sha256Hex(bobToken))
-	toml, url := testutil.ConfigWith(t, backends, testutil.ConfigOptions{Auth: "required", Gateway: `audit = "calls"`})
+	toml, url := testutil.ConfigWith(t, backends, testutil.ConfigOptions{Auth: "required", Gateway: "audit = \"calls\"\n" + gatewayKeys})
 	gw.d = testutil.StartDaemon(t, toml, url, testutil.DaemonOptions{})
 	return gw
 }
@@ -415,4 +418,36 @@ func TestInputRequiredRefusals(t *testing.T) {
 	if u.Error != nil || u.Result.ResultType == "input_required" || !u.Result.IsError || !strings.Contains(u.raw, "did not declare") {
 		t.Errorf("elicitation without the capability: %s; want the backend's error result saying the client did not declare it", u.raw)
 	}
+}
+
+// TestInputRequiredElsewhereAndBounded: a requestState brought to another
+// mcpgated (here on the same host, as after a restart) is refused with
+// reason restarted and reaches no backend there; beyond
+// max_input_required_calls_per_client, a backend's request is answered
+// with an error naming the key instead of becoming an input request.
+func TestInputRequiredElsewhereAndBounded(t *testing.T) {
+	one := inputGatewayWith(t, "max_input_required_calls_per_client = 1")
+	other := inputGatewayWith(t, "")
+
+	a := one.call(t, aliceToken, 1, "fake__sample", `{}`, samplingCaps, "")
+	key := mustInputRequired(t, a, "sampling/createMessage")["sampling/createMessage"]
+	answer := `{"role":"assistant","content":{"type":"text","text":"x"},"model":"m"}`
+	before := len(fakeRecorded(t, other.fakeRecord))
+	r := other.call(t, aliceToken, 2, "fake__sample", `{}`, samplingCaps, retryParams(map[string]string{key: answer}, a.Result.RequestState))
+	mustRefuse(t, r, "restarted")
+	if r.Error != nil && !strings.Contains(r.Error.Message, "another run of mcpgated on host") {
+		t.Errorf("refusal %q does not say another run of mcpgated issued it", r.Error.Message)
+	}
+	other.nothingReached(t, other.fakeRecord, "fake__echo", before, "marker-elsewhere")
+
+	// alice's one call waits on fake: her next call that asks, on short
+	// (not fake, where two calls in flight could not be told apart), is
+	// over the bound.
+	b := one.call(t, aliceToken, 3, "short__sample", `{}`, samplingCaps, "")
+	if b.Error != nil || b.Result.ResultType == "input_required" || !b.Result.IsError || !strings.Contains(b.raw, "max_input_required_calls_per_client") {
+		t.Errorf("a second waiting call of alice: %s; want the backend's error result naming max_input_required_calls_per_client", b.raw)
+	}
+	// bob has a bound of his own.
+	c := one.call(t, bobToken, 4, "short__sample", `{}`, samplingCaps, "")
+	mustInputRequired(t, c, "sampling/createMessage")
 }
