@@ -2,6 +2,7 @@ package itest
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -450,4 +451,40 @@ func TestInputRequiredElsewhereAndBounded(t *testing.T) {
 	// bob has a bound of his own.
 	c := one.call(t, bobToken, 4, "short__sample", `{}`, samplingCaps, "")
 	mustInputRequired(t, c, "sampling/createMessage")
+}
+
+// TestInputRequiredRetryClosed: a client that closes its retry's stream
+// while the backend's call goes on cancels the call at the backend, as
+// for any stateless request.
+func TestInputRequiredRetryClosed(t *testing.T) {
+	gw := inputGateway(t)
+	args := `{"requests":[{"method":"sampling/createMessage","params":{"messages":[],"maxTokens":1}}],"wait_cancel":true}`
+	a := gw.call(t, aliceToken, 1, "fake__requests", args, samplingCaps, "")
+	key := mustInputRequired(t, a, "sampling/createMessage")["sampling/createMessage"]
+	call := awaitRecorded(t, gw.fakeRecord, "the backend's tools/call", `"method":"tools/call"`, `"name":"requests"`)
+	var sent struct {
+		ID json.RawMessage `json:"id"`
+	}
+	json.Unmarshal([]byte(call), &sent)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		body := fmt.Sprintf(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":%s},"name":"fake__requests","arguments":%s,%s}}`,
+			samplingCaps, args, retryParams(map[string]string{key: `{"role":"assistant","content":{"type":"text","text":"answered then gone"},"model":"m"}`}, a.Result.RequestState))
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, gw.d.URL, strings.NewReader(body))
+		for h := []string{"Content-Type", "application/json", "Accept", "application/json, text/event-stream", "Authorization", "Bearer " + aliceToken,
+			"Mcp-Protocol-Version", "2026-07-28", "Mcp-Method", "tools/call", "Mcp-Name", "fake__requests"}; len(h) > 1; h = h[2:] {
+			req.Header.Set(h[0], h[1])
+		}
+		if resp, err := http.DefaultClient.Do(req); err == nil {
+			resp.Body.Close()
+		}
+	}()
+	awaitRecorded(t, gw.fakeRecord, "the client's answer at the backend", `"result"`, "answered then gone")
+	cancel()
+	<-done
+	awaitRecorded(t, gw.fakeRecord, "notifications/cancelled of the call whose retry was closed", `"notifications/cancelled"`, `"requestId":`+string(sent.ID))
 }

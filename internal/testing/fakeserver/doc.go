@@ -111,7 +111,9 @@
 //	requests {requests}        send every {method, params} of requests to the
 //	                           client in one write, so that all are in flight
 //	                           at once; structuredContent {answers}: per
-//	                           request, in order, {result} or {error}
+//	                           request, in order, {result} or {error}; with
+//	                           wait_cancel true, once answered it waits for
+//	                           notifications/cancelled and never answers
 //	notify {method, params}    send any notification to the client
 //	log {level, logger, data}  send notifications/message (level default "info")
 //	loglevel {}                structuredContent {level}: the last logging/setLevel
