@@ -183,10 +183,11 @@ func (t *Continuations) HandleInput(in *Input) {
 func (t *Continuations) start(in *Input) (*continuation, string) {
 	s := in.Session
 	c := latestCall(in.Conn, s)
-	switch {
-	case c == nil || c.stream != in.Stream:
+	if c == nil || c.stream != in.Stream || s.request == nil {
 		return nil, "no call of the client is in flight"
-	case s.binding == "":
+	}
+	binding := requestBinding(s.request)
+	if binding == "" {
 		return nil, "only tools/call, prompts/get and resources/read can ask the client for input"
 	}
 	client := s.Client().Name
@@ -204,7 +205,7 @@ func (t *Continuations) start(in *Input) (*continuation, string) {
 		t:       t,
 		id:      reqstate.NewID(),
 		client:  client,
-		binding: s.binding,
+		binding: binding,
 		call:    c,
 		first:   in.Stream,
 		timeout: in.Backend.Config().ClientRequestTimeout,

@@ -25,9 +25,9 @@ type Session struct {
 	// stateless marks the context of one 2026-07-28 request (see
 	// StatelessRequest): no ID, no standalone stream, in no session table.
 	stateless bool
-	// binding is what a requestState issued for the stateless request is
-	// bound to (see requestBinding).
-	binding string
+	// request is the stateless request, whose method and name a
+	// requestState issued for it is bound to (see requestBinding).
+	request *jsonrpc.Message
 
 	mu         sync.Mutex
 	closed     bool
