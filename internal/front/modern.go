@@ -31,9 +31,9 @@ func isModern(hdr http.Header, msg *jsonrpc.Message) bool {
 	if msg.IsRequest() && msg.Method == "initialize" {
 		return false // a 2025 session starts, whatever else it carries
 	}
-	if _, _, err := jsonrpc.FindPath(msg.Params, "_meta", gateway.MetaProtocolVersion); err != nil {
-		return true // ambiguous: refused as a malformed stateless request
-	} else if v, _, _ := jsonrpc.LookupPath(msg.Params, "_meta", gateway.MetaProtocolVersion); v != nil {
+	// An ambiguous or malformed _meta counts too: it is refused as a
+	// malformed stateless request.
+	if v, _, err := jsonrpc.FindPath(msg.Params, "_meta", gateway.MetaProtocolVersion); err != nil || v != nil {
 		return true
 	}
 	return modernHeader(hdr)
@@ -176,7 +176,10 @@ func modernStatus(code int) int {
 // stateless serves a stateless (2026-07-28) request: checked against its
 // headers, then routed as a session's request is, with a context that
 // lives as long as the request.
-func (h *Handler) stateless(w http.ResponseWriter, r *http.Request, msg *jsonrpc.Message, sse bool) {
+// A subscriptions/listen stream lasts as long as its client wants: it
+// gives back its max_concurrent_requests slot (*held) once admitted, and
+// counts as a session instead.
+func (h *Handler) stateless(w http.ResponseWriter, r *http.Request, msg *jsonrpc.Message, sse bool, held *bool) {
 	switch {
 	case msg.IsNotification():
 		// 2026-07-28 defines no notification from the client over HTTP:
@@ -200,9 +203,20 @@ func (h *Handler) stateless(w http.ResponseWriter, r *http.Request, msg *jsonrpc
 		h.rpcError(w, http.StatusServiceUnavailable, msg.ID, gateway.CodeShuttingDown, "the gateway is shutting down; send the request again to reach another host")
 		return
 	}
+	if msg.Method == "subscriptions/listen" && *held {
+		*held = false
+		h.release()
+	}
 	sess := h.g.StatelessRequest(meta, clientOf(r))
 	defer sess.End()
 	st := sess.NewStream(1, sse)
 	sess.HandleRequest(msg, st)
 	h.answer(w, r, sess, st, false)
+}
+
+// sessionless answers a GET or DELETE of a 2026-07-28 client, which has no
+// session to stream or end: 405, as that revision says.
+func (h *Handler) sessionless(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Allow", "POST")
+	h.httpError(w, http.StatusMethodNotAllowed, "MCP %s has no %s: POST subscriptions/listen for notifications", gateway.ModernProtocolVersion, r.Method)
 }

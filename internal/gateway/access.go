@@ -51,12 +51,32 @@ func (g *Gateway) release(name string) {
 // and are told about lists that look different now.
 func (g *Gateway) SetClients(set *access.Set) {
 	cat := g.Catalog()
+	g.setListenerClients(set, cat)
 	g.eachSession(func(s *Session) {
 		old := s.Client()
 		c := set.Client(old.Name)
 		if c == nil {
 			g.log.Info(fmt.Sprintf("ending a session of client %q, which was removed", old.Name), "session", s.ID, "client", old.Name)
 			g.CloseSession(s.ID, "client \""+old.Name+"\" was removed from the configuration")
+			return
+		}
+		s.client.Store(c)
+		for _, k := range []access.Kind{access.Tools, access.Prompts, access.Resources} {
+			if viewDigest(old.Policy, k, cat) != viewDigest(c.Policy, k, cat) {
+				s.listChanged(listChangedMethod[k])
+			}
+		}
+	})
+}
+
+// setListenerClients is SetClients for subscriptions/listen streams: one
+// whose client is gone ends.
+func (g *Gateway) setListenerClients(set *access.Set, cat *catalog.Catalog) {
+	g.eachListener(func(s *Session) {
+		old := s.Client()
+		c := set.Client(old.Name)
+		if c == nil {
+			s.endListener("client \"" + old.Name + "\" was removed from the configuration")
 			return
 		}
 		s.client.Store(c)

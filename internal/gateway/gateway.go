@@ -105,6 +105,7 @@ type Gateway struct {
 
 	sessions  sync.Map     // session id → *Session
 	requests  sync.Map     // *Session of a stateless request in flight → struct{}
+	listeners sync.Map     // *Session of a subscriptions/listen stream → struct{}
 	nowhere   *Stream      // the ended stream stateless requests have as standalone
 	modern    modernResult // what results for stateless requests get
 	nsess     atomic.Int64 // sessions stored (or being made), bounded by MaxSessions
@@ -212,11 +213,13 @@ func (g *Gateway) Refresh() {
 	g.conflicts = seen
 	changed := func(a, b string, method string) {
 		if a != b {
-			g.eachSession(func(s *Session) {
+			tell := func(s *Session) {
 				if s.viewChanged(prev, next, method) {
 					s.listChanged(method)
 				}
-			})
+			}
+			g.eachSession(tell)
+			g.eachListener(tell)
 		}
 	}
 	changed(prev.ToolsDigest, next.ToolsDigest, "notifications/tools/list_changed")
@@ -267,6 +270,7 @@ func (g *Gateway) CloseSession(id string, why string) bool {
 // on, as Drain does first, without waiting for the requests in flight.
 func (g *Gateway) StopAccepting() {
 	g.draining.Store(true)
+	g.endListeners("the gateway is shutting down")
 	g.endWaitingInputs()
 }
 
@@ -303,8 +307,7 @@ func (g *Gateway) endWaitingInputs() {
 // Drain makes the gateway refuse new requests and waits until the requests
 // in flight are answered or ctx ends.
 func (g *Gateway) Drain(ctx context.Context) error {
-	g.draining.Store(true)
-	g.endWaitingInputs()
+	g.StopAccepting()
 	for g.inflight.Load() > 0 {
 		select {
 		case <-g.idle:
@@ -329,6 +332,7 @@ func (g *Gateway) callEnded() {
 // running, waiting until those programs are killed and reaped.
 func (g *Gateway) Close() {
 	g.eachSession(func(s *Session) { g.CloseSession(s.ID, "the gateway is shutting down") })
+	g.endListeners("the gateway is shutting down")
 	g.eachRequest(func(s *Session) { s.close("the gateway is shutting down") })
 	if t, ok := g.opts.Input.(*Continuations); ok {
 		t.cutOff("the gateway is shutting down")

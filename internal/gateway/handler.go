@@ -44,14 +44,20 @@ func (g *Gateway) Notification(b *backend.Backend, conn *backend.Conn, msg *json
 		}
 		data := jsonrpc.AppendNotification(nil, msg.Method, msg.Params)
 		dedicated := ownerSession(conn) // an instance's updates are its session's alone
-		g.eachSession(func(s *Session) {
+		updated := func(s *Session) {
 			s.mu.Lock()
 			owner, subscribed := s.subs[uri]
 			s.mu.Unlock()
 			if subscribed && owner == b.Name() && (dedicated == nil || dedicated == s) {
+				if s.listenTag != nil {
+					s.standalone.push(s.notification(msg.Method, msg.Params), false)
+					return
+				}
 				s.standalone.push(data, false)
 			}
-		})
+		}
+		g.eachSession(updated)
+		g.eachListener(updated)
 	case "notifications/cancelled":
 		idRaw, span, ok := jsonrpc.Lookup(msg.Params, "requestId")
 		if !ok {
@@ -203,6 +209,9 @@ func (g *Gateway) Request(b *backend.Backend, conn *backend.Conn, msg *jsonrpc.M
 	}
 	if !s.hasCapability(msg.Method) {
 		refuse(jsonrpc.CodeMethodNotFound, "the client did not declare the capability %s needs", msg.Method)
+		if s.stateless {
+			g.missingCapability(conn, msg.Method, s)
+		}
 		return
 	}
 	if s.stateless {

@@ -45,6 +45,8 @@ func (s *Session) HandleRequest(msg *jsonrpc.Message, stream *Stream) {
 	switch msg.Method {
 	case "server/discover":
 		s.discover(msg, stream)
+	case "subscriptions/listen":
+		s.listen(msg, stream, cat)
 	case "initialize":
 		fail(jsonrpc.Errorf(jsonrpc.CodeInvalidRequest, "the session is already initialized; start a new session to initialize again"))
 	case "ping":

@@ -25,6 +25,10 @@ type Session struct {
 	// stateless marks the context of one 2026-07-28 request (see
 	// StatelessRequest): no ID, no standalone stream, in no session table.
 	stateless bool
+	// listenID and listenTag mark the context of a subscriptions/listen
+	// request: its id, and the params that tag its notifications.
+	listenID  json.RawMessage
+	listenTag json.RawMessage
 	// request is the stateless request, whose method and name a
 	// requestState issued for it is bound to (see requestBinding).
 	request *jsonrpc.Message
@@ -350,7 +354,7 @@ func (s *Session) listChanged(method string) {
 		offered = s.offered.resources
 	}
 	if offered {
-		s.standalone.push(jsonrpc.AppendNotification(nil, method, nil), false)
+		s.standalone.push(s.notification(method, nil), false)
 	}
 }
 

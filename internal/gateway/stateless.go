@@ -103,6 +103,7 @@ func (s *Session) End() {
 		return
 	}
 	s.g.requests.Delete(s)
+	s.closeListener()
 	s.close("the client closed the response stream")
 }
 

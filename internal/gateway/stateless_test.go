@@ -12,7 +12,9 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/mcpgate/mcpgate/internal/mcphttp"
 	"github.com/mcpgate/mcpgate/internal/testutil"
@@ -228,6 +230,21 @@ func TestStatelessHeaderRules(t *testing.T) {
 		})
 	}
 
+	// GET and DELETE of a 2026-07-28 client: 405, nothing to stream or end.
+	for _, method := range []string{http.MethodGet, http.MethodDelete} {
+		req, _ := http.NewRequest(method, d.URL, nil)
+		req.Header.Set("Accept", mcphttp.MediaSSE)
+		req.Header.Set(mcphttp.HeaderProtocol, modern)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusMethodNotAllowed {
+			t.Errorf("%s with MCP-Protocol-Version %s and no session: HTTP %d, want 405", method, modern, resp.StatusCode)
+		}
+	}
+
 	// The unsupported version's error lists what is supported and what
 	// was asked for.
 	_, m := modernCall(t, d.URL, strings.Replace(call, modern, "2099-01-01", 1), mcphttp.HeaderProtocol, "2099-01-01", "Mcp-Method", "tools/call", "Mcp-Name", "fake__echo")
@@ -372,13 +389,128 @@ func TestStatelessCancelAndClientRequests(t *testing.T) {
 		t.Errorf("cancellation reason %q, want one saying the client went away", reason)
 	}
 
-	for _, c := range []struct{ caps, want string }{
-		{`{}`, "did not declare"},
-		{`{"sampling":{}}`, `"resultType":"input_required"`},
-	} {
-		got := modernEvents(t, d.URL, modernBody(2, "tools/call", `"name":"f__sample","arguments":{}`, modernMeta(c.caps)), modernHeaders("tools/call", "f__sample")...)
-		if m := methods(got); len(m) != 1 || !strings.Contains(string(got[0].Result), c.want) {
-			t.Errorf("sampling during a stateless call with capabilities %s: %v %s; want %q", c.caps, m, got[len(got)-1].Result, c.want)
+	// Without the capability, the client learns which one it lacks, with
+	// HTTP 400, and the backend's call is cancelled.
+	status, m := modernCall(t, d.URL, modernBody(3, "tools/call", `"name":"f__sample","arguments":{"id":"nocap"}`, modernMeta(`{}`)), modernHeaders("tools/call", "f__sample")...)
+	data, _ := m["error"].(map[string]any)["data"].(map[string]any)
+	required, _ := data["requiredCapabilities"].(map[string]any)
+	if status != http.StatusBadRequest || errorCode(m) != -32021 || required["sampling"] == nil {
+		t.Errorf("sampling without the capability: HTTP %d %v; want 400 with -32021 naming sampling", status, m)
+	}
+	id = backendID(t, awaitRecorded(t, record, 1, `"name":"sample"`, `"id":"nocap"`)[0])
+	if reason := awaitCancelled(t, observer, "f__cancelled", id); !strings.Contains(reason, "capability sampling") {
+		t.Errorf("cancellation reason %q, want one naming the capability", reason)
+	}
+
+	// With it, the backend's request becomes an InputRequiredResult (last:
+	// while its call waits for the retry, another call's request on f could
+	// not be told apart from its own).
+	got := modernEvents(t, d.URL, modernBody(2, "tools/call", `"name":"f__sample","arguments":{}`, modernMeta(`{"sampling":{}}`)), modernHeaders("tools/call", "f__sample")...)
+	if m := methods(got); len(m) != 1 || !strings.Contains(string(got[0].Result), `"resultType":"input_required"`) {
+		t.Errorf("sampling during a stateless call: %v %s; want an InputRequiredResult", m, got[len(got)-1].Result)
+	}
+}
+
+// subscriptions/listen: acknowledged first with what the gateway agreed
+// to (max_subscriptions bounds the resources; a listener counts against
+// max_sessions), then list_changed and resource updates tagged with the
+// subscription id; closing the stream unsubscribes the backend.
+func TestStatelessListen(t *testing.T) {
+	record := recordFile(t, "f")
+	d := startGateway(t, "max_subscriptions = 1\nmax_sessions = 1\n", fakeBackend(t, "f", "", "--resources", "2", "--record", record))
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	body := modernBody("L1", "subscriptions/listen", `"notifications":{"toolsListChanged":true,"resourceSubscriptions":["fake://r/0","fake://r/1"]}`, modernMeta(`{}`))
+	resp := postRaw(t, ctx, d.URL, body, modernHeaders("subscriptions/listen", "")...)
+	if resp.StatusCode != http.StatusOK || !strings.HasPrefix(resp.Header.Get("Content-Type"), mcphttp.MediaSSE) {
+		b, _ := io.ReadAll(resp.Body)
+		t.Fatalf("listen: HTTP %d %s", resp.StatusCode, b)
+	}
+	events := make(chan message, 16)
+	go func() {
+		defer close(events)
+		defer resp.Body.Close()
+		r := mcphttp.NewEventReader(resp.Body, 1<<20)
+		for {
+			ev, err := r.Next()
+			if err != nil {
+				return
+			}
+			if len(ev.Data) > 0 {
+				events <- decode(t, string(ev.Data))
+			}
 		}
+	}()
+	next := func(what string) message {
+		t.Helper()
+		select {
+		case m, ok := <-events:
+			if !ok {
+				t.Fatalf("the listen stream ended before %s", what)
+			}
+			return m
+		case <-time.After(wait):
+			t.Fatalf("no %s on the listen stream", what)
+		}
+		return message{}
+	}
+	subID := func(m message) any {
+		meta, _ := m.Params["_meta"].(map[string]any)
+		return meta["io.modelcontextprotocol/subscriptionId"]
+	}
+	ack := next("acknowledgement")
+	if ack.Method != "notifications/subscriptions/acknowledged" || subID(ack) != "L1" {
+		t.Fatalf("first message %+v, want the acknowledgement tagged L1", ack)
+	}
+	agreed, _ := ack.Params["notifications"].(map[string]any)
+	if fmt.Sprint(agreed["resourceSubscriptions"]) != "[fake://r/0]" || agreed["toolsListChanged"] != true || agreed["promptsListChanged"] != nil {
+		t.Errorf("acknowledged %v; want tools list changes and fake://r/0 only (max_subscriptions 1)", agreed)
+	}
+	awaitRecorded(t, record, 1, `"method":"resources/subscribe"`, `fake://r/0`)
+
+	call := func(tool, args string) {
+		t.Helper()
+		status, m := modernCall(t, d.URL, modernBody(1, "tools/call", fmt.Sprintf(`"name":%q,"arguments":%s`, tool, args), modernMeta(`{}`)), modernHeaders("tools/call", tool)...)
+		if status != http.StatusOK || m["error"] != nil {
+			t.Fatalf("%s: HTTP %d %v", tool, status, m)
+		}
+	}
+	call("f__touch", `{"uri":"fake://r/0"}`)
+	if m := next("the resource update"); m.Method != "notifications/resources/updated" || m.Params["uri"] != "fake://r/0" || subID(m) != "L1" {
+		t.Errorf("got %+v, want resources/updated of fake://r/0 tagged L1", m)
+	}
+	call("f__set_tools", `{"names":["zeta"]}`)
+	if m := next("tools/list_changed"); m.Method != "notifications/tools/list_changed" || subID(m) != "L1" {
+		t.Errorf("got %+v, want tools/list_changed tagged L1", m)
+	}
+
+	// A listener counts as a session: max_sessions 1 is reached.
+	status, m := modernCall(t, d.URL, modernBody("L9", "subscriptions/listen", `"notifications":{"toolsListChanged":true}`, modernMeta(`{}`)), modernHeaders("subscriptions/listen", "")...)
+	if status != http.StatusOK || errorCode(m) != -32005 {
+		t.Errorf("a second listener beyond max_sessions 1: HTTP %d %v; want error -32005", status, m)
+	}
+
+	cancel() // the client closes the stream: the backend is unsubscribed
+	awaitRecorded(t, record, 1, `"method":"resources/unsubscribe"`, `fake://r/0`)
+
+	// A listener the gateway ends as it stops gets a result to its request.
+	resp = postRaw(t, context.Background(), d.URL, modernBody("L2", "subscriptions/listen", `"notifications":{"promptsListChanged":true}`, modernMeta(`{}`)), modernHeaders("subscriptions/listen", "")...)
+	defer resp.Body.Close()
+	r := mcphttp.NewEventReader(resp.Body, 1<<20)
+	var last message
+	for i := 0; ; i++ {
+		ev, err := r.Next()
+		if err != nil {
+			break
+		}
+		if i == 0 {
+			d.Signal(syscall.SIGTERM) // acknowledged: stop the gateway
+		}
+		if len(ev.Data) > 0 {
+			last = decode(t, string(ev.Data))
+		}
+	}
+	if string(last.ID) != `"L2"` || !strings.Contains(string(last.Result), `"io.modelcontextprotocol/subscriptionId":"L2"`) || !strings.Contains(string(last.Result), `"resultType":"complete"`) {
+		t.Errorf("the listen stream ended with %+v; want a result to L2 tagged with it", last)
 	}
 }

@@ -97,7 +97,7 @@ const initializeBody = `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{
 
 // exchange POSTs body to url through hc with the given headers and returns
 // the response with its body read.
-func exchange(t *testing.T, hc *http.Client, url, body string, headers ...string) (*http.Response, string) {
+func exchange(t testing.TB, hc *http.Client, url, body string, headers ...string) (*http.Response, string) {
 	t.Helper()
 	req, err := http.NewRequestWithContext(testutil.Context(t, 30*time.Second), http.MethodPost, url, strings.NewReader(body))
 	if err != nil {

@@ -414,11 +414,12 @@ func TestInputRequiredRefusals(t *testing.T) {
 	gw.nothingReached(t, gw.shortRecord, "short__echo", before, "marker-after-expiry")
 
 	// A capability the client did not declare: the backend gets an error,
-	// the client no input request.
+	// the client no input request but -32021 naming what it lacks.
 	u := gw.call(t, aliceToken, 12, "fake__elicit", args, samplingCaps, "")
-	if u.Error != nil || u.Result.ResultType == "input_required" || !u.Result.IsError || !strings.Contains(u.raw, "did not declare") {
-		t.Errorf("elicitation without the capability: %s; want the backend's error result saying the client did not declare it", u.raw)
+	if u.Error == nil || u.Error.Code != -32021 || u.status != http.StatusBadRequest || !strings.Contains(u.raw, `"elicitation"`) {
+		t.Errorf("elicitation without the capability: HTTP %d %s; want 400 with -32021 naming elicitation", u.status, u.raw)
 	}
+	awaitRecorded(t, gw.fakeRecord, "the error answering the backend's elicitation", `"error"`, "did not declare the capability elicitation/create needs")
 }
 
 // TestInputRequiredElsewhereAndBounded: a requestState brought to another
