@@ -121,19 +121,27 @@ func (a *mrtrAnswer) requests(t *testing.T) map[string]inputRequest {
 // (inputResponses, requestState) if not "".
 func (gw *inputGW) call(t *testing.T, token string, id int, tool, args, caps, extra string) *mrtrAnswer {
 	t.Helper()
+	return gw.send(t, token, id, "tools/call", tool, fmt.Sprintf(`"name":%q,"arguments":%s`, tool, args), caps, extra)
+}
+
+// send sends one stateless request of method for name (a tool, prompt or
+// URI) with the params members params, declaring caps, with extra params
+// members if not "".
+func (gw *inputGW) send(t *testing.T, token string, id int, method, name, params, caps, extra string) *mrtrAnswer {
+	t.Helper()
 	if extra != "" {
 		extra = "," + extra
 	}
-	body := fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":%s},"name":%q,"arguments":%s%s}}`,
-		id, caps, tool, args, extra)
+	body := fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":%q,"params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":%s},%s%s}}`,
+		id, method, caps, params, extra)
 	resp, raw := exchange(t, http.DefaultClient, gw.d.URL, body,
-		"Authorization", "Bearer "+token, "Mcp-Protocol-Version", "2026-07-28", "Mcp-Method", "tools/call", "Mcp-Name", tool)
+		"Authorization", "Bearer "+token, "Mcp-Protocol-Version", "2026-07-28", "Mcp-Method", method, "Mcp-Name", name)
 	if strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
 		raw = lastResponse(t, raw)
 	}
 	a := &mrtrAnswer{status: resp.StatusCode, raw: raw}
 	if err := json.Unmarshal([]byte(raw), a); err != nil {
-		t.Fatalf("tools/call %s: HTTP %d, not a JSON-RPC response: %v: %s", tool, resp.StatusCode, err, raw)
+		t.Fatalf("%s %s: HTTP %d, not a JSON-RPC response: %v: %s", method, name, resp.StatusCode, err, raw)
 	}
 	return a
 }
@@ -488,4 +496,41 @@ func TestInputRequiredRetryClosed(t *testing.T) {
 	cancel()
 	<-done
 	awaitRecorded(t, gw.fakeRecord, "notifications/cancelled of the call whose retry was closed", `"notifications/cancelled"`, `"requestId":`+string(sent.ID))
+}
+
+// TestInputRequiredPromptAndResource: prompts/get and resources/read may
+// ask too; the requestState is bound to the prompt or the URI.
+func TestInputRequiredPromptAndResource(t *testing.T) {
+	bins := testutil.Build(t)
+	toml, url := testutil.ConfigWith(t, fmt.Sprintf(`
+[backends.fake]
+command = %q
+args = ["--prompts", "--resources", "1"]
+
+[clients.alice]
+token_sha256 = %q
+`, bins.Fake, sha256Hex(aliceToken)), testutil.ConfigOptions{Auth: "required"})
+	gw := &inputGW{d: testutil.StartDaemon(t, toml, url, testutil.DaemonOptions{})}
+
+	prompt := `"name":"fake__greet","arguments":{"name":"x","ask":"elicitation"}`
+	a := gw.send(t, aliceToken, 1, "prompts/get", "fake__greet", prompt, `{"elicitation":{}}`, "")
+	key := mustInputRequired(t, a, "elicitation/create")["elicitation/create"]
+	retry := retryParams(map[string]string{key: `{"action":"accept","content":{"name":"Grace"}}`}, a.Result.RequestState)
+	b := gw.send(t, aliceToken, 2, "prompts/get", "fake__greet", prompt, `{"elicitation":{}}`, retry)
+	if b.Error != nil || b.Result.ResultType != "complete" || !strings.Contains(b.raw, "Grace") {
+		t.Errorf("prompts/get retry: HTTP %d %s; want the prompt greeting with the client's answer", b.status, b.raw)
+	}
+
+	read := `"uri":"fake://ask/roots"`
+	c := gw.send(t, aliceToken, 3, "resources/read", "fake://ask/roots", read, `{"roots":{}}`, "")
+	key = mustInputRequired(t, c, "roots/list")["roots/list"]
+	// The requestState of the read does not continue another URI.
+	other := gw.send(t, aliceToken, 4, "resources/read", "fake://r/0", `"uri":"fake://r/0"`, `{"roots":{}}`,
+		retryParams(map[string]string{key: `{"roots":[]}`}, c.Result.RequestState))
+	mustRefuse(t, other, "other-request")
+	d := gw.send(t, aliceToken, 5, "resources/read", "fake://ask/roots", read, `{"roots":{}}`,
+		retryParams(map[string]string{key: `{"roots":[{"uri":"file:///srv/grace"}]}`}, c.Result.RequestState))
+	if d.Error != nil || d.Result.ResultType != "complete" || !strings.Contains(d.raw, "file:///srv/grace") {
+		t.Errorf("resources/read retry: HTTP %d %s; want the contents with the client's roots", d.status, d.raw)
+	}
 }

@@ -41,9 +41,15 @@
 //	--resources N               resources fake://r/0 … fake://r/N-1 (text/plain,
 //	                            text "contents of fake://r/I"), one template
 //	                            fake://r/{index}, resources/subscribe and
-//	                            resources/unsubscribe
+//	                            resources/unsubscribe; reading fake://ask/SHORT
+//	                            (sampling, elicitation or roots) first sends
+//	                            that request to the client and has its answer
+//	                            as contents
 //	--prompts                   prompt "greet" (argument "name", required) and
-//	                            completion/complete for that argument
+//	                            completion/complete for that argument; with
+//	                            the argument "ask" (sampling, elicitation or
+//	                            roots) greet first sends that request to the
+//	                            client and greets with its answer
 //	--ping MODE                 "answer" (default), "never" (read ping requests
 //	                            but never answer them, while answering the
 //	                            rest) or "unknown" (answer -32601, as a server
