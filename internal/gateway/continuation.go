@@ -288,7 +288,8 @@ func (cont *continuation) inputRequired() {
 	if w.then != nil {
 		w.then(true, len(resp))
 	}
-	cont.timer = time.AfterFunc(cont.timeout, func() { cont.expire(cont.round) })
+	round := cont.round
+	cont.timer = time.AfterFunc(cont.timeout, func() { cont.expire(round) })
 }
 
 // detach takes the call out of the waiting request's context, so that
