@@ -534,3 +534,34 @@ token_sha256 = %q
 		t.Errorf("resources/read retry: HTTP %d %s; want the contents with the client's roots", d.status, d.raw)
 	}
 }
+
+// TestInputRequiredThroughRemote: a remote backend (another mcpgate that
+// runs the fake server, reached over Streamable HTTP as a 2025-11-25
+// session) asks mid-call; the stateless client of this gateway gets the
+// InputRequiredResult, and its retry's answer travels back through the
+// remote's session to the fake server.
+func TestInputRequiredThroughRemote(t *testing.T) {
+	remote := gateway(t, `
+[backends.fake]
+command = "FAKE"
+`)
+	toml, url := testutil.ConfigWith(t, fmt.Sprintf(`
+[backends.remote]
+url = %q
+
+[clients.alice]
+token_sha256 = %q
+`, remote.URL, sha256Hex(aliceToken)), testutil.ConfigOptions{Auth: "required"})
+	gw := &inputGW{d: testutil.StartDaemon(t, toml, url, testutil.DaemonOptions{})}
+	testutil.Eventually(t, wait, "the remote's tools", func() bool {
+		return gw.call(t, aliceToken, 1, "remote__fake__echo", `{"text":"up"}`, `{}`, "").Error == nil
+	})
+
+	a := gw.call(t, aliceToken, 2, "remote__fake__sample", `{}`, samplingCaps, "")
+	key := mustInputRequired(t, a, "sampling/createMessage")["sampling/createMessage"]
+	b := gw.call(t, aliceToken, 3, "remote__fake__sample", `{}`, samplingCaps,
+		retryParams(map[string]string{key: `{"role":"assistant","content":{"type":"text","text":"over two hops"},"model":"m"}`}, a.Result.RequestState))
+	if b.Error != nil || b.Result.ResultType != "complete" || !strings.Contains(string(b.Result.StructuredContent), "over two hops") {
+		t.Errorf("retry through the remote: HTTP %d %s; want the fake server's result with the client's answer", b.status, b.raw)
+	}
+}
