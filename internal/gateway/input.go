@@ -29,6 +29,9 @@ type InputHandler interface {
 	// whether it took the request; if so it must push exactly one
 	// response on stream (PushResponse) or end it otherwise, as
 	// HandleRequest does. If not, the request is routed as any other.
+	// It runs before the client's policy, audit and limits are applied:
+	// what it resumes must be bound to the client (s.Client()) and the
+	// call that was checked when it started.
 	HandleRetry(s *Session, msg *jsonrpc.Message, stream *Stream) bool
 }
 
