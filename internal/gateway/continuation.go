@@ -115,6 +115,10 @@ type waiter struct {
 
 var _ InputHandler = (*Continuations)(nil)
 
+// maxInputsPerCall bounds the requests of one call that wait for its
+// client at once: a backend cannot grow a continuation without bound.
+const maxInputsPerCall = 32
+
 // inputMethods are the requests that may be answered with an
 // InputRequiredResult.
 var inputMethods = map[string]string{"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}
@@ -163,6 +167,10 @@ func (t *Continuations) HandleInput(in *Input) {
 	}
 	if !cont.caps.has(in.Request.Method) {
 		refuse(jsonrpc.CodeMethodNotFound, "the client did not declare the capability %s needs", in.Request.Method)
+		return
+	}
+	if len(cont.pending) >= maxInputsPerCall {
+		refuse(jsonrpc.CodeInternalError, "mcpgate cannot ask the client for %s: %d requests of this call already wait for the client", in.Request.Method, maxInputsPerCall)
 		return
 	}
 	cont.keys++
