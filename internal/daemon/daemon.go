@@ -261,6 +261,10 @@ func (d *daemon) run(ctx context.Context) int {
 		StatusResources: g.StatusResources,
 		Integrity:       d.integrity,
 		Refusals:        d.refusals,
+		Input: gateway.NewContinuations(gateway.ContinuationOptions{
+			Host: hostLabel(), Max: g.MaxInputRequiredCalls, MaxPerClient: g.MaxInputRequiredCallsPerClient,
+			Logger: d.log, Refusals: d.refusals,
+		}),
 	})
 	d.loadClients(d.cfg)
 	d.gw.Configure(d.cfg)

@@ -31,6 +31,7 @@ func (s *Session) HandleRequest(msg *jsonrpc.Message, stream *Stream) {
 		stream.mu.Lock()
 		stream.modern, stream.method = &g.modern, msg.Method
 		stream.mu.Unlock()
+		s.request = msg
 		if s.gone(msg, stream) || s.retried(msg, stream) {
 			return
 		}

@@ -29,6 +29,9 @@ type Session struct {
 	// request: its id, and the params that tag its notifications.
 	listenID  json.RawMessage
 	listenTag json.RawMessage
+	// request is the stateless request, whose method and name a
+	// requestState issued for it is bound to (see requestBinding).
+	request *jsonrpc.Message
 
 	mu         sync.Mutex
 	closed     bool

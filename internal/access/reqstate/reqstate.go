@@ -191,7 +191,7 @@ type Reason int
 const (
 	Malformed    Reason = iota // not a token of this layout
 	OtherHost                  // issued by another host (Error.Host)
-	Restarted                  // issued by this host before mcpgated restarted
+	Restarted                  // issued on this host by another run of mcpgated (restarted, or another instance)
 	Tampered                   // altered, or forged
 	OtherClient                // issued to another client
 	OtherRequest               // issued for another method, tool, prompt or resource
@@ -223,7 +223,7 @@ func (e *Error) Error() string {
 	case OtherHost:
 		return fmt.Sprintf("requestState was issued by mcpgate on host %q, not this one: the call it continues lives in that host's memory (retries must reach the same host)%s", e.Host, again)
 	case Restarted:
-		return fmt.Sprintf("requestState was issued before mcpgated on host %q restarted: the call it continued is gone%s", e.Host, again)
+		return fmt.Sprintf("requestState was issued by another run of mcpgated on host %q (it restarted, or another instance there issued it): the call it continues is not here%s", e.Host, again)
 	case Tampered:
 		return "requestState was altered or not issued by mcpgate" + again
 	case OtherClient:

@@ -83,7 +83,7 @@ func TestOpenRefuses(t *testing.T) {
 		{"tag bit flipped", s, flip(len(raw) - 1), client, request, now, Tampered, "altered"},
 		{"nonce bit flipped", s, flip(1 + keyIDLen + 1 + len("host-a")), client, request, now, Tampered, "altered"},
 		{"other key, same id", fixedSealer("host-a", 1).withKey(9), tok, client, request, now, Tampered, "altered"},
-		{"restarted", fixedSealer("host-a", 2), tok, client, request, now, Restarted, `before mcpgated on host "host-a" restarted`},
+		{"restarted", fixedSealer("host-a", 2), tok, client, request, now, Restarted, `another run of mcpgated on host "host-a"`},
 		{"other host", fixedSealer("host-b", 1), tok, client, request, now, OtherHost, `host "host-a"`},
 		{"other client", s, tok, "mallory", request, now, OtherClient, "another client"},
 		{"other request", s, tok, client, "tools/call\x00github__delete_repo", now, OtherRequest, "another request"},

@@ -8,13 +8,15 @@ import (
 
 // toolRequests sends several requests to the client in one write, so
 // that all of them are in flight before any is answered, and answers with
-// every answer, in the order of the requests.
+// every answer, in the order of the requests; with wait_cancel, it gets
+// the answers and then waits for its own cancellation, never answering.
 func (s *server) toolRequests(c *call) (any, error) {
 	var a struct {
 		Requests []struct {
 			Method string          `json:"method"`
 			Params json.RawMessage `json:"params"`
 		} `json:"requests"`
+		WaitCancel bool `json:"wait_cancel"`
 	}
 	if err := c.decodeArgs(&a); err != nil {
 		return nil, err
@@ -55,6 +57,9 @@ func (s *server) toolRequests(c *call) (any, error) {
 		}()
 	}
 	wg.Wait()
+	if a.WaitCancel {
+		return s.toolWaitCancel(c)
+	}
 	for _, ans := range answers {
 		if ans == nil {
 			return nil, errNoReply // stdin ended before every answer came
