@@ -1,0 +1,116 @@
+package itest
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/mcpgate/mcpgate/internal/testing/modernserver"
+	"github.com/mcpgate/mcpgate/internal/testutil"
+)
+
+// connect2025 opens a session of protocol 2025-11-25 with the official Go
+// SDK client, whatever newer version it knows, and closes it when the test
+// ends.
+func connect2025(t *testing.T, url string, opts *mcp.ClientOptions) *mcp.ClientSession {
+	t.Helper()
+	client := mcp.NewClient(&mcp.Implementation{Name: "mcpgate-test-2025", Version: "1"}, opts)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cs, err := client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: url, MaxRetries: -1}, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
+	if err != nil {
+		t.Fatalf("connect to %s: %v", url, err)
+	}
+	t.Cleanup(func() { cs.Close() })
+	if v := cs.InitializeResult().ProtocolVersion; v != "2025-11-25" {
+		t.Fatalf("the session speaks %s, want 2025-11-25", v)
+	}
+	return cs
+}
+
+// Backends that speak MCP 2026-07-28 (the TypeScript SDK v2 fixture over
+// stdio and over HTTP) are modern on D-Bus beside a legacy one, and serve
+// a 2025 session: their input_required results become an elicitation and
+// a sampling request on the session, and the calls complete with the
+// answers and the echoed requestState.
+func TestModernBackendsServeA2025Session(t *testing.T) {
+	argv, env := modernserver.Stdio(t)
+	remote := modernserver.HTTP(t)
+	d, bus, _ := gatewayOnBus(t, fmt.Sprintf(`
+[backends.m]
+command = %q
+args = [%q, %q]
+env = { NODE_PATH = %q }
+
+[backends.r]
+url = %q
+
+[backends.fake]
+command = "FAKE"
+`, argv[0], argv[1], argv[2], env["NODE_PATH"], remote))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for name, want := range map[string][2]string{"m": {"modern", "2026-07-28"}, "r": {"modern", "2026-07-28"}, "fake": {"legacy", "2025-11-25"}} {
+		st, err := bus.Backend(ctx, name)
+		if err != nil || st.Era != want[0] || st.ProtocolVersion != want[1] {
+			t.Errorf("backend %s: era %q, protocol %q (%v); want %s %s", name, st.Era, st.ProtocolVersion, err, want[0], want[1])
+		}
+	}
+
+	var mu sync.Mutex
+	var asked []string
+	cs := connect2025(t, d.URL, &mcp.ClientOptions{
+		ElicitationHandler: func(_ context.Context, req *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+			mu.Lock()
+			asked = append(asked, "elicit: "+req.Params.Message)
+			mu.Unlock()
+			return &mcp.ElicitResult{Action: "accept", Content: map[string]any{"ok": true}}, nil
+		},
+		CreateMessageHandler: func(_ context.Context, req *mcp.CreateMessageRequest) (*mcp.CreateMessageResult, error) {
+			mu.Lock()
+			asked = append(asked, "sample: "+req.Params.Messages[0].Content.(*mcp.TextContent).Text)
+			mu.Unlock()
+			return &mcp.CreateMessageResult{Role: "assistant", Model: "m", Content: &mcp.TextContent{Text: "Paris"}}, nil
+		},
+	})
+	for _, b := range []string{"m", "r"} {
+		res := testutil.MustCallTool(t, cs, b+"__echo", map[string]any{"text": "hello"})
+		if got := testutil.ToolText(res); got != "echo: hello" {
+			t.Errorf("%s__echo = %q", b, got)
+		}
+		res = testutil.MustCallTool(t, cs, b+"__confirm", map[string]any{"action": "deploy"})
+		if got := testutil.ToolText(res); got != `confirmed deploy: {"ok":true} state round-1:deploy` {
+			t.Errorf("%s__confirm = %q; want it confirmed with the client's answer and the echoed requestState", b, got)
+		}
+		res = testutil.MustCallTool(t, cs, b+"__ask", map[string]any{"question": "Capital of France?"})
+		if got := testutil.ToolText(res); got != "the model said: Paris" {
+			t.Errorf("%s__ask = %q; want the client's sampled answer", b, got)
+		}
+	}
+	mu.Lock()
+	want := "[elicit: Really deploy? sample: Capital of France? elicit: Really deploy? sample: Capital of France?]"
+	if got := fmt.Sprint(asked); got != want {
+		t.Errorf("the client was asked %s; want %s", got, want)
+	}
+	mu.Unlock()
+
+	// A client that declared no elicitation is never asked: the call fails
+	// with an error that names what is missing.
+	plain := connect2025(t, d.URL, nil)
+	res, err := plain.CallTool(ctx, &mcp.CallToolParams{Name: "m__confirm", Arguments: map[string]any{"action": "deploy"}})
+	if err == nil && !res.IsError {
+		t.Fatalf("m__confirm without elicitation = %q; want an error", testutil.ToolText(res))
+	}
+	msg := fmt.Sprint(err)
+	if err == nil {
+		msg = testutil.ToolText(res)
+	}
+	if !strings.Contains(msg, "elicitation") {
+		t.Errorf("m__confirm without elicitation failed with %q; want it to name elicitation", msg)
+	}
+}
