@@ -3,6 +3,7 @@ package itest
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"strings"
 	"sync"
 	"testing"
@@ -112,5 +113,37 @@ command = "FAKE"
 	}
 	if !strings.Contains(msg, "elicitation") {
 		t.Errorf("m__confirm without elicitation failed with %q; want it to name elicitation", msg)
+	}
+}
+
+// A 2026-07-28 client gets a modern backend's input_required result as the
+// backend sent it, requestState and all, and its retry with the answers
+// reaches the backend, which completes the call.
+func TestModernBackendInputRequiredReachesA2026Client(t *testing.T) {
+	argv, env := modernserver.Stdio(t)
+	d := gateway(t, fmt.Sprintf(`
+[backends.m]
+command = %q
+args = [%q, %q]
+env = { NODE_PATH = %q }
+`, argv[0], argv[1], argv[2], env["NODE_PATH"]))
+	const caps = `"io.modelcontextprotocol/clientCapabilities":{"elicitation":{}}`
+	body := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28",` + caps + `},"name":"m__confirm","arguments":{"action":"deploy"}}}`
+	resp, answer := exchange(t, http.DefaultClient, d.URL, body, "Mcp-Protocol-Version", "2026-07-28", "Mcp-Method", "tools/call", "Mcp-Name", "m__confirm")
+	result, errMsg := statelessResult(t, answer)
+	if resp.StatusCode != 200 || errMsg != "" || result["resultType"] != "input_required" || result["requestState"] != "round-1:deploy" {
+		t.Fatalf("first round: HTTP %d %s; want the backend's input_required result", resp.StatusCode, answer)
+	}
+	reqs, _ := result["inputRequests"].(map[string]any)
+	if confirm, _ := reqs["confirm"].(map[string]any); confirm["method"] != "elicitation/create" {
+		t.Fatalf("inputRequests = %v; want the backend's elicitation", reqs)
+	}
+	retry := `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28",` + caps + `},"name":"m__confirm","arguments":{"action":"deploy"},` +
+		`"inputResponses":{"confirm":{"action":"accept","content":{"ok":true}}},"requestState":"round-1:deploy"}}`
+	resp, answer = exchange(t, http.DefaultClient, d.URL, retry, "Mcp-Protocol-Version", "2026-07-28", "Mcp-Method", "tools/call", "Mcp-Name", "m__confirm")
+	result, errMsg = statelessResult(t, answer)
+	content, _ := result["content"].([]any)
+	if resp.StatusCode != 200 || errMsg != "" || len(content) != 1 || content[0].(map[string]any)["text"] != `confirmed deploy: {"ok":true} state round-1:deploy` {
+		t.Fatalf("retry: HTTP %d %s; want the call confirmed", resp.StatusCode, answer)
 	}
 }
