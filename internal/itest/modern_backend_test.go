@@ -2,15 +2,20 @@ package itest
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/mcpgate/mcpgate/internal/mcphttp"
 	"github.com/mcpgate/mcpgate/internal/testing/modernserver"
 	"github.com/mcpgate/mcpgate/internal/testutil"
 )
@@ -145,5 +150,123 @@ env = { NODE_PATH = %q }
 	content, _ := result["content"].([]any)
 	if resp.StatusCode != 200 || errMsg != "" || len(content) != 1 || content[0].(map[string]any)["text"] != `confirmed deploy: {"ok":true} state round-1:deploy` {
 		t.Fatalf("retry: HTTP %d %s; want the call confirmed", resp.StatusCode, answer)
+	}
+}
+
+// A 2025 session sees no input_required result from a modern backend: the
+// gateway sends the elicitation it asks for as a request on the call's
+// stream, takes the session's answer, and completes the call with it. (The
+// Go SDK client would also cope with the raw result on its own, so this
+// test reads the wire.)
+func TestModernBackendInputRequiredBecomesSessionRequests(t *testing.T) {
+	argv, env := modernserver.Stdio(t)
+	d := gateway(t, fmt.Sprintf(`
+[backends.m]
+command = %q
+args = [%q, %q]
+env = { NODE_PATH = %q }
+`, argv[0], argv[1], argv[2], env["NODE_PATH"]))
+	resp, body := exchange(t, http.DefaultClient, d.URL, `{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{"elicitation":{}},"clientInfo":{"name":"raw","version":"1"}}}`)
+	session := resp.Header.Get("Mcp-Session-Id")
+	if resp.StatusCode != http.StatusOK || session == "" {
+		t.Fatalf("initialize: HTTP %d %s", resp.StatusCode, body)
+	}
+	exchange(t, http.DefaultClient, d.URL, `{"jsonrpc":"2.0","method":"notifications/initialized"}`, "Mcp-Session-Id", session, "Mcp-Protocol-Version", "2025-11-25")
+
+	req, err := http.NewRequestWithContext(testutil.Context(t, 30*time.Second), http.MethodPost, d.URL,
+		strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"m__confirm","arguments":{"action":"deploy"}}}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("Mcp-Session-Id", session)
+	req.Header.Set("Mcp-Protocol-Version", "2025-11-25")
+	call, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer call.Body.Close()
+	events := mcphttp.NewEventReader(call.Body, 1<<20)
+	next := func() map[string]any {
+		t.Helper()
+		data, err := events.Message()
+		if err != nil {
+			t.Fatalf("the call's stream: %v", err)
+		}
+		var m map[string]any
+		if err := json.Unmarshal(data, &m); err != nil {
+			t.Fatalf("%v: %s", err, data)
+		}
+		return m
+	}
+	ask := next()
+	params, _ := ask["params"].(map[string]any)
+	if ask["method"] != "elicitation/create" || ask["id"] == nil || params["message"] != "Really deploy?" {
+		t.Fatalf("first message on the call's stream: %v; want the backend's elicitation as a request", ask)
+	}
+	id, _ := json.Marshal(ask["id"])
+	exchange(t, http.DefaultClient, d.URL, `{"jsonrpc":"2.0","id":`+string(id)+`,"result":{"action":"accept","content":{"ok":true}}}`, "Mcp-Session-Id", session, "Mcp-Protocol-Version", "2025-11-25")
+	final := next()
+	result, _ := final["result"].(map[string]any)
+	content, _ := result["content"].([]any)
+	if fmt.Sprint(final["id"]) != "1" || len(content) != 1 || content[0].(map[string]any)["text"] != `confirmed deploy: {"ok":true} state round-1:deploy` {
+		t.Fatalf("the call's answer: %v; want it confirmed with the session's answer", final)
+	}
+}
+
+// A modern backend that keeps asking gets MaxInputRounds (8) answers from
+// a 2025 session and then the call fails; each retry is a new request
+// that carries the answers and the echoed requestState.
+func TestModernBackendInputRoundsAreBounded(t *testing.T) {
+	record := filepath.Join(t.TempDir(), "calls")
+	script := `while read -r l; do
+id=${l#*'"id":'}; id=${id%%,*}
+case "$l" in
+*'"method":"server/discover"'*) echo '{"jsonrpc":"2.0","id":'$id',"result":{"supportedVersions":["2026-07-28"],"capabilities":{"tools":{}},"resultType":"complete"}}';;
+*'"method":"tools/list"'*) echo '{"jsonrpc":"2.0","id":'$id',"result":{"tools":[{"name":"nag","inputSchema":{"type":"object"}}],"resultType":"complete"}}';;
+*'"method":"tools/call"'*) printf '%s\n' "$l" >> ` + record + `
+echo '{"jsonrpc":"2.0","id":'$id',"result":{"resultType":"input_required","inputRequests":{"q":{"method":"elicitation/create","params":{"message":"again?","requestedSchema":{"type":"object","properties":{}}}}},"requestState":"s1"}}';;
+esac
+done`
+	d := gateway(t, fmt.Sprintf("[backends.n]\ncommand = \"sh\"\nargs = [\"-c\", %q]\n", script))
+	var asked atomic.Int32
+	cs := connect2025(t, d.URL, &mcp.ClientOptions{
+		ElicitationHandler: func(context.Context, *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+			asked.Add(1)
+			return &mcp.ElicitResult{Action: "accept", Content: map[string]any{}}, nil
+		},
+	})
+	res, err := cs.CallTool(testutil.Context(t, 30*time.Second), &mcp.CallToolParams{Name: "n__nag", Arguments: map[string]any{}})
+	if err == nil && !res.IsError {
+		t.Fatalf("n__nag = %q; want an error after %d rounds", testutil.ToolText(res), 8)
+	}
+	if msg := fmt.Sprint(err); err != nil && !strings.Contains(msg, "more than 8 times") {
+		t.Errorf("n__nag failed with %v; want it to say the backend asked more than 8 times", err)
+	}
+	if n := asked.Load(); n != 8 {
+		t.Errorf("the client was asked %d times, want 8", n)
+	}
+	data, _ := os.ReadFile(record)
+	calls := strings.Split(strings.TrimSpace(string(data)), "\n")
+	if len(calls) != 9 {
+		t.Fatalf("the backend got %d tools/call requests, want 9 (the call and 8 retries): %q", len(calls), calls)
+	}
+	ids := map[string]bool{}
+	for i, c := range calls {
+		var m struct {
+			ID     json.RawMessage
+			Params map[string]json.RawMessage
+		}
+		if err := json.Unmarshal([]byte(c), &m); err != nil {
+			t.Fatal(err)
+		}
+		ids[string(m.ID)] = true
+		if i > 0 && (string(m.Params["requestState"]) != `"s1"` || string(m.Params["inputResponses"]) != `{"q":{"action":"accept"}}`) {
+			t.Errorf("retry %d = %s; want the answers and requestState s1", i, c)
+		}
+	}
+	if len(ids) != 9 {
+		t.Errorf("the backend's requests used %d ids, want 9 different ones", len(ids))
 	}
 }
