@@ -210,10 +210,11 @@ func (s *Session) relayTo(conn *backend.Conn, method string, params json.RawMess
 
 // modernCall prepares a call to a modern backend: the client capabilities
 // in its _meta are what this client can answer through the gateway (the
-// backend adds the version and the rest, see backend.Conn.Go), and for a
-// 2025 session the call keeps what it needs to answer input_required
-// results itself. A stateless client's own capabilities stand unless the
-// backend's requests are not relayed.
+// backend adds the version and the rest, see backend.Conn.Go), the log
+// level a 2025 session set with logging/setLevel is the request's
+// logLevel, and for a 2025 session the call keeps what it needs to answer
+// input_required results itself. A stateless client's own capabilities
+// and logLevel stand unless the backend's requests are not relayed.
 func (s *Session) modernCall(c *call, method string, params json.RawMessage) json.RawMessage {
 	cfg := c.b.Config()
 	if s.stateless && cfg.RelayClientRequests {
@@ -244,10 +245,17 @@ func (s *Session) modernCall(c *call, method string, params json.RawMessage) jso
 	}
 	caps = append(caps, '}')
 	meta, _, err := jsonrpc.Find(params, "_meta")
-	if err == nil && meta != nil && string(meta) != "null" {
+	if err == nil && (meta == nil || string(meta) == "null") {
+		meta = json.RawMessage(`{}`)
+	}
+	if err == nil {
 		meta, err = jsonrpc.SetMember(meta, "io.modelcontextprotocol/clientCapabilities", caps)
-	} else if err == nil {
-		meta = append(append([]byte(`{"io.modelcontextprotocol/clientCapabilities":`), caps...), '}')
+	}
+	s.mu.Lock()
+	prio := s.logLevel
+	s.mu.Unlock()
+	if err == nil && prio >= 0 && !s.stateless {
+		meta, err = jsonrpc.SetMember(meta, MetaLogLevel, jsonrpc.AppendString(nil, mcpLevels[prio]))
 	}
 	if err == nil {
 		params, err = jsonrpc.SetMember(params, "_meta", meta)

@@ -217,13 +217,16 @@ env = { NODE_PATH = %q }
 
 // A modern backend that keeps asking gets MaxInputRounds (8) answers from
 // a 2025 session and then the call fails; each retry is a new request
-// that carries the answers and the echoed requestState.
+// that carries the answers and the echoed requestState. The log level the
+// session set goes with each request, never as logging/setLevel.
 func TestModernBackendInputRoundsAreBounded(t *testing.T) {
-	record := filepath.Join(t.TempDir(), "calls")
+	dir := t.TempDir()
+	record, all := filepath.Join(dir, "calls"), filepath.Join(dir, "all")
 	script := `while read -r l; do
+printf '%s\n' "$l" >> ` + all + `
 id=${l#*'"id":'}; id=${id%%,*}
 case "$l" in
-*'"method":"server/discover"'*) echo '{"jsonrpc":"2.0","id":'$id',"result":{"supportedVersions":["2026-07-28"],"capabilities":{"tools":{}},"resultType":"complete"}}';;
+*'"method":"server/discover"'*) echo '{"jsonrpc":"2.0","id":'$id',"result":{"supportedVersions":["2026-07-28"],"capabilities":{"tools":{},"logging":{}},"resultType":"complete"}}';;
 *'"method":"tools/list"'*) echo '{"jsonrpc":"2.0","id":'$id',"result":{"tools":[{"name":"nag","inputSchema":{"type":"object"}}],"resultType":"complete"}}';;
 *'"method":"tools/call"'*) printf '%s\n' "$l" >> ` + record + `
 echo '{"jsonrpc":"2.0","id":'$id',"result":{"resultType":"input_required","inputRequests":{"q":{"method":"elicitation/create","params":{"message":"again?","requestedSchema":{"type":"object","properties":{}}}}},"requestState":"s1"}}';;
@@ -237,6 +240,9 @@ done`
 			return &mcp.ElicitResult{Action: "accept", Content: map[string]any{}}, nil
 		},
 	})
+	if err := cs.SetLoggingLevel(testutil.Context(t, 30*time.Second), &mcp.SetLoggingLevelParams{Level: "debug"}); err != nil {
+		t.Fatal(err)
+	}
 	res, err := cs.CallTool(testutil.Context(t, 30*time.Second), &mcp.CallToolParams{Name: "n__nag", Arguments: map[string]any{}})
 	if err == nil && !res.IsError {
 		t.Fatalf("n__nag = %q; want an error after %d rounds", testutil.ToolText(res), 8)
@@ -262,11 +268,17 @@ done`
 			t.Fatal(err)
 		}
 		ids[string(m.ID)] = true
+		if !strings.Contains(c, `"io.modelcontextprotocol/logLevel":"debug"`) {
+			t.Errorf("call %d = %s; want the session's log level in _meta", i, c)
+		}
 		if i > 0 && (string(m.Params["requestState"]) != `"s1"` || string(m.Params["inputResponses"]) != `{"q":{"action":"accept"}}`) {
 			t.Errorf("retry %d = %s; want the answers and requestState s1", i, c)
 		}
 	}
 	if len(ids) != 9 {
 		t.Errorf("the backend's requests used %d ids, want 9 different ones", len(ids))
+	}
+	if data, _ := os.ReadFile(all); strings.Contains(string(data), "logging/setLevel") {
+		t.Errorf("the backend got logging/setLevel, which 2026-07-28 has not:\n%s", data)
 	}
 }
