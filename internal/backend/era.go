@@ -82,15 +82,12 @@ var errProbeEnded = errors.New("ended during the server/discover probe")
 // probe sends server/discover and reports whether the server is modern:
 // its result lists ModernProtocolVersion among supportedVersions. Any
 // other outcome (an error response, garbage, no answer within
-// health_timeout) means legacy, and the handshake falls back to initialize;
+// probeBound) means legacy, and the handshake falls back to initialize;
 // the process ending meanwhile gives errProbeEnded. A probe that times
 // out is dropped without notifications/cancelled, which a legacy server
 // would get before initialize.
 func (c *Conn) probe(ctx context.Context) (bool, error) {
-	bound := c.b.cfg.HealthTimeout
-	if bound <= 0 {
-		bound = 5 * time.Second
-	}
+	bound := c.b.probeBound()
 	pctx, cancel := context.WithTimeout(ctx, bound)
 	defer cancel()
 	type reply struct {
@@ -113,7 +110,7 @@ func (c *Conn) probe(ctx context.Context) (bool, error) {
 			if ctx.Err() != nil {
 				return false, ctx.Err()
 			}
-			c.log.Info(fmt.Sprintf("backend %q did not answer server/discover within health_timeout %s; using initialize", c.b.name, bound))
+			c.log.Info(fmt.Sprintf("backend %q did not answer server/discover within %s (half its timeout, at least health_timeout); using initialize", c.b.name, bound))
 			return false, nil
 		}
 		r = <-ch
@@ -147,6 +144,15 @@ func (c *Conn) probe(ctx context.Context) (bool, error) {
 	c.server.Store(info)
 	c.modern.Store(true)
 	return true, nil
+}
+
+// probeBound is how long the server/discover probe waits: half the
+// backend's timeout, which the whole handshake has, so that initialize
+// still has the other half, and at least health_timeout. A server still
+// starting (npx fetching a package) answers late, not never; one that
+// ignores requests it does not know costs that much of its start.
+func (b *Backend) probeBound() time.Duration {
+	return max(b.cfg.Timeout/2, b.cfg.HealthTimeout, time.Second)
 }
 
 // modernHandshake is the handshake of a modern server after its probe:

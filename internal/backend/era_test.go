@@ -278,7 +278,7 @@ exit 3`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := stdioConfig([]string{"sh", "-c", tc.script}, nil)
-			cfg.Health.HealthTimeout = 300 * time.Millisecond // the probe's bound
+			cfg.Timeout = 2 * time.Second // the probe waits at most half of it
 			r := runRemote(t, cfg, "")
 			st := r.await(t, "healthy", healthy)
 			if st.Server.Era() != EraLegacy || st.Server.Name != "sh" || r.b.Conn().Modern() {
