@@ -5,6 +5,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -46,7 +49,7 @@ func connect2025(t *testing.T, url string, opts *mcp.ClientOptions) *mcp.ClientS
 // answers and the echoed requestState.
 func TestModernBackendsServeA2025Session(t *testing.T) {
 	argv, env := modernserver.Stdio(t)
-	remote := modernserver.HTTP(t)
+	remote, seen := headerProxy(t, modernserver.HTTP(t))
 	d, bus, _ := gatewayOnBus(t, fmt.Sprintf(`
 [backends.m]
 command = %q
@@ -97,6 +100,20 @@ command = "FAKE"
 		if got := testutil.ToolText(res); got != "the model said: Paris" {
 			t.Errorf("%s__ask = %q; want the client's sampled answer", b, got)
 		}
+	}
+	// The remote one got the 2026 headers, its own tool names in Mcp-Name
+	// (the gateway's prefix stripped), and no session.
+	names := map[string]bool{}
+	for _, h := range seen.all() {
+		if h.Get("Mcp-Session-Id") != "" || h.Get("Mcp-Protocol-Version") != "2026-07-28" {
+			t.Errorf("a request to r had headers %v; want MCP-Protocol-Version 2026-07-28 and no session", h)
+		}
+		if h.Get("Mcp-Method") == "tools/call" {
+			names[h.Get("Mcp-Name")] = true
+		}
+	}
+	if !names["echo"] || !names["confirm"] || !names["ask"] || len(names) != 3 {
+		t.Errorf("Mcp-Name of r's tools/call: %v; want echo, confirm and ask", names)
 	}
 	mu.Lock()
 	want := "[elicit: Really deploy? sample: Capital of France? elicit: Really deploy? sample: Capital of France?]"
@@ -281,4 +298,37 @@ done`
 	if data, _ := os.ReadFile(all); strings.Contains(string(data), "logging/setLevel") {
 		t.Errorf("the backend got logging/setLevel, which 2026-07-28 has not:\n%s", data)
 	}
+}
+
+// headerLog records the headers of the requests a proxy passed on.
+type headerLog struct {
+	mu   sync.Mutex
+	reqs []http.Header
+}
+
+func (l *headerLog) all() []http.Header {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]http.Header(nil), l.reqs...)
+}
+
+// headerProxy passes every request to the MCP endpoint target and records
+// its headers; it returns its own endpoint.
+func headerProxy(t *testing.T, target string) (string, *headerLog) {
+	t.Helper()
+	u, err := url.Parse(target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := &headerLog{}
+	proxy := httputil.NewSingleHostReverseProxy(&url.URL{Scheme: u.Scheme, Host: u.Host})
+	proxy.FlushInterval = -1 // event streams pass at once
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		log.mu.Lock()
+		log.reqs = append(log.reqs, req.Header.Clone())
+		log.mu.Unlock()
+		proxy.ServeHTTP(w, req)
+	}))
+	t.Cleanup(ts.Close)
+	return ts.URL + u.Path, log
 }
