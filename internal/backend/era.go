@@ -61,6 +61,15 @@ const (
 // It is decided by the handshake, before any call is sent.
 func (c *Conn) Modern() bool { return c.modern.Load() }
 
+// pingMethod is the request that checks the server is alive: ping, which
+// 2026-07-28 has replaced with server/discover.
+func (c *Conn) pingMethod() string {
+	if c.modern.Load() {
+		return "server/discover"
+	}
+	return "ping"
+}
+
 // discoverResult is the part of a server/discover result the gateway uses.
 type discoverResult struct {
 	SupportedVersions []string     `json:"supportedVersions"`

@@ -172,6 +172,34 @@ func TestEraModernRemoteBackend(t *testing.T) {
 	}
 }
 
+// A modern server's health check is server/discover: 2026-07-28 has no
+// ping.
+func TestEraModernHealthCheck(t *testing.T) {
+	endpoint, log := recordingProxy(t, modernserver.HTTP(t))
+	cfg := remoteConfig(endpoint)
+	cfg.Health.HealthInterval = 50 * time.Millisecond
+	cfg.Health.HealthTimeout = 5 * time.Second
+	cfg.Health.FailureThreshold = 3
+	r := runRemote(t, cfg, "")
+	r.await(t, "healthy", healthy)
+	testutil.Eventually(t, wait, "a health check", func() bool { return !r.b.Health().LastCheck.IsZero() })
+	if h := r.b.Health(); h.ConsecutiveFailures != 0 {
+		t.Errorf("health %+v; want the check passed", h)
+	}
+	discovers := 0
+	for _, h := range log.all() {
+		switch h.Get("Mcp-Method") {
+		case "ping":
+			t.Error("a modern server got ping")
+		case "server/discover":
+			discovers++
+		}
+	}
+	if discovers < 2 {
+		t.Errorf("%d server/discover; want the probe and at least one health check", discovers)
+	}
+}
+
 // A subscription stream that drops while the backend lives is opened
 // again, and list changes arrive on the new one.
 func TestEraModernRemoteSubscribesAgain(t *testing.T) {
