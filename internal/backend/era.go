@@ -61,6 +61,15 @@ const (
 // It is decided by the handshake, before any call is sent.
 func (c *Conn) Modern() bool { return c.modern.Load() }
 
+// pingMethod is the request that checks the server is alive: ping, which
+// 2026-07-28 has replaced with server/discover.
+func (c *Conn) pingMethod() string {
+	if c.modern.Load() {
+		return "server/discover"
+	}
+	return "ping"
+}
+
 // discoverResult is the part of a server/discover result the gateway uses.
 type discoverResult struct {
 	SupportedVersions []string     `json:"supportedVersions"`
@@ -82,15 +91,12 @@ var errProbeEnded = errors.New("ended during the server/discover probe")
 // probe sends server/discover and reports whether the server is modern:
 // its result lists ModernProtocolVersion among supportedVersions. Any
 // other outcome (an error response, garbage, no answer within
-// health_timeout) means legacy, and the handshake falls back to initialize;
+// probeBound) means legacy, and the handshake falls back to initialize;
 // the process ending meanwhile gives errProbeEnded. A probe that times
 // out is dropped without notifications/cancelled, which a legacy server
 // would get before initialize.
 func (c *Conn) probe(ctx context.Context) (bool, error) {
-	bound := c.b.cfg.HealthTimeout
-	if bound <= 0 {
-		bound = 5 * time.Second
-	}
+	bound := c.b.probeBound()
 	pctx, cancel := context.WithTimeout(ctx, bound)
 	defer cancel()
 	type reply struct {
@@ -113,7 +119,7 @@ func (c *Conn) probe(ctx context.Context) (bool, error) {
 			if ctx.Err() != nil {
 				return false, ctx.Err()
 			}
-			c.log.Info(fmt.Sprintf("backend %q did not answer server/discover within health_timeout %s; using initialize", c.b.name, bound))
+			c.log.Info(fmt.Sprintf("backend %q did not answer server/discover within %s (half its timeout, at least health_timeout); using initialize", c.b.name, bound))
 			return false, nil
 		}
 		r = <-ch
@@ -147,6 +153,15 @@ func (c *Conn) probe(ctx context.Context) (bool, error) {
 	c.server.Store(info)
 	c.modern.Store(true)
 	return true, nil
+}
+
+// probeBound is how long the server/discover probe waits: half the
+// backend's timeout, which the whole handshake has, so that initialize
+// still has the other half, and at least health_timeout. A server still
+// starting (npx fetching a package) answers late, not never; one that
+// ignores requests it does not know costs that much of its start.
+func (b *Backend) probeBound() time.Duration {
+	return max(b.cfg.Timeout/2, b.cfg.HealthTimeout, time.Second)
 }
 
 // modernHandshake is the handshake of a modern server after its probe:
@@ -251,9 +266,15 @@ func (b *Backend) clientInfo() []byte {
 // announces, so that its lists are refreshed as a legacy server's
 // list_changed makes them. The request stays pending while the
 // connection lives; it is not a call in flight (idle_stop ignores it).
-// When the server ends it, or a remote stream drops, the lists are
-// refreshed whole at catalog_refresh only.
-func (c *Conn) subscribe() {
+// When the server ends it or a remote stream drops while the connection
+// lives, it is opened again after restart_backoff_initial, doubling up to
+// restart_backoff_max while that keeps happening, and every list is read
+// again: changes may have been missed meanwhile. A server that refuses it
+// has its lists refreshed at catalog_refresh only.
+func (c *Conn) subscribe() { c.subscribeWith(0) }
+
+// subscribeWith subscribes; backoff is the wait before this attempt.
+func (c *Conn) subscribeWith(backoff time.Duration) {
 	caps := c.Server().Capabilities
 	var filter []byte
 	add := func(key string) {
@@ -276,6 +297,7 @@ func (c *Conn) subscribe() {
 	}
 	params := append([]byte(`{"notifications":{`), filter...)
 	params = append(params, "}}"...)
+	opened := time.Now()
 	call, err := c.Go(context.Background(), "subscriptions/listen", params, nil, func(m *jsonrpc.Message, err error) {
 		c.listenID.Store(0)
 		switch {
@@ -283,9 +305,24 @@ func (c *Conn) subscribe() {
 			c.log.Debug("the subscription to list changes ended", "err", err)
 		case m.Error != nil:
 			c.log.Info(fmt.Sprintf("backend %q refused subscriptions/listen; its lists are refreshed only at catalog_refresh", c.b.name), "error", truncate(m.Error, 200))
+			return
 		default:
 			c.log.Debug("the server ended the subscription to list changes")
 		}
+		if c.ended() {
+			return
+		}
+		next := max(backoff*2, c.b.cfg.RestartBackoffInitial, 10*time.Millisecond)
+		if time.Since(opened) > c.b.cfg.RestartBackoffMax {
+			next = max(c.b.cfg.RestartBackoffInitial, 10*time.Millisecond) // it lasted: start over
+		}
+		next = min(next, max(c.b.cfg.RestartBackoffMax, 10*time.Millisecond))
+		time.AfterFunc(next, func() {
+			if !c.ended() {
+				c.lists.refreshAll()
+				c.subscribeWith(next)
+			}
+		})
 	})
 	if err != nil {
 		c.log.Info(fmt.Sprintf("backend %q: could not subscribe to list changes: %v", c.b.name, err))

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -99,6 +100,12 @@ func (l *headerLog) all() []http.Header {
 
 // recordingProxy passes every request to target and records its headers.
 func recordingProxy(t *testing.T, target string) (string, *headerLog) {
+	return interceptingProxy(t, target, nil)
+}
+
+// interceptingProxy is recordingProxy where intercept, if set, may answer
+// a request itself: it reports whether it did.
+func interceptingProxy(t *testing.T, target string, intercept func(http.ResponseWriter, *http.Request) bool) (string, *headerLog) {
 	u, err := url.Parse(target)
 	if err != nil {
 		t.Fatal(err)
@@ -110,6 +117,9 @@ func recordingProxy(t *testing.T, target string) (string, *headerLog) {
 		log.mu.Lock()
 		log.reqs = append(log.reqs, req.Header.Clone())
 		log.mu.Unlock()
+		if intercept != nil && intercept(w, req) {
+			return
+		}
 		proxy.ServeHTTP(w, req)
 	}))
 	t.Cleanup(ts.Close)
@@ -160,6 +170,58 @@ func TestEraModernRemoteBackend(t *testing.T) {
 	if discovers != 2 || !r.b.Conn().Modern() {
 		t.Errorf("%d server/discover after a restart, modern %v; want the restart to probe again", discovers, r.b.Conn().Modern())
 	}
+}
+
+// A modern server's health check is server/discover: 2026-07-28 has no
+// ping.
+func TestEraModernHealthCheck(t *testing.T) {
+	endpoint, log := recordingProxy(t, modernserver.HTTP(t))
+	cfg := remoteConfig(endpoint)
+	cfg.Health.HealthInterval = 50 * time.Millisecond
+	cfg.Health.HealthTimeout = 5 * time.Second
+	cfg.Health.FailureThreshold = 3
+	r := runRemote(t, cfg, "")
+	r.await(t, "healthy", healthy)
+	testutil.Eventually(t, wait, "a health check", func() bool { return !r.b.Health().LastCheck.IsZero() })
+	if h := r.b.Health(); h.ConsecutiveFailures != 0 {
+		t.Errorf("health %+v; want the check passed", h)
+	}
+	discovers := 0
+	for _, h := range log.all() {
+		switch h.Get("Mcp-Method") {
+		case "ping":
+			t.Error("a modern server got ping")
+		case "server/discover":
+			discovers++
+		}
+	}
+	if discovers < 2 {
+		t.Errorf("%d server/discover; want the probe and at least one health check", discovers)
+	}
+}
+
+// A subscription stream that drops while the backend lives is opened
+// again, and list changes arrive on the new one.
+func TestEraModernRemoteSubscribesAgain(t *testing.T) {
+	var listens atomic.Int32
+	endpoint, _ := interceptingProxy(t, modernserver.HTTP(t), func(w http.ResponseWriter, req *http.Request) bool {
+		if req.Header.Get("Mcp-Method") != "subscriptions/listen" || listens.Add(1) > 1 {
+			return false
+		}
+		w.Header().Set("Content-Type", "text/event-stream")
+		w.WriteHeader(http.StatusOK) // and the stream ends at once
+		return true
+	})
+	r := runRemote(t, remoteConfig(endpoint), "")
+	r.await(t, "healthy", healthy)
+	if !r.states.Within(wait, func([]Status) bool { return listens.Load() >= 2 }) {
+		// OnChange fires on the refresh that comes with the new subscription.
+		t.Fatalf("subscriptions/listen was sent %d times; want it sent again after the first stream dropped", listens.Load())
+	}
+	if _, err := r.call(t, "add_tool", `{"name":"later"}`); err != nil {
+		t.Fatal(err)
+	}
+	r.awaitTools(t, 5)
 }
 
 // Published 2025 servers answer server/discover with an error: they are
@@ -244,7 +306,7 @@ exit 3`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := stdioConfig([]string{"sh", "-c", tc.script}, nil)
-			cfg.Health.HealthTimeout = 300 * time.Millisecond // the probe's bound
+			cfg.Timeout = 2 * time.Second // the probe waits at most half of it
 			r := runRemote(t, cfg, "")
 			st := r.await(t, "healthy", healthy)
 			if st.Server.Era() != EraLegacy || st.Server.Name != "sh" || r.b.Conn().Modern() {

@@ -326,6 +326,9 @@ func (s *Session) sendAdmitted(msg *jsonrpc.Message, stream *Stream, b *backend.
 	if s.stateless && s.logLevel >= 0 {
 		g.requestLevel(conn, s.logLevel)
 	}
+	if conn.Modern() {
+		params = s.modernCall(c, msg.Method, jsonrpc.Compact(params))
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), b.Config().Timeout)
 	defer cancel()
 	// The callback may run before Go returns; c.bcall is only needed to

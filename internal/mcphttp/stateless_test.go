@@ -1,6 +1,13 @@
 package mcphttp
 
 import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
@@ -41,3 +48,42 @@ func TestStatelessHeaders(t *testing.T) {
 
 // ModernVersion is the version these tests send.
 const ModernVersion = "2026-07-28"
+
+// A 2026-07-28 server refuses with an HTTP error and a JSON-RPC error in
+// the body (404 and -32601 for an unknown method): the caller gets that
+// error as the response to its request, not a transport failure; a
+// refusal without one is an error. No session id is ever sent.
+func TestPostStatelessRefusals(t *testing.T) {
+	var sessions atomic.Int32
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get(HeaderSession) != "" {
+			sessions.Add(1)
+		}
+		switch r.Header.Get(HeaderMethod) {
+		case "nope/nothing":
+			w.Header().Set("Content-Type", MediaJSON)
+			w.WriteHeader(http.StatusNotFound)
+			io.WriteString(w, `{"jsonrpc":"2.0","id":7,"error":{"code":-32601,"message":"Method not found"}}`)
+		default:
+			http.Error(w, "broken", http.StatusBadGateway)
+		}
+	}))
+	defer ts.Close()
+	c := NewClient(Options{Endpoint: ts.URL})
+	var got []string
+	deliver := func(b []byte) { got = append(got, string(b)) }
+	msg, _ := jsonrpc.Parse([]byte(`{"jsonrpc":"2.0","id":7,"method":"nope/nothing"}`))
+	missing, err := c.PostStateless(context.Background(), []byte(`{"jsonrpc":"2.0","id":7,"method":"nope/nothing"}`), StatelessHeaders(ModernVersion, msg), []json.RawMessage{msg.ID}, deliver)
+	if err != nil || missing != nil || len(got) != 1 || !strings.Contains(got[0], `"id":7`) || !strings.Contains(got[0], `-32601`) {
+		t.Errorf("404 with -32601: delivered %q, missing %q, err %v; want the error as the response", got, missing, err)
+	}
+	got = nil
+	msg, _ = jsonrpc.Parse([]byte(`{"jsonrpc":"2.0","id":8,"method":"tools/list"}`))
+	missing, err = c.PostStateless(context.Background(), []byte(`{"jsonrpc":"2.0","id":8,"method":"tools/list"}`), StatelessHeaders(ModernVersion, msg), []json.RawMessage{msg.ID}, deliver)
+	if err == nil || len(missing) != 1 || len(got) != 0 {
+		t.Errorf("502 without JSON-RPC: delivered %q, missing %q, err %v; want an error", got, missing, err)
+	}
+	if n := sessions.Load(); n != 0 {
+		t.Errorf("%d requests carried a session id", n)
+	}
+}
