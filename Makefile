@@ -91,7 +91,7 @@ units:
 	$(GO) test -count=1 -v -run '^(TestVerify|TestSecurity)$$' ./systemd
 
 conformance:
-	MCPGATE_CONFORMANCE=1 $(GO) test -count=1 -v -timeout 10m -run TestConformance ./internal/conformance
+	MCPGATE_CONFORMANCE=1 $(GO) test -count=1 -v -timeout 10m -run 'TestConformance|TestClients2026' ./internal/conformance
 
 # e2e builds the package once for every container test (each would build
 # it otherwise); MCPGATE_DEB=path.deb tests a package built elsewhere.
@@ -155,7 +155,8 @@ FUZZ_TARGETS := internal/jsonrpc:FuzzParse:60000 \
                 internal/jsonrpc:FuzzFind:40000 internal/gateway:FuzzDecidedIsForwarded:20000 \
                 internal/front:FuzzHandler:30000 internal/config:FuzzLoad:2500 \
                 internal/mcphttp:FuzzEventReader:10000 \
-                internal/front:FuzzCheckModern:20000 internal/gateway:FuzzDecorate:20000
+                internal/front:FuzzCheckModern:20000 internal/gateway:FuzzDecorate:20000 \
+                internal/access/reqstate:FuzzOpen:30000
 fuzz:
 	@for t in $(FUZZ_TARGETS); do \
 		pkg=$${t%%:*}; rest=$${t#*:}; name=$${rest%%:*}; \

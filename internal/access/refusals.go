@@ -131,6 +131,26 @@ func (r *Refusals) Ambiguous(client, session, method string, err error) {
 	r.log.Warn(fmt.Sprintf("refused client %q: %s with an ambiguous member", client, method), attrs...)
 }
 
+// RequestState journals that client's retry of method brought a
+// requestState the gateway refused (reason: expired, tampered, replayed,
+// other-client, …; err says why in words): the retry got -32602 and
+// reached no backend. It counts in the client's window with the policy
+// refusals.
+func (r *Refusals) RequestState(client, method, reason string, err error) {
+	logIt, suppressed, count := r.count("client " + client)
+	if !logIt {
+		return
+	}
+	attrs := []any{"client", client, "method", method, "reason", reason, "err", err.Error(), journal.MessageAccessDenied.Attr()}
+	if suppressed > 0 {
+		attrs = append(attrs, "suppressed", suppressed)
+	}
+	if count == refusalsLogged {
+		attrs = append(attrs, "note", "further policy refusals of this client within a minute are counted, not logged")
+	}
+	r.log.Warn(fmt.Sprintf("refused client %q: %s with requestState %s", client, method, reason), attrs...)
+}
+
 // forgetOld drops windows that ended; if none did, all of them. Called
 // with r.mu held.
 func (r *Refusals) forgetOld(now time.Time) {

@@ -117,6 +117,7 @@ type Backend struct {
 	cmds   chan command
 
 	misbehaved *journal.Limiter // warnings a server's output causes; see warnServer
+	skipProbe  atomic.Bool      // the last child ended during server/discover
 
 	mu    sync.Mutex
 	st    Status
@@ -384,13 +385,27 @@ func (s *supervision) start(ctx context.Context) (*Conn, time.Time, error) {
 		err   error
 	}
 	hs := make(chan result, 1)
-	go func() {
-		lists, err := conn.handshake(hctx)
-		hs <- result{lists, err}
-	}()
+	handshake := func(conn *Conn, probe bool) {
+		go func() {
+			lists, err := conn.handshake(hctx, probe)
+			hs <- result{lists, err}
+		}()
+	}
+	// The legacy HTTP+SSE transport predates server/discover; a child
+	// that ended during the last probe is spared it once.
+	probe := b.cfg.Transport != "sse" && !b.skipProbe.Swap(false)
+	handshake(conn, probe)
 	for {
 		select {
 		case r := <-hs:
+			if errors.Is(r.err, errProbeEnded) {
+				// A crash, or a legacy server that exits on a method it
+				// does not know: restarted as a crash, with initialize.
+				b.skipProbe.Store(true)
+				b.log.Info(fmt.Sprintf("backend %q ended during the server/discover probe; its restart starts with initialize", b.name), conn.ident())
+				<-conn.Done()
+				return nil, started, errDied
+			}
 			if r.err != nil {
 				if errors.Is(r.err, context.DeadlineExceeded) {
 					r.err = fmt.Errorf("%w within %s (timeout)", errHandshakeTimeout, b.cfg.Timeout)
@@ -743,15 +758,7 @@ func (b *Backend) publishLists(conn *Conn, lists *Lists) {
 // initializeParams is what the gateway declares to the child: the client
 // capabilities it can relay, and itself.
 func (b *Backend) initializeParams() json.RawMessage {
-	caps := "{}"
-	switch {
-	case b.cfg.RelayClientRequests && len(b.cfg.Roots) > 0:
-		caps = `{"roots":{"listChanged":false},"sampling":{},"elicitation":{}}`
-	case b.cfg.RelayClientRequests:
-		caps = `{"roots":{"listChanged":true},"sampling":{},"elicitation":{}}`
-	case len(b.cfg.Roots) > 0:
-		caps = `{"roots":{"listChanged":false}}`
-	}
+	caps := string(b.relayCapabilities())
 	p := []byte(`{"protocolVersion":"` + ProtocolVersion + `","capabilities":` + caps + `,"clientInfo":{"name":"mcpgate","version":`)
 	p = jsonrpc.AppendString(p, b.opts.Version)
 	return append(p, "}}"...)

@@ -57,6 +57,9 @@ type Conn struct {
 	reads  atomic.Uint64 // lines read from the child, a sign of life
 
 	lastActive atomic.Int64 // unix nanoseconds of the last call sent or answered, for idle_stop
+
+	modern   atomic.Bool  // the server speaks 2026-07-28 (see probe)
+	listenID atomic.Int64 // our subscriptions/listen request, 0 if none
 }
 
 // Call is one request in flight on a child.
@@ -267,6 +270,9 @@ func (c *Conn) dispatch(msg *jsonrpc.Message) {
 		if c.lists.notify(msg.Method) {
 			return
 		}
+		if msg.Method == "notifications/subscriptions/acknowledged" && c.modern.Load() {
+			return // the answer to our subscriptions/listen
+		}
 		c.b.opts.Handler.Notification(c.b, c, msg)
 	default:
 		c.b.opts.Handler.Request(c.b, c, msg)
@@ -301,6 +307,12 @@ func (c *Conn) fail(err error) {
 // answered through deliver like any other. Either way the call ends exactly
 // once. Params must not contain line breaks (see jsonrpc.Compact).
 func (c *Conn) Go(ctx context.Context, method string, params json.RawMessage, owner any, deliver func(*jsonrpc.Message, error)) (*Call, error) {
+	if c.modern.Load() {
+		var err error
+		if params, err = c.withMeta(params); err != nil {
+			return nil, err
+		}
+	}
 	call := &Call{ID: c.nextID.Add(1), Method: method, Owner: owner, deliver: deliver}
 	c.touch()
 	c.mu.Lock()
@@ -408,9 +420,11 @@ func (c *Conn) Abandon(call *Call, reason string) bool {
 	if call.Method == "initialize" {
 		return true // the spec forbids cancelling initialize
 	}
-	params := jsonrpc.AppendString([]byte(`{"requestId":`+strconv.FormatInt(call.ID, 10)+`,"reason":`), reason)
-	params = append(params, '}')
-	c.trySend(jsonrpc.AppendNotification(nil, "notifications/cancelled", params))
+	if c.remote == nil || !c.modern.Load() { // over 2026-07-28 HTTP, closing its stream cancels it
+		params := jsonrpc.AppendString([]byte(`{"requestId":`+strconv.FormatInt(call.ID, 10)+`,"reason":`), reason)
+		params = append(params, '}')
+		c.trySend(jsonrpc.AppendNotification(nil, "notifications/cancelled", params))
+	}
 	if c.remote != nil {
 		c.remote.abandon(call.ID)
 	}
@@ -426,8 +440,12 @@ func (c *Conn) Calls(fn func(*Call)) {
 	}
 }
 
-// Notify sends a notification to the child.
+// Notify sends a notification to the child. A modern server takes only
+// notifications/cancelled; others are dropped.
 func (c *Conn) Notify(ctx context.Context, method string, params json.RawMessage) error {
+	if c.modern.Load() && method != "notifications/cancelled" {
+		return nil
+	}
 	return c.send(ctx, jsonrpc.AppendNotification(nil, method, params))
 }
 

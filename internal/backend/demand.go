@@ -150,7 +150,11 @@ func (s *supervision) idleTicker() (*time.Ticker, <-chan time.Time) {
 // gateway no subscription on the backend; 0 while it is in use.
 func (b *Backend) idleFor(conn *Conn, now time.Time) time.Duration {
 	conn.mu.Lock()
-	busy := len(conn.pending) > 0
+	n := len(conn.pending)
+	if _, ok := conn.pending[conn.listenID.Load()]; ok {
+		n-- // our own subscription to list changes is no call
+	}
+	busy := n > 0
 	conn.mu.Unlock()
 	if busy || (b.opts.InUse != nil && b.opts.InUse(b)) {
 		conn.touch()

@@ -116,7 +116,7 @@ func (b *Backend) ping(conn *Conn) (ok bool, latency time.Duration) {
 	ctx, cancel := context.WithTimeout(context.Background(), b.cfg.HealthTimeout)
 	defer cancel()
 	start := time.Now()
-	_, err := conn.Call(ctx, "ping", nil)
+	_, err := conn.Call(ctx, conn.pingMethod(), nil)
 	latency = time.Since(start)
 	var rpcErr *jsonrpc.Error
 	return err == nil || errors.As(err, &rpcErr), latency

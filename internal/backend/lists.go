@@ -77,9 +77,21 @@ type initializeResult struct {
 	Instructions string `json:"instructions"`
 }
 
-// handshake runs initialize, notifications/initialized and the first fetch
-// of every list the child declared.
-func (c *Conn) handshake(ctx context.Context) (*Lists, error) {
+// handshake learns the server's era and runs the handshake of that era.
+// With probe, it sends server/discover first (see Conn.probe); a modern
+// server needs no more (see modernHandshake), anything else gets
+// initialize, notifications/initialized and the first fetch of every list
+// it declared.
+func (c *Conn) handshake(ctx context.Context, probe bool) (*Lists, error) {
+	if probe {
+		modern, err := c.probe(ctx)
+		if err != nil {
+			return nil, err
+		}
+		if modern {
+			return c.modernHandshake(ctx)
+		}
+	}
 	raw, err := c.Call(ctx, "initialize", c.b.initializeParams())
 	if err != nil {
 		return nil, fmt.Errorf("initialize: %w", err)

@@ -22,7 +22,7 @@ func (b *Backend) Probe(conn *Conn) {
 		reads := conn.reads.Load()
 		ctx, cancel := context.WithTimeout(context.Background(), timeout)
 		defer cancel()
-		_, err := conn.Call(ctx, "ping", nil)
+		_, err := conn.Call(ctx, conn.pingMethod(), nil)
 		var rpcErr *jsonrpc.Error
 		if err == nil || errors.As(err, &rpcErr) || conn.reads.Load() != reads {
 			if err != nil && rpcErr == nil {

@@ -10,10 +10,14 @@ import (
 	"github.com/mcpgate/mcpgate/internal/testutil"
 )
 
-// handshake is a shell child's side of the MCP handshake: it answers
-// initialize (id 1) with no capabilities, so no list is fetched.
+// handshake is a legacy shell child's side of the MCP handshake: it
+// answers the server/discover probe (id 1) as a 2025 server does, with
+// -32601, and initialize (id 2) with no capabilities, so no list is
+// fetched.
 const handshake = `read -r line
-echo '{"jsonrpc":"2.0","id":1,"result":{"protocolVersion":"2025-11-25","capabilities":{},"serverInfo":{"name":"sh","version":"1"}}}'
+echo '{"jsonrpc":"2.0","id":1,"error":{"code":-32601,"message":"Method not found"}}'
+read -r line
+echo '{"jsonrpc":"2.0","id":2,"result":{"protocolVersion":"2025-11-25","capabilities":{},"serverInfo":{"name":"sh","version":"1"}}}'
 `
 
 // runBackend supervises a shell child until the test ends, recording every

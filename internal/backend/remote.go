@@ -250,6 +250,11 @@ func (r *remote) request(ctx context.Context, data []byte, msg *jsonrpc.Message)
 	if r.legacy != nil {
 		return r.legacy.post(ctx, data)
 	}
+	if r.c.modern.Load() || msg.Method == "server/discover" {
+		// No session: the era's headers on every request.
+		_, err := r.client.PostStateless(ctx, data, mcphttp.StatelessHeaders(ModernProtocolVersion, msg), []json.RawMessage{msg.ID}, r.deliver)
+		return r.lost(err)
+	}
 	if msg.Method == "initialize" {
 		var answer [][]byte
 		_, err := r.client.Initialize(ctx, data, msg.ID, func(b []byte) { answer = append(answer, b) })

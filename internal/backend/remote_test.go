@@ -225,7 +225,7 @@ func TestRemoteBackendRenewsExpiredSession(t *testing.T) {
 				http.Error(w, "session not found", http.StatusNotFound)
 				return
 			}
-			if req.Method == http.MethodPost && req.Header.Get("Mcp-Session-Id") == "" {
+			if req.Method == http.MethodPost && req.Header.Get("Mcp-Session-Id") == "" && req.Header.Get("Mcp-Method") != "server/discover" {
 				inits.Add(1)
 			}
 			next.ServeHTTP(w, req)

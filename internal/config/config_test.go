@@ -41,6 +41,9 @@ func wantGateway() Gateway {
 			HTTPIdleTimeout:       2 * time.Minute,
 			SSEKeepAliveInterval:  25 * time.Second,
 			MaxSubscriptions:      1000,
+
+			MaxInputRequiredCalls:          1000,
+			MaxInputRequiredCallsPerClient: 100,
 		},
 	}
 }
@@ -131,6 +134,8 @@ func TestGatewayKeys(t *testing.T) {
 		{`page_size = 1`, func(g *Gateway) { g.PageSize = 1 }},
 		{`page_size = 10000`, func(g *Gateway) { g.PageSize = 10000 }},
 		{`max_subscriptions = 1`, func(g *Gateway) { g.MaxSubscriptions = 1 }},
+		{`max_input_required_calls = 1`, func(g *Gateway) { g.MaxInputRequiredCalls = 1 }},
+		{`max_input_required_calls_per_client = 7`, func(g *Gateway) { g.MaxInputRequiredCallsPerClient = 7 }},
 		{`max_stream_events = 16`, func(g *Gateway) { g.MaxStreamEvents = 16 }},
 		{`allowed_origins = ["https://app.example", "http://10.0.0.2:3000"]`, func(g *Gateway) {
 			g.AllowedOrigins = []string{"https://app.example", "http://10.0.0.2:3000"}

@@ -18,6 +18,11 @@ type Limits struct {
 	HTTPIdleTimeout       time.Duration // default 2m
 	SSEKeepAliveInterval  time.Duration // default 25s
 	MaxSubscriptions      int           // per session; default 1000
+	// MaxInputRequiredCalls bounds the stateless calls waiting for their
+	// client's retry after an InputRequiredResult; default 1000.
+	MaxInputRequiredCalls int
+	// MaxInputRequiredCallsPerClient bounds those of one client; default 100.
+	MaxInputRequiredCallsPerClient int
 }
 
 // defaultLimits is the one place that knows the defaults of Limits.
@@ -32,6 +37,9 @@ func defaultLimits() Limits {
 		HTTPIdleTimeout:       2 * time.Minute,
 		SSEKeepAliveInterval:  25 * time.Second,
 		MaxSubscriptions:      1000,
+
+		MaxInputRequiredCalls:          1000,
+		MaxInputRequiredCallsPerClient: 100,
 	}
 }
 
@@ -63,6 +71,12 @@ func limitFields() []field[Gateway] {
 		}},
 		{"max_subscriptions", func(d *decoder, at keyPath, v any, g *Gateway) bool {
 			return integer(d, at, v, &g.MaxSubscriptions, 1, math.MaxInt32)
+		}},
+		{"max_input_required_calls", func(d *decoder, at keyPath, v any, g *Gateway) bool {
+			return integer(d, at, v, &g.MaxInputRequiredCalls, 1, math.MaxInt32)
+		}},
+		{"max_input_required_calls_per_client", func(d *decoder, at keyPath, v any, g *Gateway) bool {
+			return integer(d, at, v, &g.MaxInputRequiredCallsPerClient, 1, math.MaxInt32)
 		}},
 	}
 }

@@ -20,6 +20,7 @@ const (
 	statusSuccess = "SUCCESS"
 	statusFailure = "FAILURE"
 	statusWarning = "WARNING"
+	statusInfo    = "INFO"
 )
 
 // tools are the installed test tools, as reported by packaging/conformance/setup.sh.
@@ -27,6 +28,9 @@ type tools struct {
 	node    string // Node 22 binary
 	suite   string // the conformance CLI, dist/index.js
 	fixture string // go-sdk everything-server binary
+	// suite2026 is the conformance CLI 0.2.0, which runs the 2026-07-28
+	// requirement set (see conformance2026_test.go).
+	suite2026 string
 }
 
 // installTools runs setup.sh (idempotent and cached; the first run downloads
@@ -52,10 +56,12 @@ func installTools(t *testing.T) tools {
 			tk.suite = value
 		case "fixture":
 			tk.fixture = value
+		case "suite2026":
+			tk.suite2026 = value
 		}
 	}
-	if tk.node == "" || tk.suite == "" || tk.fixture == "" {
-		t.Fatalf("%s did not report node=, suite= and fixture= paths; stdout:\n%s", script, stdout.String())
+	if tk.node == "" || tk.suite == "" || tk.fixture == "" || tk.suite2026 == "" {
+		t.Fatalf("%s did not report node=, suite=, suite2026= and fixture= paths; stdout:\n%s", script, stdout.String())
 	}
 	return tk
 }
@@ -199,13 +205,20 @@ func (s *suiteRun) table() string {
 // exit code must then be 0.
 func runSuite(t *testing.T, tk tools, suite, target, url, expectedFailures string) *suiteRun {
 	t.Helper()
+	return runServerScenarios(t, tk.node, []string{tk.suite, "server", "--suite", suite}, target, url, expectedFailures)
+}
+
+// runServerScenarios runs the suite's command line cli (the CLI's script,
+// "server" and the options choosing the scenarios) against url; see runSuite.
+func runServerScenarios(t *testing.T, node string, cli []string, target, url, expectedFailures string) *suiteRun {
+	t.Helper()
 	dir := t.TempDir()
 	results := filepath.Join(dir, "results")
-	args := []string{tk.suite, "server", "--url", url, "--suite", suite, "--output-dir", results}
+	args := append(cli[:len(cli):len(cli)], "--url", url, "--output-dir", results)
 	if expectedFailures != "" {
 		args = append(args, "--expected-failures", expectedFailures)
 	}
-	cmd := exec.Command(tk.node, args...)
+	cmd := exec.Command(node, args...)
 	cmd.Dir = dir
 	p := startProc(t, "conformance suite", cmd, filepath.Join(dir, "suite.log"))
 	code := p.wait(t, 10*time.Minute)

@@ -2,6 +2,7 @@ package ctl
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -127,13 +128,13 @@ func printOverview(w io.Writer, s statusJSON, colour bool) {
 	// column widths.
 	var table bytes.Buffer
 	tw := tabwriter.NewWriter(&table, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "BACKEND\tSTATE\tPID\tRESTARTS\tTOOLS\tCIRCUIT\tIN FLIGHT\tQUEUED\tCHECK\tLAST ERROR")
+	fmt.Fprintln(tw, "BACKEND\tSTATE\tERA\tPID\tRESTARTS\tTOOLS\tCIRCUIT\tIN FLIGHT\tQUEUED\tCHECK\tLAST ERROR")
 	for _, b := range s.Backends {
 		where := pid(b.MainPID)
 		if b.URL != "" {
 			where = b.URL // a remote backend has no process
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%s\t%d\t%d\t%s\t%s\n", b.Name, b.State, where, b.NRestarts, len(b.Tools),
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%s\t%d\t%d\t%s\t%s\n", b.Name, b.State, cmp.Or(b.Era, "-"), where, b.NRestarts, len(b.Tools),
 			circuit(b), b.CallsInFlight, b.CallsQueued, checkLatency(b), oneLine(b.LastError))
 	}
 	tw.Flush()
@@ -167,6 +168,9 @@ func printBackend(w io.Writer, b dbusapi.BackendStatus, now time.Time, colour bo
 	}
 	if b.Unit != "" {
 		row("Unit", b.Unit)
+	}
+	if b.ProtocolVersion != "" {
+		row("Protocol", b.ProtocolVersion+" ("+b.Era+")")
 	}
 	if b.TokenExpiryTimestamp != 0 {
 		exp := time.UnixMicro(int64(b.TokenExpiryTimestamp))

@@ -81,7 +81,7 @@ func TestPrintOverview(t *testing.T) {
 	s := statusJSON{
 		Gateway: dbusapi.ManagerStatus{Version: "1.0", Status: "1/2 backends healthy, 3 tools; beta starting", NSessions: 2},
 		Backends: []dbusapi.BackendStatus{
-			{Name: "alpha", State: "healthy", MainPID: 1234, Tools: []string{"a", "b", "c"}, CallsInFlight: 2, LastCheckTimestamp: 1, LastCheckLatencyUSec: 250},
+			{Name: "alpha", State: "healthy", Era: "modern", MainPID: 1234, Tools: []string{"a", "b", "c"}, CallsInFlight: 2, LastCheckTimestamp: 1, LastCheckLatencyUSec: 250},
 			{Name: "beta-long-name", State: "starting", NRestarts: 2, LastError: "exited with status 1"},
 		},
 	}
@@ -90,9 +90,9 @@ func TestPrintOverview(t *testing.T) {
 	want := `● mcpgate 1.0 - 1/2 backends healthy, 3 tools; beta starting
   Sessions: 2
 
-  BACKEND         STATE     PID   RESTARTS  TOOLS  CIRCUIT  IN FLIGHT  QUEUED  CHECK  LAST ERROR
-● alpha           healthy   1234  0         3      closed   2          0       250µs
-● beta-long-name  starting  -     2         0      closed   0          0       -      exited with status 1
+  BACKEND         STATE     ERA     PID   RESTARTS  TOOLS  CIRCUIT  IN FLIGHT  QUEUED  CHECK  LAST ERROR
+● alpha           healthy   modern  1234  0         3      closed   2          0       250µs
+● beta-long-name  starting  -       -     2         0      closed   0          0       -      exited with status 1
 `
 	if out.String() != want {
 		t.Errorf("got:\n%s\nwant:\n%s", out.String(), want)

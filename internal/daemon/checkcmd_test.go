@@ -92,3 +92,36 @@ func TestCheckConfigWarnsAboutUnmatchedPatterns(t *testing.T) {
 		t.Errorf("stderr = %q, want %q", got, want)
 	}
 }
+
+// check-config says what it can know of each backend's era without
+// starting it: probed at every start, legacy for the SSE transport, none
+// for programs; an on-demand backend's cache tells its last era.
+func TestCheckConfigShowsEras(t *testing.T) {
+	state := t.TempDir()
+	t.Setenv("STATE_DIRECTORY", state)
+	os.MkdirAll(filepath.Join(state, "catalog"), 0o750)
+	os.WriteFile(filepath.Join(state, "catalog", "lazy.json"), []byte(`{"version":1,"protocolVersion":"2026-07-28","name":"m","capabilities":{}}`), 0o640)
+	cfg := filepath.Join(t.TempDir(), "mcpgate.toml")
+	os.WriteFile(cfg, []byte(`[backends.child]
+command = "sh"
+[backends.old]
+url = "https://mcp.example.com/sse"
+transport = "sse"
+[backends.lazy]
+command = "sh"
+start = "on-demand"
+`), 0o644)
+	var stdout, stderr bytes.Buffer
+	if code := checkConfig(cfg, &stdout, &stderr); code != 0 {
+		t.Fatalf("exit %d, stderr %q", code, stderr.String())
+	}
+	for _, want := range []string{
+		"  backend child: era probed with server/discover at every start\n",
+		"  backend lazy: era probed with server/discover at every start; modern (2026-07-28) at its last start\n",
+		"  backend old: era legacy: transport \"sse\" predates server/discover\n",
+	} {
+		if !strings.Contains(stdout.String(), want) {
+			t.Errorf("stdout = %s; want %q", stdout.String(), want)
+		}
+	}
+}

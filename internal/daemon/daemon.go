@@ -109,6 +109,7 @@ func checkConfig(path string, stdout, stderr io.Writer) int {
 		return exitFailed
 	}
 	fmt.Fprintf(stdout, "%s: OK (%d backends, %d files)\n", path, len(cfg.Backends), len(cfg.Files))
+	printEras(stdout, cfg)
 	return exitOK
 }
 
@@ -273,6 +274,10 @@ func (d *daemon) run(ctx context.Context) int {
 				f()
 			}
 		},
+		Input: gateway.NewContinuations(gateway.ContinuationOptions{
+			Host: hostLabel(), Max: g.MaxInputRequiredCalls, MaxPerClient: g.MaxInputRequiredCallsPerClient,
+			Logger: d.log, Refusals: d.refusals,
+		}),
 	})
 	d.openIssued()
 	d.loadClients(d.cfg)

@@ -159,6 +159,7 @@ func backendStatus(b *backend.Backend, tools []string) dbusapi.BackendStatus {
 		Tools:                tools,
 		Command:              command(cfg),
 		URL:                  st.URL,
+		Era:                  st.Server.Era().String(),
 		ConsecutiveFailures:  uint32(h.ConsecutiveFailures),
 		LastCheckTimestamp:   micros(h.LastCheck),
 		LastCheckLatencyUSec: uint64(h.LastCheckLatency.Microseconds()),
@@ -170,6 +171,9 @@ func backendStatus(b *backend.Backend, tools []string) dbusapi.BackendStatus {
 		NFallbacks:           h.NFallbacks,
 		Unit:                 b.UnitName(),
 		TokenExpiryTimestamp: micros(b.TokenExpiry()),
+	}
+	if st.Server != nil {
+		out.ProtocolVersion = st.Server.ProtocolVersion
 	}
 	out.Instances, out.NIdle, out.NBusy = instanceRows(b)
 	return out

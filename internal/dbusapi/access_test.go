@@ -155,7 +155,7 @@ command = "FAKE"
 
 [backends.beta]
 command = "/bin/sh"
-args = ["-c", "read -r line; echo '{\"jsonrpc\":\"2.0\",\"id\":1,\"error\":{\"code\":-32603,\"message\":\"token=said-by-the-server\"}}'; sleep 60"]
+args = ["-c", "read -r line; echo '{\"jsonrpc\":\"2.0\",\"id\":1,\"error\":{\"code\":-32601,\"message\":\"no server/discover\"}}'; read -r line; echo '{\"jsonrpc\":\"2.0\",\"id\":2,\"error\":{\"code\":-32603,\"message\":\"token=said-by-the-server\"}}'; sleep 60"]
 max_restarts = 0
 `, "")
 	testutil.Eventually(t, 30*time.Second, "beta's LastError with the server's message", func() bool {

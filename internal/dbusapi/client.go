@@ -167,6 +167,7 @@ func (c *Client) Backend(ctx context.Context, name string) (BackendStatus, error
 		"ToolOutputBytes": &b.ToolOutputBytes,
 		"Instances":       &b.Instances, "NIdle": &b.NIdle, "NBusy": &b.NBusy,
 		"PendingChanges": &b.PendingChanges,
+		"Era":            &b.Era, "ProtocolVersion": &b.ProtocolVersion,
 	})
 	return b, err
 }

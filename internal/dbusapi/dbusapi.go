@@ -101,7 +101,12 @@ type BackendStatus struct {
 	Tools                []string `json:"tools"`                  // the exposed names of its tools
 	Command              []string `json:"command"`
 	URL                  string   `json:"url,omitempty"` // a remote backend's URL, without credentials
-	StderrTail           []string `json:"stderr_tail,omitempty"`
+	// Era is the generation of MCP its server speaks, learned at every
+	// start: "modern" (2026-07-28, stateless) or "legacy" (initialize);
+	// "" before its first start. ProtocolVersion is the version in use.
+	Era             string   `json:"era"`
+	ProtocolVersion string   `json:"protocol_version"`
+	StderrTail      []string `json:"stderr_tail,omitempty"`
 	// The output pipeline's byte counts of tools/call results, in total
 	// and by tool (its name at the backend).
 	NBytesProcessed uint64            `json:"bytes_processed"`

@@ -363,6 +363,8 @@ func watchedBackend(b BackendStatus) map[string]dbus.Variant {
 		"NIdle":                dbus.MakeVariant(b.NIdle),
 		"NBusy":                dbus.MakeVariant(b.NBusy),
 		"PendingChanges":       dbus.MakeVariant(nonNil(b.PendingChanges)),
+		"Era":                  dbus.MakeVariant(b.Era),
+		"ProtocolVersion":      dbus.MakeVariant(b.ProtocolVersion),
 	}
 }
 

@@ -124,7 +124,7 @@ type fakeGateway struct {
 
 func newFakeGateway() *fakeGateway {
 	return &fakeGateway{backends: map[string]BackendStatus{
-		"alpha":     {Name: "alpha", State: "healthy", MainPID: 42, Tools: []string{"alpha__echo"}, Command: []string{"fake", "--tools", "echo"}, StderrTail: []string{"hello"}},
+		"alpha":     {Name: "alpha", State: "healthy", MainPID: 42, Tools: []string{"alpha__echo"}, Command: []string{"fake", "--tools", "echo"}, StderrTail: []string{"hello"}, Era: "modern", ProtocolVersion: "2026-07-28"},
 		"my-server": {Name: "my-server", State: "stopped", Command: []string{"other"}},
 	}}
 }
@@ -347,6 +347,7 @@ func TestServerProperties(t *testing.T) {
 		"Instances": []Instance{}, "NIdle": uint32(0), "NBusy": uint32(0),
 		"Unit": "", "TokenExpiryTimestamp": uint64(0), "MemoryCurrent": uint64(0), "TasksCurrent": uint64(0), "CPUUsageNSec": uint64(0),
 		"PendingChanges": []PendingChange{},
+		"Era":            "modern", "ProtocolVersion": "2026-07-28",
 	}
 	if len(props) != len(want) {
 		t.Errorf("GetAll returned %d properties, want %d: %v", len(props), len(want), props)

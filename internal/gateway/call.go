@@ -41,10 +41,28 @@ type call struct {
 
 	ended atomic.Bool
 	once  sync.Once // guards the bookkeeping in end
+
+	// For a modern backend's call of a 2025 session, which answers the
+	// backend's input_required results (see askClient): the request's
+	// method and params as first sent, and the rounds so far.
+	method string
+	params json.RawMessage
+	rounds int
 }
 
 // deliver receives the backend's answer, on the backend's reader goroutine.
 func (c *call) deliver(resp *jsonrpc.Message, err error) {
+	if err == nil && resp.Error == nil && c.translatesInput() && isInputRequired(resp.Result) {
+		// Not answered yet: nothing is pending at the backend while the
+		// client is asked, so a cancellation ends the call at once.
+		c.sess.mu.Lock()
+		c.bcall = nil
+		c.sess.mu.Unlock()
+		if !c.ended.Load() {
+			c.askClient(resp.Result)
+		}
+		return
+	}
 	c.succeeded.Store(err == nil && resp.Error == nil)
 	if err == nil {
 		c.size.Store(int64(len(resp.Result) + len(resp.Error)))
@@ -65,7 +83,7 @@ func (c *call) deliver(resp *jsonrpc.Message, err error) {
 		c.stream.push(jsonrpc.AppendRawError(nil, c.clientID, resp.Error), true)
 	default:
 		result := resp.Result
-		if c.tool != "" {
+		if c.tool != "" && !isInputRequired(result) { // a question to the client is no output
 			result = c.sess.g.processOutput(c.b.Name(), c.tool, result)
 		}
 		result = c.servedBy(result)

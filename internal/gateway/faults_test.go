@@ -184,7 +184,9 @@ func TestEventsAreSingleLinesWhateverTheBackendWrote(t *testing.T) {
 	// A backend without capabilities that answers x/crlf with a
 	// notification and a result, both with raw CRs between tokens.
 	script := `read -r l
-echo '{"jsonrpc":"2.0","id":1,"result":{"protocolVersion":"2025-11-25","capabilities":{},"serverInfo":{"name":"sh","version":"1"}}}'
+echo '{"jsonrpc":"2.0","id":1,"error":{"code":-32601,"message":"Method not found"}}'
+read -r l
+echo '{"jsonrpc":"2.0","id":2,"result":{"protocolVersion":"2025-11-25","capabilities":{},"serverInfo":{"name":"sh","version":"1"}}}'
 while read -r l; do case "$l" in *'"method":"x/crlf"'*)
 id=${l#*'"id":'}; id=${id%%,*}
 printf '{"jsonrpc":"2.0",\r"method":"x/note",\r"params":{"a":\r1}}\n'

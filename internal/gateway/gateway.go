@@ -274,6 +274,7 @@ func (g *Gateway) CloseSession(id string, why string) bool {
 func (g *Gateway) StopAccepting() {
 	g.draining.Store(true)
 	g.endListeners("the gateway is shutting down")
+	g.endWaitingInputs()
 }
 
 // CutOff answers every request still in flight with a CodeShuttingDown
@@ -293,6 +294,17 @@ func (g *Gateway) CutOff(why string) {
 	}
 	g.eachSession(cut)
 	g.eachRequest(cut)
+	if t, ok := g.opts.Input.(*Continuations); ok {
+		t.cutOff(why)
+	}
+}
+
+// endWaitingInputs cancels the calls that wait for a stateless client's
+// retry: a draining gateway refuses that retry, so waiting is in vain.
+func (g *Gateway) endWaitingInputs() {
+	if t, ok := g.opts.Input.(*Continuations); ok {
+		t.endWaiting("the gateway is shutting down")
+	}
 }
 
 // Drain makes the gateway refuse new requests and waits until the requests
@@ -325,6 +337,9 @@ func (g *Gateway) Close() {
 	g.eachSession(func(s *Session) { g.CloseSession(s.ID, "the gateway is shutting down") })
 	g.endListeners("the gateway is shutting down")
 	g.eachRequest(func(s *Session) { s.close("the gateway is shutting down") })
+	if t, ok := g.opts.Input.(*Continuations); ok {
+		t.cutOff("the gateway is shutting down")
+	}
 	g.closeLocal()
 }
 

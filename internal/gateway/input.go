@@ -111,6 +111,9 @@ func (s *Session) retried(msg *jsonrpc.Message, stream *Stream) bool {
 			return false
 		}
 	}
+	if s.toModernBackend(msg) {
+		return false // a 2026-07-28 backend's own exchange: routed as any call
+	}
 	return h.HandleRetry(s, msg, stream)
 }
 

@@ -35,7 +35,8 @@ func (s *Session) setLevel(msg *jsonrpc.Message, stream *Stream) {
 	var conns []*backend.Conn
 	var levels []json.RawMessage
 	for _, b := range s.g.registry.Backends() {
-		if conn := s.connOf(b); conn != nil && conn.Server().Capabilities.Logging != nil && s.seesBackend(b.Name()) {
+		// A 2026-07-28 backend takes the level with each request (modernCall).
+		if conn := s.connOf(b); conn != nil && !conn.Modern() && conn.Server().Capabilities.Logging != nil && s.seesBackend(b.Name()) {
 			conns = append(conns, conn)
 			levels = append(levels, levelParams(s.g.mostVerbose(b, prio)))
 		}
@@ -98,7 +99,7 @@ func (s *Session) releaseLevel() {
 	defer s.g.levelMu.Unlock()
 	for _, b := range s.g.registry.Backends() {
 		conn := b.Conn()
-		if b.Pooled() || conn == nil || conn.Server().Capabilities.Logging == nil || !s.seesBackend(b.Name()) {
+		if b.Pooled() || conn == nil || conn.Modern() || conn.Server().Capabilities.Logging == nil || !s.seesBackend(b.Name()) {
 			continue
 		}
 		if level := s.g.mostVerbose(b, -1); level >= 0 && level < prio {

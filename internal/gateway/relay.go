@@ -22,23 +22,67 @@ type relayed struct {
 	method    string
 	via       *Stream     // the stream the request went out on
 	timer     *time.Timer // client_request_timeout; guarded by Gateway.relayMu
+	// answer, if set, takes the client's answer instead of the backend:
+	// the request stands for an input request of a modern backend's
+	// input_required result (see relayTo).
+	answer func(result, errObj json.RawMessage)
+}
+
+// reply passes the client's result on.
+func (r *relayed) reply(result json.RawMessage) {
+	if r.answer != nil {
+		r.answer(result, nil)
+		return
+	}
+	r.conn.Reply(r.backendID, result)
+}
+
+// replyError passes an error on in the client's place.
+func (r *relayed) replyError(e *jsonrpc.Error) {
+	if r.answer != nil {
+		r.answer(nil, jsonrpc.Compact(errorObject(e)))
+		return
+	}
+	r.conn.ReplyError(r.backendID, e)
+}
+
+// replyRawError passes the client's error object on.
+func (r *relayed) replyRawError(errObj json.RawMessage) {
+	if r.answer != nil {
+		r.answer(nil, errObj)
+		return
+	}
+	r.conn.ReplyRawError(r.backendID, errObj)
+}
+
+// errorObject is e as a JSON-RPC error object.
+func errorObject(e *jsonrpc.Error) json.RawMessage {
+	msg := jsonrpc.AppendError(nil, json.RawMessage("0"), e)
+	obj, _, _ := jsonrpc.Lookup(msg, "error")
+	return obj
 }
 
 // relay passes a backend's request on to this session's client, on the
 // given stream if it is still open, else on the standalone stream. The
 // client has the backend's client_request_timeout to answer.
 func (s *Session) relay(conn *backend.Conn, msg *jsonrpc.Message, via *Stream) error {
+	return s.relayWith(conn, append(json.RawMessage(nil), msg.ID...), msg.Method, msg.Params, via, nil)
+}
+
+// relayWith is relay for a request of backendID on conn; answer, if set,
+// takes the client's answer instead of the backend.
+func (s *Session) relayWith(conn *backend.Conn, backendID json.RawMessage, method string, params json.RawMessage, via *Stream, answer func(result, errObj json.RawMessage)) error {
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
 		return fmt.Errorf("the client session ended")
 	}
 	s.nextRelay++
-	r := &relayed{sess: s, clientID: s.nextRelay, conn: conn, backendID: append(json.RawMessage(nil), msg.ID...), method: msg.Method, via: via}
+	r := &relayed{sess: s, clientID: s.nextRelay, conn: conn, backendID: backendID, method: method, via: via, answer: answer}
 	s.relays[r.clientID] = r
 	s.mu.Unlock()
 	s.g.rememberRelay(r, conn.Backend().Config().ClientRequestTimeout)
-	s.send(jsonrpc.AppendRequest(nil, jsonrpc.IntID(r.clientID), msg.Method, msg.Params), via)
+	s.send(jsonrpc.AppendRequest(nil, jsonrpc.IntID(r.clientID), method, params), via)
 	return nil
 }
 
@@ -70,7 +114,7 @@ func (g *Gateway) expireRelay(r *relayed, timeout time.Duration) {
 		return
 	}
 	why := fmt.Sprintf("the client did not answer %s within %s (client_request_timeout of backend %q)", r.method, timeout, r.conn.Backend().Name())
-	r.conn.ReplyError(r.backendID, jsonrpc.Errorf(CodeTimeout, "%s", why))
+	r.replyError(jsonrpc.Errorf(CodeTimeout, "%s", why))
 	r.cancel(why)
 }
 

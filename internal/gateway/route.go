@@ -31,6 +31,7 @@ func (s *Session) HandleRequest(msg *jsonrpc.Message, stream *Stream) {
 		stream.mu.Lock()
 		stream.modern, stream.method = &g.modern, msg.Method
 		stream.mu.Unlock()
+		s.request = msg
 		if s.gone(msg, stream) || s.retried(msg, stream) {
 			return
 		}
@@ -325,6 +326,9 @@ func (s *Session) sendAdmitted(msg *jsonrpc.Message, stream *Stream, b *backend.
 
 	if s.stateless && s.logLevel >= 0 {
 		g.requestLevel(conn, s.logLevel)
+	}
+	if conn.Modern() {
+		params = s.modernCall(c, msg.Method, jsonrpc.Compact(params))
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), b.Config().Timeout)
 	defer cancel()

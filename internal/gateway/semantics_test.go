@@ -116,6 +116,19 @@ func recorded(t *testing.T, path string) []string {
 	return strings.Split(strings.TrimSpace(string(data)), "\n")
 }
 
+// recordedInitialize returns the initialize request a fakeserver read (it
+// follows the server/discover probe).
+func recordedInitialize(t *testing.T, path string) string {
+	t.Helper()
+	for _, line := range recorded(t, path) {
+		if strings.Contains(line, `"method":"initialize"`) {
+			return line
+		}
+	}
+	t.Fatalf("%s holds no initialize request", path)
+	return ""
+}
+
 // awaitRecorded waits until a fakeserver has read n lines containing each
 // of parts, and returns them. A backend's input has no event to wait on.
 func awaitRecorded(t *testing.T, path string, n int, parts ...string) []string {
@@ -397,7 +410,7 @@ func TestClientRequestRouting(t *testing.T) {
 		if got := testutil.ToolText(res); got != want {
 			t.Errorf("cfgroots__roots = %s, want %s", got, want)
 		}
-		init := recorded(t, cfgRecord)[0]
+		init := recordedInitialize(t, cfgRecord)
 		if !strings.Contains(init, `"roots":{"listChanged":false}`) || !strings.Contains(init, `"sampling":{}`) {
 			t.Errorf("initialize sent to cfgroots = %s; want roots without listChanged, and sampling", init)
 		}
@@ -410,7 +423,7 @@ func TestClientRequestRouting(t *testing.T) {
 				t.Errorf("%s = %q (isError %v), want an error naming relay_client_requests = false", tool, testutil.ToolText(res), res.IsError)
 			}
 		}
-		init := recorded(t, noRecord)[0]
+		init := recordedInitialize(t, noRecord)
 		if !strings.Contains(init, `"capabilities":{}`) {
 			t.Errorf("initialize sent to norelay = %s; want no client capabilities", init)
 		}

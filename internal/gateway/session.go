@@ -29,6 +29,9 @@ type Session struct {
 	// request: its id, and the params that tag its notifications.
 	listenID  json.RawMessage
 	listenTag json.RawMessage
+	// request is the stateless request, whose method and name a
+	// requestState issued for it is bound to (see requestBinding).
+	request *jsonrpc.Message
 
 	mu         sync.Mutex
 	closed     bool
@@ -327,9 +330,9 @@ func (s *Session) HandleResponse(msg *jsonrpc.Message) {
 		return
 	}
 	if msg.Error != nil {
-		r.conn.ReplyRawError(r.backendID, jsonrpc.Compact(msg.Error))
+		r.replyRawError(jsonrpc.Compact(msg.Error))
 	} else {
-		r.conn.Reply(r.backendID, jsonrpc.Compact(msg.Result))
+		r.reply(jsonrpc.Compact(msg.Result))
 	}
 }
 
@@ -386,7 +389,7 @@ func (s *Session) close(why string) {
 		if s.g.takeRelay(r.conn, r.backendID) == nil {
 			continue // answered, expired or cancelled meanwhile
 		}
-		r.conn.ReplyError(r.backendID, jsonrpc.Errorf(jsonrpc.CodeInternalError, "the client session ended before answering %s: %s", r.method, why))
+		r.replyError(jsonrpc.Errorf(jsonrpc.CodeInternalError, "the client session ended before answering %s: %s", r.method, why))
 	}
 	for uri, owner := range subs {
 		s.g.unsubscribe(owner, uri)

@@ -51,6 +51,9 @@ type Stream struct {
 	attached  int         // connections currently writing this stream
 	orphan    *time.Timer // runs abandon and forget when no connection comes back
 	abandon   []func()    // cancel the requests of an abandoned stream
+	// divert, if set, takes what is pushed after the stream's answer, and
+	// a drop (nil, true): see divertAfter.
+	divert func(data []byte, final bool)
 	// forget removes a request's stream from its session once no client
 	// can resume it any more.
 	forget func()
@@ -74,7 +77,17 @@ func newStream(key int64, standalone bool, maxEvents int) *Stream {
 func (s *Stream) push(data []byte, final bool) bool {
 	data = jsonrpc.OneLine(data)
 	s.mu.Lock()
+	if d := s.divert; d != nil {
+		s.mu.Unlock()
+		d(data, final)
+		return true
+	}
 	defer s.mu.Unlock()
+	return s.pushLocked(data, final)
+}
+
+// pushLocked is push under s.mu.
+func (s *Stream) pushLocked(data []byte, final bool) bool {
 	if s.finished || (s.jsonOnly && !final) {
 		return false
 	}
@@ -103,6 +116,11 @@ func (s *Stream) push(data []byte, final bool) bool {
 // requests of a batch keep their answers.
 func (s *Stream) drop() {
 	s.mu.Lock()
+	if d := s.divert; d != nil {
+		s.mu.Unlock()
+		d(nil, true)
+		return
+	}
 	defer s.mu.Unlock()
 	if s.finished {
 		return

@@ -303,7 +303,7 @@ resources = ["fake://r/0"]
 			t.Fatalf("the closing call of %s failed: %+v", tool, msgs)
 		}
 	}
-	lifecycle := []string{"initialize", "notifications/initialized", "tools/list", "prompts/list", "resources/list", "resources/templates/list", "ping"}
+	lifecycle := []string{"server/discover", "initialize", "notifications/initialized", "tools/list", "prompts/list", "resources/list", "resources/templates/list", "ping"}
 	received := map[string]int{} // "method name" → how many times py received it
 	for _, backend := range []string{"py", "secret"} {
 		path := map[string]string{"py": pyRecord, "secret": secretRecord}[backend]

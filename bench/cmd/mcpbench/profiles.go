@@ -20,7 +20,8 @@ import (
 // profileScenario runs mcpgate's profiling build under the loads of the
 // targets and saves its pprof profiles next to the results, named
 // PREFIX-mcpgate-NAME.pprof: allocations of the large result, CPU with 1
-// and with 64 sessions, and the heap with the idle sessions open.
+// and with 64 sessions and with 64 stateless clients, and the heap with
+// the idle sessions open.
 func (b *bencher) profileScenario(prefix string) error {
 	port, err := gateways.FreePort()
 	if err != nil {
@@ -73,9 +74,14 @@ func (b *bencher) profileScenario(prefix string) error {
 		b.r.Profiles = append(b.r.Profiles, filepath.Base(out))
 		return nil
 	}
-	// cpu profiles the load of sessions for the measured stretch.
-	cpu := func(name string, sessions int) error {
-		open, err := load.Open(b.ctx, g.URL, sessions, strings.Repeat("x", 1024))
+	// cpu profiles the load of sessions (or stateless clients) for the
+	// measured stretch.
+	cpu := func(name string, sessions int, stateless bool) error {
+		openLoad := load.OpenToken
+		if stateless {
+			openLoad = load.OpenStateless
+		}
+		open, err := openLoad(b.ctx, g.URL, sessions, strings.Repeat("x", 1024), "")
 		if err != nil {
 			return err
 		}
@@ -104,10 +110,13 @@ func (b *bencher) profileScenario(prefix string) error {
 	if err := save("allocs-large-result", "/debug/pprof/allocs?gc=1"); err != nil {
 		return err
 	}
-	if err := cpu("cpu-1-session", 1); err != nil {
+	if err := cpu("cpu-1-session", 1, false); err != nil {
 		return err
 	}
-	if err := cpu("cpu-64-sessions", 64); err != nil {
+	if err := cpu("cpu-64-sessions", 64, false); err != nil {
+		return err
+	}
+	if err := cpu("cpu-64-stateless", 64, true); err != nil {
 		return err
 	}
 	// The live heap before and after opening the idle sessions, each

@@ -18,6 +18,7 @@ import (
 type plan struct {
 	warmup, measure time.Duration
 	sessions        []int // at 1 KiB
+	stateless       []int // mcpgate with sessions and 2026-07-28 clients, at 1 KiB
 	payloads        []int // at payloadSessions sessions
 	payloadSessions int
 	large           int // bytes of the one large result
@@ -32,14 +33,14 @@ func planFor(quick bool) plan {
 	if quick {
 		return plan{
 			warmup: 200 * time.Millisecond, measure: 500 * time.Millisecond,
-			sessions: []int{1, 16}, payloads: []int{64 << 10}, payloadSessions: 4,
+			sessions: []int{1, 16}, stateless: []int{1, 16}, payloads: []int{64 << 10}, payloadSessions: 4,
 			large: 5_000_000, idle: 50, busy: 4, demoSessions: 4,
 			rounds: 1, startup: []int{10}, startupRepeats: 1,
 		}
 	}
 	return plan{
 		warmup: time.Second, measure: 3 * time.Second,
-		sessions: []int{1, 16, 64, 256}, payloads: []int{64 << 10, 1 << 20}, payloadSessions: 16,
+		sessions: []int{1, 16, 64, 256}, stateless: []int{1, 64}, payloads: []int{64 << 10, 1 << 20}, payloadSessions: 16,
 		large: 50_000_000, idle: 1000, busy: 16, demoSessions: 16,
 		rounds: 3, startup: []int{10, 100}, startupRepeats: 3,
 	}
@@ -101,6 +102,9 @@ func (b *bencher) loadScenarios() error {
 	for _, n := range b.plan.sessions {
 		b.loadRuns("sessions", "benchecho", running, n, 1024)
 	}
+	for _, n := range b.plan.stateless {
+		b.loadRuns("stateless", "benchecho", statelessPair(running), n, 1024)
+	}
 	for _, size := range b.plan.payloads {
 		b.loadRuns("payload", "benchecho", running, b.plan.payloadSessions, size)
 	}
@@ -128,7 +132,11 @@ func (b *bencher) loadRuns(scenario, backend string, running []*gateways.Running
 	for _, g := range running {
 		fmt.Fprintf(os.Stderr, "  %-8s %-10s %-12s sessions=%-4d payload=%d\n", scenario, backend, g.Name, sessions, payload)
 		st := &state{g: g, tally: load.Tally{Sessions: sessions, Payload: payload}}
-		open, err := load.OpenToken(b.ctx, g.URL, sessions, strings.Repeat("x", payload), g.Token)
+		openLoad := load.OpenToken
+		if strings.HasSuffix(g.Name, statelessSuffix) {
+			openLoad = load.OpenStateless
+		}
+		open, err := openLoad(b.ctx, g.URL, sessions, strings.Repeat("x", payload), g.Token)
 		if err != nil {
 			st.err = "failed: " + err.Error()
 		}
@@ -263,5 +271,23 @@ func (b *bencher) demoScenario() error {
 	}
 	defer stop()
 	b.loadRuns("demo", "demoserver", running, b.plan.demoSessions, 1024)
+	return nil
+}
+
+// statelessSuffix names a gateway's stateless variant: the same process,
+// driven by 2026-07-28 clients instead of sessions.
+const statelessSuffix = "-stateless"
+
+// statelessPair returns mcpgate twice, driven by sessions and by stateless
+// clients: in one loadRuns their rounds alternate, so that noise on a
+// shared machine falls on both sides of the comparison.
+func statelessPair(running []*gateways.Running) []*gateways.Running {
+	for _, g := range running {
+		if g.Name == "mcpgate" {
+			variant := *g.Gateway
+			variant.Name += statelessSuffix
+			return []*gateways.Running{g, {Gateway: &variant, URL: g.URL, Proc: g.Proc}}
+		}
+	}
 	return nil
 }

@@ -39,6 +39,9 @@ type Session struct {
 	payload string
 	shared  bool   // the client is shared with other sessions
 	token   string // sent as a bearer token, if set
+	// stateless makes the "session" a 2026-07-28 client: no initialize,
+	// each request carries the protocol version in _meta and headers.
+	stateless bool
 }
 
 // NewSession returns a session of its own keep-alive connection to url;
@@ -110,7 +113,11 @@ func (s *Session) Call(ctx context.Context, blob int) error {
 	} else {
 		b = append(b, `,"method":"tools/call","params":{"name":"echo","arguments":{"text":"`...)
 		b = append(b, s.payload...)
-		b = append(b, `"}}}`...)
+		if s.stateless {
+			b = append(b, `"},"_meta":`+meta2026+`}}`...)
+		} else {
+			b = append(b, `"}}}`...)
+		}
 	}
 	s.body = b
 	_, msg, err := s.post(ctx, b, s.next)
@@ -148,6 +155,9 @@ func (s *Session) post(ctx context.Context, body []byte, id int64) (http.Header,
 	if s.id != "" {
 		req.Header.Set("Mcp-Session-Id", s.id)
 		req.Header.Set("Mcp-Protocol-Version", Protocol)
+	}
+	if s.stateless {
+		setHeaders2026(req, body)
 	}
 	resp, err := s.http.Do(req)
 	if err != nil {

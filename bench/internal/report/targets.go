@@ -156,5 +156,36 @@ func (r *Results) Targets() []Target {
 			oauth.Value, oauth.Absent = l.CPUPerCall/st.CPUPerCall, ""
 		}
 	}
-	return append(ts, rss, large, ready, oauth)
+	return append(append(ts, rss, large, ready, oauth), r.statelessTargets()...)
+}
+
+// statelessTargets compare mcpgate's CPU time per call of 2026-07-28
+// stateless clients with that of 2025 sessions, measured in alternating
+// rounds on the same process, at each number of clients.
+func (r *Results) statelessTargets() []Target {
+	var ts []Target
+	for _, l := range r.Load {
+		if l.Scenario != "stateless" || l.Gateway != "mcpgate-stateless" {
+			continue
+		}
+		t := Target{Name: fmt.Sprintf("mcpgate CPU per call, stateless ÷ session (%d clients)", l.Sessions), Limit: 1.1, AtMost: true, Unit: "×"}
+		s := r.Find("stateless", "mcpgate", l.Sessions, l.Payload)
+		switch {
+		case l.Result == nil || l.CPUPerCall == 0:
+			t.Absent = "the stateless run " + cmpOr(l.Skipped, "made no call")
+		case s == nil || s.Result == nil || s.CPUPerCall == 0:
+			t.Absent = fmt.Sprintf("no %d-session run of mcpgate beside it", l.Sessions)
+		default:
+			t.Value = l.CPUPerCall / s.CPUPerCall
+		}
+		ts = append(ts, t)
+	}
+	return ts
+}
+
+func cmpOr(s, otherwise string) string {
+	if s == "" {
+		return otherwise
+	}
+	return s
 }

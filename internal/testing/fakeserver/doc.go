@@ -41,9 +41,15 @@
 //	--resources N               resources fake://r/0 … fake://r/N-1 (text/plain,
 //	                            text "contents of fake://r/I"), one template
 //	                            fake://r/{index}, resources/subscribe and
-//	                            resources/unsubscribe
+//	                            resources/unsubscribe; reading fake://ask/SHORT
+//	                            (sampling, elicitation or roots) first sends
+//	                            that request to the client and has its answer
+//	                            as contents
 //	--prompts                   prompt "greet" (argument "name", required) and
-//	                            completion/complete for that argument
+//	                            completion/complete for that argument; with
+//	                            the argument "ask" (sampling, elicitation or
+//	                            roots) greet first sends that request to the
+//	                            client and greets with its answer
 //	--ping MODE                 "answer" (default), "never" (read ping requests
 //	                            but never answer them, while answering the
 //	                            rest) or "unknown" (answer -32601, as a server
@@ -108,6 +114,12 @@
 //	                           request with detach true answers the call first
 //	                           and sends the request after, with no call in
 //	                           flight
+//	requests {requests}        send every {method, params} of requests to the
+//	                           client in one write, so that all are in flight
+//	                           at once; structuredContent {answers}: per
+//	                           request, in order, {result} or {error}; with
+//	                           wait_cancel true, once answered it waits for
+//	                           notifications/cancelled and never answers
 //	notify {method, params}    send any notification to the client
 //	log {level, logger, data}  send notifications/message (level default "info")
 //	loglevel {}                structuredContent {level}: the last logging/setLevel

@@ -414,13 +414,13 @@ func methods(opts *options) map[string]methodHandler {
 	if opts.resources > 0 {
 		m["resources/list"] = (*server).listResources
 		m["resources/templates/list"] = (*server).listResourceTemplates
-		m["resources/read"] = (*server).readResource
+		m["resources/read"] = (*server).readResourceOrAsk
 		m["resources/subscribe"] = (*server).subscribe
 		m["resources/unsubscribe"] = (*server).unsubscribe
 	}
 	if opts.prompts {
 		m["prompts/list"] = (*server).listPrompts
-		m["prompts/get"] = (*server).getPrompt
+		m["prompts/get"] = (*server).getPromptOrAsk
 		m["completion/complete"] = (*server).complete
 	}
 	return m

@@ -64,6 +64,8 @@ func builtinTools() []tool {
 			schema: clientRequestSchema, run: clientRequestTool("roots/list", "")},
 		{name: "request", description: "Sends any request to the client and returns its answer; with detach, answers first and sends the request after, with no call in flight.",
 			schema: `{"type":"object","properties":{"method":{"type":"string"},"params":{},"id":{},"detach":{"type":"boolean"}},"required":["method"]}`, run: (*server).toolRequest},
+		{name: "requests", description: "Sends several requests to the client in one write and returns every answer.",
+			schema: `{"type":"object","properties":{"requests":{"type":"array","items":{"type":"object","properties":{"method":{"type":"string"},"params":{}},"required":["method"]}},"wait_cancel":{"type":"boolean"}},"required":["requests"]}`, run: (*server).toolRequests},
 		{name: "notify", description: "Sends any notification to the client.",
 			schema: `{"type":"object","properties":{"method":{"type":"string"},"params":{}},"required":["method"]}`, run: (*server).toolNotify},
 		{name: "log", description: "Sends notifications/message.",

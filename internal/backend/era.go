@@ -1,0 +1,343 @@
+package backend
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/mcpgate/mcpgate/internal/jsonrpc"
+)
+
+// ModernProtocolVersion is the MCP version the gateway speaks to a backend
+// that answers server/discover with it: no initialize and no session, the
+// version, capabilities and client in the _meta of every request.
+const ModernProtocolVersion = "2026-07-28"
+
+// Era is the generation of MCP a backend's server speaks, learned anew at
+// every start of its process or connection.
+type Era uint8
+
+// The eras.
+const (
+	EraUnknown Era = iota // not started yet
+	EraLegacy             // the initialize handshake (2025-11-25 and before)
+	EraModern             // 2026-07-28: stateless, probed with server/discover
+)
+
+// String is how status and D-Bus show the era: "modern", "legacy" or "".
+func (e Era) String() string {
+	switch e {
+	case EraLegacy:
+		return "legacy"
+	case EraModern:
+		return "modern"
+	}
+	return ""
+}
+
+// Era is the era of the server that gave this information.
+func (s *ServerInfo) Era() Era {
+	switch {
+	case s == nil:
+		return EraUnknown
+	case s.ProtocolVersion == ModernProtocolVersion:
+		return EraModern
+	}
+	return EraLegacy
+}
+
+// Meta keys of the 2026-07-28 per-request fields.
+const (
+	metaProtocolVersion    = "io.modelcontextprotocol/protocolVersion"
+	metaClientCapabilities = "io.modelcontextprotocol/clientCapabilities"
+	metaClientInfo         = "io.modelcontextprotocol/clientInfo"
+	metaServerInfo         = "io.modelcontextprotocol/serverInfo"
+)
+
+// Modern reports whether the connection speaks 2026-07-28 to its server.
+// It is decided by the handshake, before any call is sent.
+func (c *Conn) Modern() bool { return c.modern.Load() }
+
+// pingMethod is the request that checks the server is alive: ping, which
+// 2026-07-28 has replaced with server/discover.
+func (c *Conn) pingMethod() string {
+	if c.modern.Load() {
+		return "server/discover"
+	}
+	return "ping"
+}
+
+// discoverResult is the part of a server/discover result the gateway uses.
+type discoverResult struct {
+	SupportedVersions []string     `json:"supportedVersions"`
+	Capabilities      Capabilities `json:"capabilities"`
+	Instructions      string       `json:"instructions"`
+	ServerInfo        *struct {
+		Name    string `json:"name"`
+		Version string `json:"version"`
+	} `json:"serverInfo"`
+	Meta map[string]json.RawMessage `json:"_meta"`
+}
+
+// errProbeEnded is the handshake's error when the process ended during the
+// server/discover probe: it crashed, or it is a legacy server that does
+// not survive an unknown method; its restart, counted as after any crash,
+// skips the probe.
+var errProbeEnded = errors.New("ended during the server/discover probe")
+
+// probe sends server/discover and reports whether the server is modern:
+// its result lists ModernProtocolVersion among supportedVersions. Any
+// other outcome (an error response, garbage, no answer within
+// probeBound) means legacy, and the handshake falls back to initialize;
+// the process ending meanwhile gives errProbeEnded. A probe that times
+// out is dropped without notifications/cancelled, which a legacy server
+// would get before initialize.
+func (c *Conn) probe(ctx context.Context) (bool, error) {
+	bound := c.b.probeBound()
+	pctx, cancel := context.WithTimeout(ctx, bound)
+	defer cancel()
+	type reply struct {
+		msg *jsonrpc.Message
+		err error
+	}
+	ch := make(chan reply, 1)
+	call, err := c.Go(pctx, "server/discover", c.metaParams(), nil, func(m *jsonrpc.Message, err error) { ch <- reply{m, err} })
+	if err != nil {
+		return false, err
+	}
+	var r reply
+	select {
+	case r = <-ch:
+	case <-pctx.Done():
+		if c.take(call.ID) != nil {
+			if c.remote != nil {
+				c.remote.abandon(call.ID)
+			}
+			if ctx.Err() != nil {
+				return false, ctx.Err()
+			}
+			c.log.Info(fmt.Sprintf("backend %q did not answer server/discover within %s (half its timeout, at least health_timeout); using initialize", c.b.name, bound))
+			return false, nil
+		}
+		r = <-ch
+	}
+	switch {
+	case r.err != nil && errors.Is(r.err, ErrGone):
+		return false, errProbeEnded
+	case r.err != nil && c.ended():
+		return false, errProbeEnded
+	case r.err != nil:
+		c.log.Debug("server/discover failed; using initialize", "err", r.err)
+		return false, nil
+	case r.msg.Error != nil:
+		c.log.Debug("server/discover answered with an error; using initialize", "error", truncate(r.msg.Error, 200))
+		return false, nil
+	}
+	var res discoverResult
+	if err := json.Unmarshal(r.msg.Result, &res); err != nil || !slices.Contains(res.SupportedVersions, ModernProtocolVersion) {
+		c.log.Debug("server/discover answered without "+ModernProtocolVersion+"; using initialize", "result", truncate(r.msg.Result, 200))
+		return false, nil
+	}
+	info := &ServerInfo{ProtocolVersion: ModernProtocolVersion, Instructions: res.Instructions, Capabilities: res.Capabilities}
+	if raw := res.Meta[metaServerInfo]; raw != nil {
+		var si struct{ Name, Version string }
+		if json.Unmarshal(raw, &si) == nil {
+			info.Name, info.Version = si.Name, si.Version
+		}
+	} else if res.ServerInfo != nil {
+		info.Name, info.Version = res.ServerInfo.Name, res.ServerInfo.Version
+	}
+	c.server.Store(info)
+	c.modern.Store(true)
+	return true, nil
+}
+
+// probeBound is how long the server/discover probe waits: half the
+// backend's timeout, which the whole handshake has, so that initialize
+// still has the other half, and at least health_timeout. A server still
+// starting (npx fetching a package) answers late, not never; one that
+// ignores requests it does not know costs that much of its start.
+func (b *Backend) probeBound() time.Duration {
+	return max(b.cfg.Timeout/2, b.cfg.HealthTimeout, time.Second)
+}
+
+// modernHandshake is the handshake of a modern server after its probe:
+// the first fetch of every list it declared, then a subscription to the
+// list changes it announces.
+func (c *Conn) modernHandshake(ctx context.Context) (*Lists, error) {
+	c.lists.dirty.Store(0)
+	lists, err := c.fetch(ctx, listAll, &Lists{})
+	if err != nil {
+		return nil, err
+	}
+	go c.lists.run()
+	c.subscribe()
+	return lists, nil
+}
+
+// metaParams is the params of a request with nothing but the _meta every
+// request to a modern server carries.
+func (c *Conn) metaParams() json.RawMessage {
+	out := append([]byte(`{"_meta":{`), c.b.requestMeta()...)
+	return append(out, "}}"...)
+}
+
+// requestMeta is the members of the _meta every request to a modern server
+// carries: the version, the client capabilities mcpgate can relay (those
+// it declares in initialize) and mcpgate itself.
+func (b *Backend) requestMeta() []byte {
+	out := jsonrpc.AppendString(nil, metaProtocolVersion)
+	out = append(out, `:"`+ModernProtocolVersion+`",`...)
+	out = jsonrpc.AppendString(out, metaClientCapabilities)
+	out = append(out, ':')
+	out = append(out, b.relayCapabilities()...)
+	out = append(out, ',')
+	out = jsonrpc.AppendString(out, metaClientInfo)
+	out = append(out, `:{"name":"mcpgate","version":`...)
+	out = jsonrpc.AppendString(out, b.opts.Version)
+	return append(out, '}')
+}
+
+// withMeta returns params with the _meta of a modern request: the protocol
+// version always mcpgate's, the client capabilities and info where the
+// caller (the gateway, for a client it serves) did not set them already.
+// The rest of params is kept byte for byte.
+func (c *Conn) withMeta(params json.RawMessage) (json.RawMessage, error) {
+	meta, span, err := jsonrpc.Find(params, "_meta")
+	if err != nil {
+		return nil, fmt.Errorf("cannot add the 2026-07-28 _meta: %w", err)
+	}
+	if meta == nil || string(meta) == "null" {
+		if meta != nil { // "_meta":null: replace it
+			return jsonrpc.Replace(params, span, append(append([]byte{'{'}, c.b.requestMeta()...), '}')), nil
+		}
+		members := append([]byte(`"_meta":{`), c.b.requestMeta()...)
+		return jsonrpc.PrependMembers(params, append(members, '}'))
+	}
+	next, err := jsonrpc.SetMember(meta, metaProtocolVersion, []byte(`"`+ModernProtocolVersion+`"`))
+	if err != nil {
+		return nil, fmt.Errorf("cannot add the 2026-07-28 _meta: %w", err)
+	}
+	for _, m := range []struct {
+		key   string
+		value func() []byte
+	}{
+		{metaClientCapabilities, c.b.relayCapabilities},
+		{metaClientInfo, c.b.clientInfo},
+	} {
+		old, _, err := jsonrpc.Find(next, m.key)
+		if err != nil {
+			return nil, fmt.Errorf("cannot add the 2026-07-28 _meta: %w", err)
+		}
+		if old == nil {
+			if next, err = jsonrpc.PrependMembers(next, append(append(jsonrpc.AppendString(nil, m.key), ':'), m.value()...)); err != nil {
+				return nil, fmt.Errorf("cannot add the 2026-07-28 _meta: %w", err)
+			}
+		}
+	}
+	return jsonrpc.Replace(params, span, next), nil
+}
+
+// relayCapabilities is the client capabilities mcpgate declares to its
+// backends: what it can relay to its clients or answer itself.
+func (b *Backend) relayCapabilities() []byte {
+	switch {
+	case b.cfg.RelayClientRequests && len(b.cfg.Roots) > 0:
+		return []byte(`{"roots":{"listChanged":false},"sampling":{},"elicitation":{}}`)
+	case b.cfg.RelayClientRequests:
+		return []byte(`{"roots":{"listChanged":true},"sampling":{},"elicitation":{}}`)
+	case len(b.cfg.Roots) > 0:
+		return []byte(`{"roots":{"listChanged":false}}`)
+	}
+	return []byte(`{}`)
+}
+
+// clientInfo is mcpgate as a client: {"name":"mcpgate","version":…}.
+func (b *Backend) clientInfo() []byte {
+	out := append([]byte(nil), `{"name":"mcpgate","version":`...)
+	out = jsonrpc.AppendString(out, b.opts.Version)
+	return append(out, '}')
+}
+
+// subscribe opens subscriptions/listen for the list changes the server
+// announces, so that its lists are refreshed as a legacy server's
+// list_changed makes them. The request stays pending while the
+// connection lives; it is not a call in flight (idle_stop ignores it).
+// When the server ends it or a remote stream drops while the connection
+// lives, it is opened again after restart_backoff_initial, doubling up to
+// restart_backoff_max while that keeps happening, and every list is read
+// again: changes may have been missed meanwhile. A server that refuses it
+// has its lists refreshed at catalog_refresh only.
+func (c *Conn) subscribe() { c.subscribeWith(0) }
+
+// subscribeWith subscribes; backoff is the wait before this attempt.
+func (c *Conn) subscribeWith(backoff time.Duration) {
+	caps := c.Server().Capabilities
+	var filter []byte
+	add := func(key string) {
+		if len(filter) > 0 {
+			filter = append(filter, ',')
+		}
+		filter = append(filter, `"`+key+`":true`...)
+	}
+	if caps.Tools != nil && caps.Tools.ListChanged {
+		add("toolsListChanged")
+	}
+	if caps.Prompts != nil && caps.Prompts.ListChanged {
+		add("promptsListChanged")
+	}
+	if caps.Resources != nil && caps.Resources.ListChanged {
+		add("resourcesListChanged")
+	}
+	if filter == nil {
+		return
+	}
+	params := append([]byte(`{"notifications":{`), filter...)
+	params = append(params, "}}"...)
+	opened := time.Now()
+	call, err := c.Go(context.Background(), "subscriptions/listen", params, nil, func(m *jsonrpc.Message, err error) {
+		c.listenID.Store(0)
+		switch {
+		case err != nil:
+			c.log.Debug("the subscription to list changes ended", "err", err)
+		case m.Error != nil:
+			c.log.Info(fmt.Sprintf("backend %q refused subscriptions/listen; its lists are refreshed only at catalog_refresh", c.b.name), "error", truncate(m.Error, 200))
+			return
+		default:
+			c.log.Debug("the server ended the subscription to list changes")
+		}
+		if c.ended() {
+			return
+		}
+		next := max(backoff*2, c.b.cfg.RestartBackoffInitial, 10*time.Millisecond)
+		if time.Since(opened) > c.b.cfg.RestartBackoffMax {
+			next = max(c.b.cfg.RestartBackoffInitial, 10*time.Millisecond) // it lasted: start over
+		}
+		next = min(next, max(c.b.cfg.RestartBackoffMax, 10*time.Millisecond))
+		time.AfterFunc(next, func() {
+			if !c.ended() {
+				c.lists.refreshAll()
+				c.subscribeWith(next)
+			}
+		})
+	})
+	if err != nil {
+		c.log.Info(fmt.Sprintf("backend %q: could not subscribe to list changes: %v", c.b.name, err))
+		return
+	}
+	c.listenID.CompareAndSwap(0, call.ID)
+}
+
+// CachedEra is the era and protocol version of the server whose catalog
+// cache is at path (see Options.CatalogCache) as of its last start, or
+// EraUnknown without a readable cache.
+func CachedEra(path string) (Era, string) {
+	c, err := readCache(path)
+	if c == nil || err != nil {
+		return EraUnknown, ""
+	}
+	return c.server.Era(), c.server.ProtocolVersion
+}

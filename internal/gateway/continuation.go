@@ -1,0 +1,463 @@
+package gateway
+
+import (
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/mcpgate/mcpgate/internal/access"
+	"github.com/mcpgate/mcpgate/internal/access/reqstate"
+	"github.com/mcpgate/mcpgate/internal/backend"
+	"github.com/mcpgate/mcpgate/internal/jsonrpc"
+)
+
+// Continuations carry MCP 2026-07-28's multi round-trip requests over
+// backends that speak 2025-11-25: when such a backend sends
+// sampling/createMessage, elicitation/create or roots/list during a
+// stateless tools/call, prompts/get or resources/read, the client's
+// request is answered with an InputRequiredResult while the backend's call
+// stays open, held here. The client's retry (a new request with the same
+// method and name, inputResponses and the requestState it got) answers the
+// backend's requests and takes the call's answer, or the next
+// InputRequiredResult. A call whose client does not come back within the
+// backend's client_request_timeout is cancelled at the backend.
+//
+// A continuation lives in this process's memory: a retry that reaches
+// another host, or this one after a restart, is refused with an error
+// that says so.
+type Continuations struct {
+	sealer       *reqstate.Sealer
+	max          int // continuations at once; 0: no bound
+	maxPerClient int // per client; 0: no bound
+	log          *slog.Logger
+	refusals     *access.Refusals
+
+	mu       sync.Mutex
+	byID     map[reqstate.ID]*continuation
+	byStream map[*Stream]*continuation // by the stream of the client's first request
+	clients  map[string]int            // continuations per client
+}
+
+// ContinuationOptions configure Continuations.
+type ContinuationOptions struct {
+	// Host names this host in requestState, so that a retry that reaches
+	// another host is told where its call lives.
+	Host string
+	// Max bounds the calls waiting for a client's retry at once, and
+	// MaxPerClient those of one client; 0 means no bound.
+	Max, MaxPerClient int
+	Logger            *slog.Logger
+	// Refusals, if set, journals refused requestStates, rate-limited.
+	Refusals *access.Refusals
+}
+
+// NewContinuations returns the handler of stateless clients' input
+// (Options.Input), with a fresh key for requestState.
+func NewContinuations(opts ContinuationOptions) *Continuations {
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	return &Continuations{
+		sealer:       reqstate.New(opts.Host),
+		max:          opts.Max,
+		maxPerClient: opts.MaxPerClient,
+		log:          opts.Logger,
+		refusals:     opts.Refusals,
+		byID:         map[reqstate.ID]*continuation{},
+		byStream:     map[*Stream]*continuation{},
+		clients:      map[string]int{},
+	}
+}
+
+// continuation is one backend call of a stateless client that returned an
+// InputRequiredResult, or is about to. Its fields are guarded by the
+// Continuations' mu.
+type continuation struct {
+	t       *Continuations
+	id      reqstate.ID
+	client  string
+	binding string        // the request the requestState is bound to
+	call    *call         // the backend call, which outlives the client's requests
+	first   *Stream       // the stream of the first request: the call's, diverted here
+	timeout time.Duration // the backend's client_request_timeout
+
+	round   uint64          // of the requestState a retry must bring
+	caps    clientCaps      // of the client's latest request
+	pending []*inputRequest // the backend's requests not answered yet, in order
+	keys    int             // numbers the keys of inputRequests
+	waiter  *waiter         // the client request the next answer goes to; nil while the client holds an InputRequiredResult
+	answer  []byte          // the call's final answer, kept for the next retry; nil while it runs
+	dropped bool            // the call ended without an answer
+	timer   *time.Timer     // ends the continuation when the client does not retry
+	ended   bool
+}
+
+// inputRequest is a request of the backend waiting for the client.
+type inputRequest struct {
+	key       string
+	conn      *backend.Conn
+	id        json.RawMessage // in the backend's id space
+	method    string
+	params    json.RawMessage
+	presented bool // sent to the client in an InputRequiredResult
+}
+
+// waiter is a client request waiting for the call's next answer.
+type waiter struct {
+	sess   *Session
+	id     json.RawMessage
+	stream *Stream
+	then   func(ok bool, size int) // the retry's audit, if any
+}
+
+var _ InputHandler = (*Continuations)(nil)
+
+// maxInputsPerCall bounds the requests of one call that wait for its
+// client at once: a backend cannot grow a continuation without bound.
+const maxInputsPerCall = 32
+
+// inputMethods are the requests that may be answered with an
+// InputRequiredResult.
+var inputMethods = map[string]string{"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}
+
+// requestBinding is what a requestState of msg is bound to: the method and
+// the tool, prompt or resource, as the client named it; "" for a method
+// that cannot return an InputRequiredResult.
+func requestBinding(msg *jsonrpc.Message) string {
+	key, ok := inputMethods[msg.Method]
+	if !ok {
+		return ""
+	}
+	name, _, err := stringParam(msg.Params, key)
+	if err != nil {
+		return ""
+	}
+	return msg.Method + "\x00" + name
+}
+
+// HandleInput takes a backend's request during a stateless call: it
+// becomes an inputRequest of the call's continuation, which answers the
+// client's pending request with an InputRequiredResult.
+func (t *Continuations) HandleInput(in *Input) {
+	refuse := func(code int, format string, args ...any) {
+		in.ReplyError(jsonrpc.Errorf(code, format, args...))
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	cont := t.byStream[in.Stream]
+	if cont == nil {
+		var why string
+		cont, why = t.start(in)
+		if cont == nil {
+			refuse(jsonrpc.CodeInternalError, "mcpgate cannot ask the client for %s: %s", in.Request.Method, why)
+			return
+		}
+	}
+	if cont.ended {
+		refuse(jsonrpc.CodeInternalError, "mcpgate cannot ask the client for %s: the call it belongs to has ended", in.Request.Method)
+		return
+	}
+	if in.Session.g.draining.Load() {
+		// Its retry would be refused: the client cannot answer.
+		refuse(CodeShuttingDown, "mcpgate cannot ask the client for %s: the gateway is shutting down", in.Request.Method)
+		return
+	}
+	if !cont.caps.has(in.Request.Method) {
+		refuse(jsonrpc.CodeMethodNotFound, "the client did not declare the capability %s needs", in.Request.Method)
+		return
+	}
+	if len(cont.pending) >= maxInputsPerCall {
+		refuse(jsonrpc.CodeInternalError, "mcpgate cannot ask the client for %s: %d requests of this call already wait for the client", in.Request.Method, maxInputsPerCall)
+		return
+	}
+	cont.keys++
+	cont.pending = append(cont.pending, &inputRequest{
+		key:    inputKey(in.Request.Method, cont.keys),
+		conn:   in.Conn,
+		id:     append(json.RawMessage(nil), in.Request.ID...),
+		method: in.Request.Method,
+		params: jsonrpc.Compact(in.Request.Params),
+	})
+	if cont.waiter != nil {
+		cont.inputRequired()
+	}
+}
+
+// start makes the continuation of the stateless call that in belongs to,
+// or says why there can be none.
+func (t *Continuations) start(in *Input) (*continuation, string) {
+	s := in.Session
+	c := latestCall(in.Conn, s)
+	if c == nil || c.stream != in.Stream || s.request == nil {
+		return nil, "no call of the client is in flight"
+	}
+	binding := requestBinding(s.request)
+	if binding == "" {
+		return nil, "only tools/call, prompts/get and resources/read can ask the client for input"
+	}
+	client := s.Client().Name
+	if t.max > 0 && len(t.byID) >= t.max {
+		t.log.Warn(fmt.Sprintf("refused %s of backend %q for client %q: max_input_required_calls (%d) calls already wait for their clients", in.Request.Method, in.Backend.Name(), client, t.max),
+			"backend", in.Backend.Name(), "client", client, "method", in.Request.Method)
+		return nil, fmt.Sprintf("%d calls already wait for their clients' input (max_input_required_calls)", t.max)
+	}
+	if t.maxPerClient > 0 && t.clients[client] >= t.maxPerClient {
+		t.log.Warn(fmt.Sprintf("refused %s of backend %q for client %q: max_input_required_calls_per_client (%d) reached", in.Request.Method, in.Backend.Name(), client, t.maxPerClient),
+			"backend", in.Backend.Name(), "client", client, "method", in.Request.Method)
+		return nil, fmt.Sprintf("client %q already has %d calls waiting for its input (max_input_required_calls_per_client)", client, t.maxPerClient)
+	}
+	cont := &continuation{
+		t:       t,
+		id:      reqstate.NewID(),
+		client:  client,
+		binding: binding,
+		call:    c,
+		first:   in.Stream,
+		timeout: in.Backend.Config().ClientRequestTimeout,
+		caps:    s.caps,
+		waiter:  &waiter{sess: s, id: c.clientID, stream: in.Stream},
+	}
+	// The backend started answering: a fallback would repeat what it did.
+	c.answering.Store(true)
+	t.byID[cont.id] = cont
+	t.byStream[in.Stream] = cont
+	t.clients[client]++
+	return cont, ""
+}
+
+// inputKey names an input request in inputRequests: unique within the
+// continuation, and readable.
+func inputKey(method string, n int) string {
+	short := method
+	switch method {
+	case "sampling/createMessage":
+		short = "sampling"
+	case "elicitation/create":
+		short = "elicitation"
+	case "roots/list":
+		short = "roots"
+	}
+	return short + "-" + strconv.Itoa(n)
+}
+
+// has reports whether the capabilities include the one method needs.
+func (c clientCaps) has(method string) bool {
+	switch method {
+	case "sampling/createMessage":
+		return c.Sampling != nil
+	case "elicitation/create":
+		return c.Elicitation != nil
+	case "roots/list":
+		return c.Roots != nil
+	}
+	return false
+}
+
+// inputRequired answers the waiting client request with an
+// InputRequiredResult that asks for every pending request, under a fresh
+// requestState, and waits for the retry.
+func (cont *continuation) inputRequired() {
+	w := cont.waiter
+	cont.waiter = nil
+	cont.round++
+	expires := time.Now().Add(cont.timeout)
+	token := cont.t.sealer.Seal(reqstate.State{ID: cont.id, Round: cont.round, Expires: expires}, cont.client, cont.binding)
+	out := []byte(`{"resultType":"input_required","inputRequests":{`)
+	for i, r := range cont.pending {
+		if i > 0 {
+			out = append(out, ',')
+		}
+		out = jsonrpc.AppendString(out, r.key)
+		out = append(out, `:{"method":`...)
+		out = jsonrpc.AppendString(out, r.method)
+		if len(r.params) > 0 {
+			out = append(out, `,"params":`...)
+			out = append(out, r.params...)
+		}
+		out = append(out, '}')
+		r.presented = true
+	}
+	out = append(out, `},"requestState":`...)
+	out = jsonrpc.AppendString(out, token)
+	resp := jsonrpc.AppendResult(nil, w.id, append(out, '}'))
+	cont.detach(w)
+	if w.stream == cont.first {
+		if !w.stream.divertAfter(resp, cont.fromCall) {
+			// The call answered first: its answer is on the stream.
+			cont.end("the call ended")
+			return
+		}
+	} else {
+		w.stream.push(resp, true)
+	}
+	if w.then != nil {
+		w.then(true, len(resp))
+	}
+	round := cont.round
+	cont.timer = time.AfterFunc(cont.timeout, func() { cont.expire(round) })
+}
+
+// detach takes the call out of the waiting request's context, so that
+// ending that request (once its answer is written) does not cancel it.
+func (cont *continuation) detach(w *waiter) {
+	s := w.sess
+	s.mu.Lock()
+	if s.calls[string(w.id)] == cont.call {
+		delete(s.calls, string(w.id))
+	}
+	s.mu.Unlock()
+}
+
+// fromCall takes what the call pushes on its stream after the first
+// InputRequiredResult: progress and log messages for the waiting request,
+// and the call's answer (nil data: it ended without one).
+func (cont *continuation) fromCall(data []byte, final bool) {
+	t := cont.t
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if cont.ended {
+		return
+	}
+	w := cont.waiter
+	if !final {
+		if w != nil {
+			w.stream.push(data, false)
+		}
+		return
+	}
+	if w == nil {
+		// The client holds an InputRequiredResult: its retry gets the answer.
+		cont.answer, cont.dropped = data, data == nil
+		cont.replyPending("the call it belongs to ended")
+		return
+	}
+	cont.deliver(w, data)
+	cont.end("")
+}
+
+// deliver gives the call's answer to the waiting request, under its id.
+func (cont *continuation) deliver(w *waiter, data []byte) {
+	cont.waiter = nil
+	cont.detach(w)
+	if data == nil {
+		w.stream.drop()
+		if w.then != nil {
+			w.then(false, 0)
+		}
+		return
+	}
+	if _, span, ok := jsonrpc.Lookup(data, "id"); ok {
+		data = jsonrpc.Replace(data, span, w.id)
+	}
+	_, _, isError := jsonrpc.Lookup(data, "error")
+	w.stream.push(data, true)
+	if w.then != nil {
+		w.then(!isError, len(data))
+	}
+}
+
+// replyPending answers the backend's requests still waiting with an error
+// saying why.
+func (cont *continuation) replyPending(why string) {
+	for _, r := range cont.pending {
+		r.conn.ReplyError(r.id, jsonrpc.Errorf(jsonrpc.CodeInternalError, "the client did not answer %s: %s", r.method, why))
+	}
+	cont.pending = nil
+}
+
+// end forgets the continuation; the backend's requests still waiting get
+// an error saying why.
+func (cont *continuation) end(why string) {
+	if cont.ended {
+		return
+	}
+	cont.ended = true
+	if cont.timer != nil {
+		cont.timer.Stop()
+	}
+	if why != "" {
+		cont.replyPending(why)
+	}
+	t := cont.t
+	delete(t.byID, cont.id)
+	delete(t.byStream, cont.first)
+	if t.clients[cont.client]--; t.clients[cont.client] <= 0 {
+		delete(t.clients, cont.client)
+	}
+}
+
+// expire ends a continuation whose client did not retry within the
+// backend's client_request_timeout: the backend's requests get an error
+// and the call is cancelled at the backend.
+func (cont *continuation) expire(round uint64) {
+	t := cont.t
+	t.mu.Lock()
+	if cont.ended || cont.waiter != nil || cont.round != round {
+		t.mu.Unlock()
+		return // a retry came
+	}
+	why := fmt.Sprintf("the client did not retry within %s (client_request_timeout of backend %q)", cont.timeout, cont.call.b.Name())
+	pending := cont.pending
+	cont.pending = nil
+	cont.end("")
+	t.mu.Unlock()
+	t.log.Info(fmt.Sprintf("cancelled a call of client %q at backend %q: %s", cont.client, cont.call.b.Name(), why),
+		"client", cont.client, "backend", cont.call.b.Name())
+	// The call is cancelled before its requests are answered: a backend
+	// that answers its call as soon as a request fails must not win the
+	// race with notifications/cancelled. Its end comes back to fromCall,
+	// which ignores it.
+	cont.call.cancel(why)
+	for _, r := range pending {
+		r.conn.ReplyError(r.id, jsonrpc.Errorf(CodeTimeout, "%s", why))
+	}
+}
+
+// cutOff ends every continuation, cancelling its call: the gateway stops.
+func (t *Continuations) cutOff(why string) { t.endAll(why, false) }
+
+// endWaiting ends the continuations whose client holds an
+// InputRequiredResult, cancelling their calls; those with a retry in
+// progress go on.
+func (t *Continuations) endWaiting(why string) { t.endAll(why, true) }
+
+func (t *Continuations) endAll(why string, onlyWaiting bool) {
+	t.mu.Lock()
+	var calls []*call
+	var pending []*inputRequest
+	for _, cont := range t.byID {
+		if onlyWaiting && cont.waiter != nil {
+			continue
+		}
+		calls = append(calls, cont.call)
+		pending = append(pending, cont.pending...)
+		cont.pending = nil
+		cont.end("")
+	}
+	t.mu.Unlock()
+	// As in expire: the calls are cancelled before their requests fail.
+	for _, c := range calls {
+		c.cancel(why)
+	}
+	for _, r := range pending {
+		r.conn.ReplyError(r.id, jsonrpc.Errorf(CodeShuttingDown, "the client cannot answer %s: %s", r.method, why))
+	}
+}
+
+// divertAfter pushes resp as the stream's answer and from then on hands
+// fn what is pushed on the stream (and a drop, as nil data): the call
+// whose stream it is goes on after its client got an InputRequiredResult.
+// It reports false, pushing nothing, when the stream has ended already.
+func (s *Stream) divertAfter(resp []byte, fn func(data []byte, final bool)) bool {
+	resp = jsonrpc.OneLine(resp)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.divert != nil || !s.pushLocked(resp, true) {
+		return false
+	}
+	s.divert = fn
+	return true
+}
