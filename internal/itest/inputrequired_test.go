@@ -338,6 +338,46 @@ func TestInputRequiredRootsAndSeveralAtOnce(t *testing.T) {
 	if res.Error != nil || res.Result.ResultType != "complete" || compactJSON(t, res.Result.StructuredContent) != compactJSON(t, []byte(want)) {
 		t.Errorf("final answer HTTP %d %s; want structuredContent %s", res.status, res.raw, want)
 	}
+
+	// 33 at once: at most 32 wait for the client, the one beyond is
+	// refused to the backend, whatever the rounds.
+	many := make([]string, 33)
+	for i := range many {
+		many[i] = `{"method":"sampling/createMessage","params":{"messages":[],"maxTokens":1}}`
+	}
+	args = `{"requests":[` + strings.Join(many, ",") + `]}`
+	res = gw.call(t, aliceToken, 20, "fake__requests", args, samplingCaps, "")
+	// The client holds the first InputRequiredResult until the backend got
+	// the refusal: had it answered first, 32 could have fit.
+	awaitRecorded(t, gw.fakeRecord, "the refusal of the 33rd request", `"error"`, "32 requests of this call already wait for the client")
+	for id := 21; res.Result.ResultType == "input_required"; id++ {
+		if id > 60 {
+			t.Fatalf("still input_required after %d retries: %s", id-21, res.raw)
+		}
+		responses := map[string]string{}
+		for k := range res.requests(t) {
+			responses[k] = answers["sampling/createMessage"]
+		}
+		res = gw.call(t, aliceToken, id, "fake__requests", args, samplingCaps, retryParams(responses, res.Result.RequestState))
+	}
+	var got struct {
+		Answers []struct {
+			Result json.RawMessage `json:"result"`
+			Error  struct {
+				Message string `json:"message"`
+			} `json:"error"`
+		} `json:"answers"`
+	}
+	json.Unmarshal(res.Result.StructuredContent, &got)
+	refused := 0
+	for _, a := range got.Answers {
+		if strings.Contains(a.Error.Message, "32 requests of this call already wait for the client") {
+			refused++
+		}
+	}
+	if len(got.Answers) != 33 || refused != 1 {
+		t.Errorf("33 requests at once: %d answers, %d refused for the bound; want 33 and 1: %s", len(got.Answers), refused, res.raw)
+	}
 }
 
 func compactJSON(t *testing.T, raw []byte) string {
