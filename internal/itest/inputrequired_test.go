@@ -3,6 +3,7 @@ package itest
 import (
 	"bufio"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -405,12 +406,14 @@ func TestInputRequiredRefusals(t *testing.T) {
 	responses := map[string]string{key: answer}
 
 	before := len(fakeRecorded(t, gw.fakeRecord))
-	tampered := []byte(state)
-	tampered[len(tampered)/2] ^= 0x01
-	if tampered[len(tampered)/2] == '-' || tampered[len(tampered)/2] == '_' {
-		tampered[len(tampered)/2] = 'A'
+	// One bit of the sealed part flipped, still valid base64url: a
+	// client that inspects and alters what it must not.
+	tampered, err := base64.RawURLEncoding.DecodeString(state)
+	if err != nil || len(tampered) < 40 {
+		t.Fatalf("requestState %q is not the base64url of a sealed token: %v", state, err)
 	}
-	mustRefuse(t, gw.call(t, aliceToken, 2, "fake__sample", args, samplingCaps, retryParams(responses, string(tampered))), "tampered")
+	tampered[len(tampered)-20] ^= 0x01
+	mustRefuse(t, gw.call(t, aliceToken, 2, "fake__sample", args, samplingCaps, retryParams(responses, base64.RawURLEncoding.EncodeToString(tampered))), "tampered")
 	mustRefuse(t, gw.call(t, bobToken, 3, "fake__sample", args, samplingCaps, retryParams(responses, state)), "other-client")
 	mustRefuse(t, gw.call(t, aliceToken, 4, "fake__elicit", args, samplingCaps, retryParams(responses, state)), "other-request")
 	mustRefuse(t, gw.call(t, aliceToken, 5, "fake__sample", args, samplingCaps, retryParams(responses, "bm90IGEgdG9rZW4")), "malformed")
