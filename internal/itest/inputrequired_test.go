@@ -433,14 +433,23 @@ func TestInputRequiredRefusals(t *testing.T) {
 	if b.Error != nil || b.Result.ResultType != "complete" || !strings.Contains(string(b.Result.StructuredContent), "from alice") {
 		t.Fatalf("retry: %s; want the backend's result with alice's answer", b.raw)
 	}
-	gw.d.Stderr.Await(t, 10*time.Second, "the audit entry of the retry", func(out string) bool {
+	// Each retry is audited when it is answered, and the first request
+	// when the backend's call ends: three entries; the refused retries
+	// have none.
+	audits := func(out string) (n int) {
 		for _, line := range strings.Split(out, "\n") {
 			if containsAll(line, "message_id=af84f9ba2bdf44638ea8e737adfb73ba", "client=alice", "tool=fake__sample", "outcome=ok") {
-				return true
+				n++
 			}
 		}
-		return false
-	})
+		return n
+	}
+	gw.d.Stderr.Await(t, 10*time.Second, "the audit entries of the request and its two retries", func(out string) bool { return audits(out) >= 3 })
+	defer func() {
+		if n := audits(gw.d.Stderr.String()); n != 3 {
+			t.Errorf("%d audit entries of alice's fake__sample, want 3: the request and its two answered retries", n)
+		}
+	}()
 	before = len(fakeRecorded(t, gw.fakeRecord))
 	mustRefuse(t, gw.call(t, aliceToken, 9, "fake__sample", args, samplingCaps, retryParams(responses, state)), "replayed")
 	gw.nothingReached(t, gw.fakeRecord, "fake__echo", before, "marker-after-replay")
