@@ -20,6 +20,7 @@ import (
 const (
 	aliceToken = "mcpgate_itest_alice_0123456789"
 	bobToken   = "mcpgate_itest_bob_0123456789"
+	carolToken = "mcpgate_itest_carol_0123456789"
 )
 
 // inputGW is a gateway whose backends, speaking 2025-11-25, send requests
@@ -60,7 +61,11 @@ token_sha256 = %[5]q
 
 [clients.bob]
 token_sha256 = %[6]q
-`, bins.Fake, gw.fakeRecord, gw.shortRecord, testutil.NpmServer(t, "mcp-server-everything"), sha256Hex(aliceToken), sha256Hex(bobToken))
+
+[clients.carol]
+token_sha256 = %[7]q
+tools = ["fake__echo"]
+`, bins.Fake, gw.fakeRecord, gw.shortRecord, testutil.NpmServer(t, "mcp-server-everything"), sha256Hex(aliceToken), sha256Hex(bobToken), sha256Hex(carolToken))
 	toml, url := testutil.ConfigWith(t, backends, testutil.ConfigOptions{Auth: "required", Gateway: "audit = \"calls\"\n" + gatewayKeys})
 	gw.d = testutil.StartDaemon(t, toml, url, testutil.DaemonOptions{})
 	return gw
@@ -416,6 +421,11 @@ func TestInputRequiredRefusals(t *testing.T) {
 	mustRefuse(t, gw.call(t, aliceToken, 2, "fake__sample", args, samplingCaps, retryParams(responses, base64.RawURLEncoding.EncodeToString(tampered))), "tampered")
 	mustRefuse(t, gw.call(t, bobToken, 3, "fake__sample", args, samplingCaps, retryParams(responses, state)), "other-client")
 	mustRefuse(t, gw.call(t, aliceToken, 4, "fake__elicit", args, samplingCaps, retryParams(responses, state)), "other-request")
+	// The policy comes first: carol may not use fake__sample, whatever
+	// requestState she brings.
+	if c := gw.call(t, carolToken, 5, "fake__sample", args, samplingCaps, retryParams(responses, state)); c.Error == nil || !strings.Contains(c.Error.Message, `unknown tool "fake__sample"`) {
+		t.Errorf("carol retrying fake__sample: %s; want the unknown-tool error of her policy", c.raw)
+	}
 	mustRefuse(t, gw.call(t, aliceToken, 5, "fake__sample", args, samplingCaps, retryParams(responses, "bm90IGEgdG9rZW4")), "malformed")
 	gw.nothingReached(t, gw.fakeRecord, "fake__echo", before, "marker-after-refusals")
 
