@@ -522,6 +522,23 @@ func TestInputRequiredElsewhereAndBounded(t *testing.T) {
 	// bob has a bound of his own.
 	c := one.call(t, bobToken, 4, "short__sample", `{}`, samplingCaps, "")
 	mustInputRequired(t, c, "sampling/createMessage")
+
+	// Stopping the gateway ends alice's waiting call at once, as a
+	// draining gateway would refuse her retry: no drain timeout, the call
+	// cancelled and the backend's request answered with -32003.
+	sent := awaitRecorded(t, one.fakeRecord, "alice's tools/call at fake", `"method":"tools/call"`, `"name":"sample"`)
+	var call struct {
+		ID json.RawMessage `json:"id"`
+	}
+	json.Unmarshal([]byte(sent), &call)
+	one.d.Terminate(t)
+	if strings.Contains(one.d.Stderr.String(), "drain timeout reached") {
+		t.Errorf("the gateway waited for a call whose client holds an InputRequiredResult until drain_timeout")
+	}
+	lines := strings.Join(fakeRecorded(t, one.fakeRecord), "\n")
+	if !containsAll(lines, `"notifications/cancelled"`, `"requestId":`+string(call.ID)) || !containsAll(lines, "-32003", "shutting down") {
+		t.Errorf("after the gateway stopped, the backend read:\n%s\nwant notifications/cancelled of call %s and -32003 for its request", lines, call.ID)
+	}
 }
 
 // TestInputRequiredRetryClosed: a client that closes its retry's stream
