@@ -20,7 +20,8 @@ import (
 // the retry gets the call's answer, or the next InputRequiredResult.
 //
 // Requests it does not take (another method, no requestState, a name the
-// client may not use) are routed as usual, which refuses what must be.
+// client may not use, a backend whose own requestState it is) are routed
+// as usual, which refuses what must be.
 func (t *Continuations) HandleRetry(s *Session, msg *jsonrpc.Message, stream *Stream) bool {
 	binding := requestBinding(msg)
 	raw, _, hasState := jsonrpc.Lookup(msg.Params, "requestState")
@@ -28,7 +29,7 @@ func (t *Continuations) HandleRetry(s *Session, msg *jsonrpc.Message, stream *St
 		return false
 	}
 	backendName, what, name, ok := s.visibleTarget(msg)
-	if !ok {
+	if !ok || !s.g.issuesRequestState(backendName) {
 		return false
 	}
 	client := s.Client().Name
@@ -149,3 +150,9 @@ func (t *Continuations) refuse(s *Session, msg *jsonrpc.Message, stream *Stream,
 	data := append(jsonrpc.AppendString([]byte(`{"reason":`), reason), '}')
 	stream.push(jsonrpc.AppendError(nil, msg.ID, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: err.Error(), Data: data}), true)
 }
+
+// issuesRequestState reports whether the gateway issued the requestStates
+// of the named backend's calls: it does for every backend that speaks
+// 2025-11-25 or earlier, as all do so far. A backend that speaks
+// 2026-07-28 issues its own, which must pass through to it untouched.
+func (g *Gateway) issuesRequestState(backendName string) bool { return backendName != "" }

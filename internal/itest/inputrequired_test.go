@@ -3,6 +3,7 @@ package itest
 import (
 	"bufio"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -19,6 +20,7 @@ import (
 const (
 	aliceToken = "mcpgate_itest_alice_0123456789"
 	bobToken   = "mcpgate_itest_bob_0123456789"
+	carolToken = "mcpgate_itest_carol_0123456789"
 )
 
 // inputGW is a gateway whose backends, speaking 2025-11-25, send requests
@@ -59,7 +61,11 @@ token_sha256 = %[5]q
 
 [clients.bob]
 token_sha256 = %[6]q
-`, bins.Fake, gw.fakeRecord, gw.shortRecord, testutil.NpmServer(t, "mcp-server-everything"), sha256Hex(aliceToken), sha256Hex(bobToken))
+
+[clients.carol]
+token_sha256 = %[7]q
+tools = ["fake__echo"]
+`, bins.Fake, gw.fakeRecord, gw.shortRecord, testutil.NpmServer(t, "mcp-server-everything"), sha256Hex(aliceToken), sha256Hex(bobToken), sha256Hex(carolToken))
 	toml, url := testutil.ConfigWith(t, backends, testutil.ConfigOptions{Auth: "required", Gateway: "audit = \"calls\"\n" + gatewayKeys})
 	gw.d = testutil.StartDaemon(t, toml, url, testutil.DaemonOptions{})
 	return gw
@@ -338,6 +344,46 @@ func TestInputRequiredRootsAndSeveralAtOnce(t *testing.T) {
 	if res.Error != nil || res.Result.ResultType != "complete" || compactJSON(t, res.Result.StructuredContent) != compactJSON(t, []byte(want)) {
 		t.Errorf("final answer HTTP %d %s; want structuredContent %s", res.status, res.raw, want)
 	}
+
+	// 33 at once: at most 32 wait for the client, the one beyond is
+	// refused to the backend, whatever the rounds.
+	many := make([]string, 33)
+	for i := range many {
+		many[i] = `{"method":"sampling/createMessage","params":{"messages":[],"maxTokens":1}}`
+	}
+	args = `{"requests":[` + strings.Join(many, ",") + `]}`
+	res = gw.call(t, aliceToken, 20, "fake__requests", args, samplingCaps, "")
+	// The client holds the first InputRequiredResult until the backend got
+	// the refusal: had it answered first, 32 could have fit.
+	awaitRecorded(t, gw.fakeRecord, "the refusal of the 33rd request", `"error"`, "32 requests of this call already wait for the client")
+	for id := 21; res.Result.ResultType == "input_required"; id++ {
+		if id > 60 {
+			t.Fatalf("still input_required after %d retries: %s", id-21, res.raw)
+		}
+		responses := map[string]string{}
+		for k := range res.requests(t) {
+			responses[k] = answers["sampling/createMessage"]
+		}
+		res = gw.call(t, aliceToken, id, "fake__requests", args, samplingCaps, retryParams(responses, res.Result.RequestState))
+	}
+	var got struct {
+		Answers []struct {
+			Result json.RawMessage `json:"result"`
+			Error  struct {
+				Message string `json:"message"`
+			} `json:"error"`
+		} `json:"answers"`
+	}
+	json.Unmarshal(res.Result.StructuredContent, &got)
+	refused := 0
+	for _, a := range got.Answers {
+		if strings.Contains(a.Error.Message, "32 requests of this call already wait for the client") {
+			refused++
+		}
+	}
+	if len(got.Answers) != 33 || refused != 1 {
+		t.Errorf("33 requests at once: %d answers, %d refused for the bound; want 33 and 1: %s", len(got.Answers), refused, res.raw)
+	}
 }
 
 func compactJSON(t *testing.T, raw []byte) string {
@@ -365,14 +411,21 @@ func TestInputRequiredRefusals(t *testing.T) {
 	responses := map[string]string{key: answer}
 
 	before := len(fakeRecorded(t, gw.fakeRecord))
-	tampered := []byte(state)
-	tampered[len(tampered)/2] ^= 0x01
-	if tampered[len(tampered)/2] == '-' || tampered[len(tampered)/2] == '_' {
-		tampered[len(tampered)/2] = 'A'
+	// One bit of the sealed part flipped, still valid base64url: a
+	// client that inspects and alters what it must not.
+	tampered, err := base64.RawURLEncoding.DecodeString(state)
+	if err != nil || len(tampered) < 40 {
+		t.Fatalf("requestState %q is not the base64url of a sealed token: %v", state, err)
 	}
-	mustRefuse(t, gw.call(t, aliceToken, 2, "fake__sample", args, samplingCaps, retryParams(responses, string(tampered))), "tampered")
+	tampered[len(tampered)-20] ^= 0x01
+	mustRefuse(t, gw.call(t, aliceToken, 2, "fake__sample", args, samplingCaps, retryParams(responses, base64.RawURLEncoding.EncodeToString(tampered))), "tampered")
 	mustRefuse(t, gw.call(t, bobToken, 3, "fake__sample", args, samplingCaps, retryParams(responses, state)), "other-client")
 	mustRefuse(t, gw.call(t, aliceToken, 4, "fake__elicit", args, samplingCaps, retryParams(responses, state)), "other-request")
+	// The policy comes first: carol may not use fake__sample, whatever
+	// requestState she brings.
+	if c := gw.call(t, carolToken, 5, "fake__sample", args, samplingCaps, retryParams(responses, state)); c.Error == nil || !strings.Contains(c.Error.Message, `unknown tool "fake__sample"`) {
+		t.Errorf("carol retrying fake__sample: %s; want the unknown-tool error of her policy", c.raw)
+	}
 	mustRefuse(t, gw.call(t, aliceToken, 5, "fake__sample", args, samplingCaps, retryParams(responses, "bm90IGEgdG9rZW4")), "malformed")
 	gw.nothingReached(t, gw.fakeRecord, "fake__echo", before, "marker-after-refusals")
 
@@ -390,14 +443,23 @@ func TestInputRequiredRefusals(t *testing.T) {
 	if b.Error != nil || b.Result.ResultType != "complete" || !strings.Contains(string(b.Result.StructuredContent), "from alice") {
 		t.Fatalf("retry: %s; want the backend's result with alice's answer", b.raw)
 	}
-	gw.d.Stderr.Await(t, 10*time.Second, "the audit entry of the retry", func(out string) bool {
+	// Each retry is audited when it is answered, and the first request
+	// when the backend's call ends: three entries; the refused retries
+	// have none.
+	audits := func(out string) (n int) {
 		for _, line := range strings.Split(out, "\n") {
 			if containsAll(line, "message_id=af84f9ba2bdf44638ea8e737adfb73ba", "client=alice", "tool=fake__sample", "outcome=ok") {
-				return true
+				n++
 			}
 		}
-		return false
-	})
+		return n
+	}
+	gw.d.Stderr.Await(t, 10*time.Second, "the audit entries of the request and its two retries", func(out string) bool { return audits(out) >= 3 })
+	defer func() {
+		if n := audits(gw.d.Stderr.String()); n != 3 {
+			t.Errorf("%d audit entries of alice's fake__sample, want 3: the request and its two answered retries", n)
+		}
+	}()
 	before = len(fakeRecorded(t, gw.fakeRecord))
 	mustRefuse(t, gw.call(t, aliceToken, 9, "fake__sample", args, samplingCaps, retryParams(responses, state)), "replayed")
 	gw.nothingReached(t, gw.fakeRecord, "fake__echo", before, "marker-after-replay")
@@ -460,6 +522,23 @@ func TestInputRequiredElsewhereAndBounded(t *testing.T) {
 	// bob has a bound of his own.
 	c := one.call(t, bobToken, 4, "short__sample", `{}`, samplingCaps, "")
 	mustInputRequired(t, c, "sampling/createMessage")
+
+	// Stopping the gateway ends alice's waiting call at once, as a
+	// draining gateway would refuse her retry: no drain timeout, the call
+	// cancelled and the backend's request answered with -32003.
+	sent := awaitRecorded(t, one.fakeRecord, "alice's tools/call at fake", `"method":"tools/call"`, `"name":"sample"`)
+	var call struct {
+		ID json.RawMessage `json:"id"`
+	}
+	json.Unmarshal([]byte(sent), &call)
+	one.d.Terminate(t)
+	if strings.Contains(one.d.Stderr.String(), "drain timeout reached") {
+		t.Errorf("the gateway waited for a call whose client holds an InputRequiredResult until drain_timeout")
+	}
+	lines := strings.Join(fakeRecorded(t, one.fakeRecord), "\n")
+	if !containsAll(lines, `"notifications/cancelled"`, `"requestId":`+string(call.ID)) || !containsAll(lines, "-32003", "shutting down") {
+		t.Errorf("after the gateway stopped, the backend read:\n%s\nwant notifications/cancelled of call %s and -32003 for its request", lines, call.ID)
+	}
 }
 
 // TestInputRequiredRetryClosed: a client that closes its retry's stream
