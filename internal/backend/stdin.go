@@ -231,7 +231,7 @@ func (w *stdin) drain(c *Conn) (closed bool) {
 	defer w.mu.Unlock()
 	for len(w.queue) > 0 && !w.failed {
 		buf := w.queue
-		w.queue, w.queued = w.spare[:0], 0
+		w.queue, w.spare, w.queued = w.spare[:0], nil, 0 // spare is the queue now, not a buffer to reuse
 		w.signalRoom()
 		w.mu.Unlock()
 		_, err := w.f.Write(buf) // waits for the child to read

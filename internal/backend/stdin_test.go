@@ -5,8 +5,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -42,15 +44,24 @@ func pipeConn(t *testing.T) (*Conn, *os.File) {
 // before EOF.
 func TestStdinDeliversEveryMessageWholeAndInOrder(t *testing.T) {
 	c, r := pipeConn(t)
-	const senders, each = 8, 200 // 1.6 MB: many times what a pipe holds
-	pad := strings.Repeat("x", 1000)
+	// 16 MB: many times what a pipe holds, and a queue that grows past
+	// what the writer keeps for reuse (once a write of such a queue reused
+	// it for the next, overwriting what was being written).
+	const senders, each = 64, 200
+	small, large := strings.Repeat("x", 1000), strings.Repeat("y", 70<<10)
+	pad := func(s, i int) string {
+		if s == 0 && i%10 == 0 {
+			return large
+		}
+		return small
+	}
 	var wg sync.WaitGroup
 	for s := range senders {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for i := range each {
-				if err := c.send(context.Background(), fmt.Appendf(nil, "%d %d %s", s, i, pad)); err != nil {
+				if err := c.send(context.Background(), fmt.Appendf(nil, "%d %d %s", s, i, pad(s, i))); err != nil {
 					t.Errorf("send: %v", err)
 					return
 				}
@@ -63,6 +74,13 @@ func TestStdinDeliversEveryMessageWholeAndInOrder(t *testing.T) {
 		c.closeOnce.Do(func() { close(c.closeStdin) })
 		close(sent)
 	}()
+	// The child reads only once the queue is full: the writer goroutine
+	// then writes queues larger than it keeps for reuse.
+	for full := false; !full; runtime.Gosched() {
+		c.in.mu.Lock()
+		full = c.in.queued >= maxQueued
+		c.in.mu.Unlock()
+	}
 	next := make([]int, senders)
 	sc := bufio.NewScanner(r)
 	sc.Buffer(nil, 1<<20)
@@ -70,7 +88,7 @@ func TestStdinDeliversEveryMessageWholeAndInOrder(t *testing.T) {
 	for sc.Scan() {
 		var s, i int
 		var rest string
-		if _, err := fmt.Sscanf(sc.Text(), "%d %d %s", &s, &i, &rest); err != nil || rest != pad {
+		if _, err := fmt.Sscanf(sc.Text(), "%d %d %s", &s, &i, &rest); err != nil || rest != pad(s, i) {
 			t.Fatalf("line %d is not a whole message: %.60q", lines, sc.Text())
 		}
 		if i != next[s] {
@@ -108,5 +126,28 @@ func TestStdinFullQueue(t *testing.T) {
 	close(c.exited) // the child is gone: waiting senders give up
 	if err := c.in.send(context.Background(), true, c.exited, func(dst []byte) []byte { return append(dst, msg...) }); !errors.Is(err, ErrGone) {
 		t.Errorf("send after the child exited: %v, want ErrGone", err)
+	}
+}
+
+// The buffer kept for reuse is never the queue's: a queue written while
+// senders append to the next one must not be appended to. It once was,
+// after the writer goroutine wrote a queue too large to keep: messages
+// were overwritten while being written, and their calls never answered.
+func TestStdinSpareIsNotTheQueue(t *testing.T) {
+	c, r := pipeConn(t)
+	go io.Copy(io.Discard, r)
+	w := c.in
+	w.mu.Lock()
+	w.spare = make([]byte, 0, 1024)                                      // kept from an earlier write
+	w.queue = append(make([]byte, 0, 128<<10), make([]byte, 100<<10)...) // too large to keep
+	w.owner = ownerWriter
+	w.mu.Unlock()
+	if w.drain(c) {
+		t.Fatal("drain closed stdin")
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if cap(w.queue) > 0 && cap(w.spare) > 0 && &w.queue[:1][0] == &w.spare[:1][0] {
+		t.Error("after a write of a large queue, the next queue is the buffer kept for reuse")
 	}
 }
