@@ -40,6 +40,7 @@ type stdin struct {
 	segs     [][]byte // messages not yet handed to write(2), each with its newline
 	queued   int      // messages in segs
 	free     []byte   // a small written segment, reused for the next one
+	lists    [][]byte // a written list of segments, reused for the next queue
 	room     chan struct{}
 	stopping bool // stdin is to be closed: no new message is accepted
 	failed   bool // a write failed: the child is gone, messages are dropped
@@ -139,10 +140,11 @@ func (w *stdin) send(ctx context.Context, wait bool, exited <-chan struct{}, app
 // errQueueFull reports a message dropped because the child's queue is full.
 var errQueueFull = errors.New("the queue to the child is full")
 
-// take hands the queue to its writer.
+// take hands the queue to its writer; the next queue is never the list
+// being written.
 func (w *stdin) take() [][]byte {
 	out := w.segs
-	w.segs, w.queued = nil, 0
+	w.segs, w.lists, w.queued = w.lists, nil, 0
 	w.signalRoom()
 	return out
 }
@@ -203,6 +205,10 @@ func (w *stdin) keep(written [][]byte) {
 	if len(written) > 0 && cap(written[0]) <= segmentSize && w.free == nil {
 		w.free = written[0][:0]
 	}
+	if w.lists == nil && cap(written) <= 64 {
+		clear(written)
+		w.lists = written[:0]
+	}
 }
 
 func (w *stdin) kickWriter() {
@@ -216,7 +222,7 @@ func (w *stdin) kickWriter() {
 // read any more.
 func (w *stdin) fail() {
 	w.failed = true
-	w.segs, w.free, w.queued = nil, nil, 0
+	w.segs, w.free, w.lists, w.queued = nil, nil, nil, 0
 	w.signalRoom()
 }
 
