@@ -25,6 +25,10 @@ const maxQueued = 256
 // the child to read; a sender never blocks on a child that stopped reading,
 // beyond waiting for room in the queue.
 //
+// The queue is a list of segments: small messages share one, up to
+// segmentSize, and a larger message is a segment of its own, so that
+// queueing a message never copies the ones queued before it.
+//
 // At most one goroutine writes to the pipe at a time: owner says which.
 type stdin struct {
 	f    *os.File
@@ -32,20 +36,24 @@ type stdin struct {
 	kick chan struct{} // hands the pipe to the writer goroutine
 
 	mu       sync.Mutex
-	owner    int    // who writes: ownerNone, ownerCaller or ownerWriter
-	queue    []byte // messages not yet handed to write(2), each with its newline
-	spare    []byte // the last written buffer, reused for the next queue
-	queued   int    // messages in queue
+	owner    int      // who writes: ownerNone, ownerCaller or ownerWriter
+	segs     [][]byte // messages not yet handed to write(2), each with its newline
+	queued   int      // messages in segs
+	free     []byte   // a small written segment, reused for the next one
+	lists    [][]byte // a written list of segments, reused for the next queue
 	room     chan struct{}
 	stopping bool // stdin is to be closed: no new message is accepted
 	failed   bool // a write failed: the child is gone, messages are dropped
 
 	// Scratch of the non-blocking write, set under mu by the owner.
-	buf     []byte
-	n       int
+	out     [][]byte // the segments being written
+	n       int      // bytes of them written
 	err     error
 	writeFn func(fd uintptr) bool // w.writeNow as a func, made once
 }
+
+// segmentSize is how large a segment small messages share may grow.
+const segmentSize = 64 << 10
 
 const (
 	ownerNone = iota
@@ -60,21 +68,24 @@ func newStdin(f *os.File) *stdin {
 	return w
 }
 
-// writeNow writes w.buf without waiting for the pipe to have room.
+// writeNow writes w.out without waiting for the pipe to have room.
 func (w *stdin) writeNow(fd uintptr) bool {
 	w.n, w.err = 0, nil
-	for w.n < len(w.buf) {
-		n, err := unix.Write(int(fd), w.buf[w.n:])
-		if err == unix.EINTR {
-			continue
+	for _, seg := range w.out {
+		for off := 0; off < len(seg); {
+			n, err := unix.Write(int(fd), seg[off:])
+			if err == unix.EINTR {
+				continue
+			}
+			if err != nil {
+				w.err = err
+				return true // never wait: a full pipe is the writer goroutine's job
+			}
+			off += n
+			w.n += n
 		}
-		if err != nil {
-			w.err = err
-			break
-		}
-		w.n += n
 	}
-	return true // never wait: a full pipe is the writer goroutine's job
+	return true
 }
 
 // send queues msg, appending it with the caller's append function (which
@@ -108,7 +119,13 @@ func (w *stdin) send(ctx context.Context, wait bool, exited <-chan struct{}, app
 		w.mu.Unlock()
 		return nil // the child is gone: its exit fails the calls
 	}
-	w.queue = append(appendMsg(w.queue), '\n')
+	if last := len(w.segs) - 1; last >= 0 && len(w.segs[last]) < segmentSize {
+		w.segs[last] = append(appendMsg(w.segs[last]), '\n')
+	} else {
+		seg := w.free
+		w.free = nil
+		w.segs = append(w.segs, append(appendMsg(seg[:0]), '\n'))
+	}
 	w.queued++
 	if w.owner != ownerNone {
 		w.mu.Unlock()
@@ -123,39 +140,43 @@ func (w *stdin) send(ctx context.Context, wait bool, exited <-chan struct{}, app
 // errQueueFull reports a message dropped because the child's queue is full.
 var errQueueFull = errors.New("the queue to the child is full")
 
+// take hands the queue to its writer; the next queue is never the list
+// being written.
+func (w *stdin) take() [][]byte {
+	out := w.segs
+	w.segs, w.lists, w.queued = w.lists, nil, 0
+	w.signalRoom()
+	return out
+}
+
 // flushLocked writes the queue without blocking, as long as the pipe takes
 // it, and then gives up ownership; what the pipe does not take goes to the
 // writer goroutine. It runs under mu and releases it during write(2), so
 // that messages sent meanwhile join the queue and go out in the next
 // write: several callers at once make one system call, not one each.
 func (w *stdin) flushLocked() {
-	for len(w.queue) > 0 && !w.failed {
-		w.buf = w.queue
-		w.queue, w.spare, w.queued = w.spare[:0], nil, 0
-		w.signalRoom()
+	for len(w.segs) > 0 && !w.failed {
+		w.out = w.take()
 		w.mu.Unlock()
 		if w.raw == nil || w.raw.Write(w.writeFn) != nil {
 			w.err = unix.EBADF // closed meanwhile
 		}
 		w.mu.Lock()
+		out := w.out
+		w.out = nil
 		switch {
 		case w.err == unix.EAGAIN:
 			// The pipe is full: the rest, then what came meanwhile, goes
 			// to the writer goroutine, which waits for the child to read.
-			rest := w.buf[w.n:]
-			if len(w.queue) > 0 {
-				rest = append(rest, w.queue...)
-			}
-			w.queue, w.buf = rest, nil
+			w.segs = append(unwritten(out, w.n), w.segs...)
 			w.owner = ownerWriter
 			w.kickWriter()
 			return
 		case w.err != nil:
 			w.fail()
 		default:
-			w.keep(w.buf)
+			w.keep(out)
 		}
-		w.buf = nil
 	}
 	if w.stopping {
 		w.owner = ownerWriter // the writer goroutine closes stdin
@@ -165,11 +186,28 @@ func (w *stdin) flushLocked() {
 	w.owner = ownerNone
 }
 
-// keep reuses a written buffer for the next queue, unless a large message
-// made it large: a connection does not hold on to its largest request.
-func (w *stdin) keep(buf []byte) {
-	if cap(buf) <= 64<<10 {
-		w.spare = buf[:0]
+// unwritten returns what is left of segs once n bytes of them are written.
+func unwritten(segs [][]byte, n int) [][]byte {
+	for len(segs) > 0 && n >= len(segs[0]) {
+		n -= len(segs[0])
+		segs = segs[1:]
+	}
+	if len(segs) > 0 {
+		segs[0] = segs[0][n:]
+	}
+	return segs
+}
+
+// keep reuses the first of the written segments for the next one, unless a
+// large message made it large: a connection does not hold on to its
+// largest request.
+func (w *stdin) keep(written [][]byte) {
+	if len(written) > 0 && cap(written[0]) <= segmentSize && w.free == nil {
+		w.free = written[0][:0]
+	}
+	if w.lists == nil && cap(written) <= 64 {
+		clear(written)
+		w.lists = written[:0]
 	}
 }
 
@@ -184,7 +222,7 @@ func (w *stdin) kickWriter() {
 // read any more.
 func (w *stdin) fail() {
 	w.failed = true
-	w.queue, w.spare, w.queued = nil, nil, 0
+	w.segs, w.free, w.lists, w.queued = nil, nil, nil, 0
 	w.signalRoom()
 }
 
@@ -229,19 +267,22 @@ func (w *stdin) run(c *Conn) {
 func (w *stdin) drain(c *Conn) (closed bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	for len(w.queue) > 0 && !w.failed {
-		buf := w.queue
-		w.queue, w.queued = w.spare[:0], 0
-		w.signalRoom()
+	for len(w.segs) > 0 && !w.failed {
+		out := w.take()
 		w.mu.Unlock()
-		_, err := w.f.Write(buf) // waits for the child to read
+		var err error
+		for _, seg := range out {
+			if _, err = w.f.Write(seg); err != nil { // waits for the child to read
+				break
+			}
+		}
 		w.mu.Lock()
 		if err != nil {
 			c.log.Debug("write to child failed", "err", err)
 			w.fail()
 			break
 		}
-		w.keep(buf)
+		w.keep(out)
 	}
 	if w.stopping || w.failed {
 		return true

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -42,15 +43,24 @@ func pipeConn(t *testing.T) (*Conn, *os.File) {
 // before EOF.
 func TestStdinDeliversEveryMessageWholeAndInOrder(t *testing.T) {
 	c, r := pipeConn(t)
-	const senders, each = 8, 200 // 1.6 MB: many times what a pipe holds
-	pad := strings.Repeat("x", 1000)
+	// 16 MB: many times what a pipe holds, and a queue that grows past
+	// what the writer keeps for reuse (once a write of such a queue reused
+	// it for the next, overwriting what was being written).
+	const senders, each = 16, 100
+	small, large := strings.Repeat("x", 1000), strings.Repeat("y", 70<<10)
+	pad := func(s, i int) string {
+		if s == 0 && i%10 == 0 {
+			return large
+		}
+		return small
+	}
 	var wg sync.WaitGroup
 	for s := range senders {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for i := range each {
-				if err := c.send(context.Background(), fmt.Appendf(nil, "%d %d %s", s, i, pad)); err != nil {
+				if err := c.send(context.Background(), fmt.Appendf(nil, "%d %d %s", s, i, pad(s, i))); err != nil {
 					t.Errorf("send: %v", err)
 					return
 				}
@@ -63,6 +73,13 @@ func TestStdinDeliversEveryMessageWholeAndInOrder(t *testing.T) {
 		c.closeOnce.Do(func() { close(c.closeStdin) })
 		close(sent)
 	}()
+	// The child reads only once the queue is full: the writer goroutine
+	// then writes queues larger than it keeps for reuse.
+	for full := false; !full; runtime.Gosched() {
+		c.in.mu.Lock()
+		full = c.in.queued >= maxQueued
+		c.in.mu.Unlock()
+	}
 	next := make([]int, senders)
 	sc := bufio.NewScanner(r)
 	sc.Buffer(nil, 1<<20)
@@ -70,7 +87,7 @@ func TestStdinDeliversEveryMessageWholeAndInOrder(t *testing.T) {
 	for sc.Scan() {
 		var s, i int
 		var rest string
-		if _, err := fmt.Sscanf(sc.Text(), "%d %d %s", &s, &i, &rest); err != nil || rest != pad {
+		if _, err := fmt.Sscanf(sc.Text(), "%d %d %s", &s, &i, &rest); err != nil || rest != pad(s, i) {
 			t.Fatalf("line %d is not a whole message: %.60q", lines, sc.Text())
 		}
 		if i != next[s] {
@@ -108,5 +125,31 @@ func TestStdinFullQueue(t *testing.T) {
 	close(c.exited) // the child is gone: waiting senders give up
 	if err := c.in.send(context.Background(), true, c.exited, func(dst []byte) []byte { return append(dst, msg...) }); !errors.Is(err, ErrGone) {
 		t.Errorf("send after the child exited: %v, want ErrGone", err)
+	}
+}
+
+// Queueing a message never copies the messages queued before it: a child
+// slow to read a few large requests once cost each new one a copy of all
+// of them. (No writer goroutine runs: what the pipe does not take stays
+// queued.)
+func TestStdinQueueingDoesNotCopyTheQueue(t *testing.T) {
+	r, wp, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.Close(); wp.Close() })
+	w := newStdin(wp)
+	large := []byte(strings.Repeat("z", 1<<20))
+	send := func() {
+		if err := w.send(context.Background(), true, nil, func(dst []byte) []byte { return append(dst, large...) }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	send() // the pipe takes 64 KiB of it; the rest is queued
+	send()
+	queued := &w.segs[len(w.segs)-1][0]
+	send()
+	if len(w.segs) != 3 || &w.segs[1][0] != queued {
+		t.Errorf("queueing a large request copied the one queued before it (%d segments)", len(w.segs))
 	}
 }

@@ -145,7 +145,8 @@ func cpuTime() int64 {
 // A large result is held once: the line read from the child, moved out of
 // the pipe's buffer without being kept twice, is the response the client
 // gets, under its id, without another copy. The bytes allocated for a call
-// are the response's size and little more (they were three times it).
+// are the response's size and the first 2 MiB of it (they were three
+// times its size).
 func TestLargeResultIsHeldOnce(t *testing.T) {
 	s := inProcess(t)
 	msg := &jsonrpc.Message{JSONRPC: "2.0", ID: []byte(`"a-client-id-longer-than-ours"`), Method: "tools/call",
@@ -160,7 +161,9 @@ func TestLargeResultIsHeldOnce(t *testing.T) {
 	}
 	allocated := after.TotalAlloc - before.TotalAlloc
 	t.Logf("%d bytes allocated for a response of %d bytes", allocated, size)
-	if allocated > uint64(size)+uint64(size)/8 {
+	// The line's first 2 MiB are copied on the heap before it leaves it
+	// (jsonrpc's spillAbove); the rest is allocated once.
+	if allocated > uint64(size)+2<<20+uint64(size)/16 {
 		t.Errorf("%d bytes allocated for a response of %d bytes: the result is held more than once", allocated, size)
 	}
 }

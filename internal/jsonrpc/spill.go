@@ -6,34 +6,56 @@ import "golang.org/x/sys/unix"
 // the pages it copied back to the kernel.
 const spillChunk = 1 << 20
 
-// spill holds a line longer than the reader's buffer while it is read, in
+// spillAbove is the size above which a long line leaves the Go heap:
+// below it, a mapping's page faults cost more than holding the line twice
+// for a moment.
+const spillAbove = 2 << 20
+
+// spill holds a line longer than the reader's buffer while it is read: as
+// copies of the reader's chunks on the heap up to spillAbove, then in
 // anonymous memory outside the Go heap that grows without copying
 // (mremap). When the line is complete, moveTo copies it into the one Go
-// slice that keeps it, releasing each megabyte as soon as it is copied: a
-// line of any size is resident about once, not as pieces plus their join
-// (twice) or as a slice grown by append (several times). Where anonymous
-// mappings are refused, the pieces are kept on the heap instead.
+// slice that keeps it, releasing each megabyte of the mapping as soon as
+// it is copied: a line of any size is resident about once, not as pieces
+// plus their join (twice) or as a slice grown by append (several times).
+// Where anonymous mappings are refused, the pieces stay on the heap.
 type spill struct {
-	mem    []byte   // the mapping; len(mem) is its size
-	n      int      // bytes of the line in mem
-	pieces [][]byte // the fallback: copies of the reader's chunks
+	mem    []byte   // the mapping, once the line passed spillAbove; len(mem) is its size
+	n      int      // bytes of the line so far
+	pieces [][]byte // copies of the reader's chunks, while there is no mapping
+	noMap  bool     // a mapping was refused: pieces only
 }
 
 func (s *spill) append(chunk []byte) {
-	if s.pieces == nil && s.grow(s.n+len(chunk)) {
-		s.n += copy(s.mem[s.n:], chunk)
+	if s.mem == nil && (s.noMap || s.n+len(chunk) <= spillAbove || !s.grow(s.n+len(chunk))) {
+		s.pieces = append(s.pieces, append([]byte(nil), chunk...))
+		s.n += len(chunk)
 		return
 	}
-	s.pieces = append(s.pieces, append([]byte(nil), chunk...))
+	if s.pieces != nil { // the line just passed spillAbove: its start joins the mapping
+		off := 0
+		for _, p := range s.pieces {
+			off += copy(s.mem[off:], p)
+		}
+		s.pieces = nil
+	}
+	if !s.grow(s.n + len(chunk)) { // grow keeps what the mapping held as a piece
+		s.pieces = append(s.pieces, append([]byte(nil), chunk...))
+		s.n += len(chunk)
+		return
+	}
+	copy(s.mem[s.n:], chunk)
 	s.n += len(chunk)
 }
 
-// grow makes the mapping hold at least size bytes, doubling it.
+// grow makes the mapping hold at least size bytes, doubling it. When the
+// kernel refuses, what the mapping held becomes the first piece and the
+// spill keeps pieces from then on.
 func (s *spill) grow(size int) bool {
 	if size <= len(s.mem) {
 		return true
 	}
-	next := max(2*len(s.mem), 4*spillChunk)
+	next := max(2*len(s.mem), 2*spillAbove)
 	for next < size {
 		next *= 2
 	}
@@ -45,12 +67,12 @@ func (s *spill) grow(size int) bool {
 		mem, err = unix.Mremap(s.mem, next, unix.MREMAP_MAYMOVE)
 	}
 	if err != nil {
-		n := s.n
-		if n > 0 { // keep what the mapping holds as the first piece
-			s.pieces = [][]byte{append([]byte(nil), s.mem[:n]...)}
+		if s.mem != nil {
+			s.pieces = [][]byte{append([]byte(nil), s.mem[:s.n]...)}
+			unix.Munmap(s.mem)
+			s.mem = nil
 		}
-		s.free()
-		s.n = n
+		s.noMap = true
 		return false
 	}
 	s.mem = mem
