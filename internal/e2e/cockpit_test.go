@@ -239,7 +239,9 @@ func (p *cockpitCheck) checkOperator(t *testing.T) string {
 	wide := p.screenshot(t, b, "cockpit-wide.png", 1280, 900, false)
 	narrow := p.screenshot(t, b, "cockpit-narrow.png", 390, 844, true)
 	b.noConsoleErrors(t)
-	return fmt.Sprintf("both backends healthy; listeners, sessions and clients shown; %s; restart: PID %s -> %s; change reviewed and approved; stderr line seen in the journal view; Logs link checked; added backend shown; screenshots %s, %s, %s",
+	// Last, since it leaves the page for Cockpit's own.
+	p.checkLogsPage(t, b, "fake", line)
+	return fmt.Sprintf("both backends healthy; listeners, sessions and clients shown; %s; restart: PID %s -> %s; change reviewed and approved; stderr line seen in the journal view; Logs link checked and its page shows the line; added backend shown; screenshots %s, %s, %s",
 		tokens, oldPID, newPID, review, wide, narrow)
 }
 
@@ -374,7 +376,7 @@ func (p *cockpitCheck) browser(t *testing.T, user string) *browser {
 		chromedp.WaitNotPresent(chromedp.CSS("#login-user-input")),
 	)
 	// Errors count from here: Cockpit's shell, which the login leads to,
-	// is not ours, and misses the packages it would show (cockpit-system).
+	// is not ours.
 	if list := b.errorList(); list != "" {
 		t.Logf("before the page, the shell reported (not counted):%s", list)
 	}

@@ -61,9 +61,8 @@ func (p *cockpitCheck) checkTokens(t *testing.T, b *browser) string {
 }
 
 // checkLogsLink: the journal view's link leads to Cockpit's Logs page
-// filtered on the backend's field, and a click asks the shell to go there.
-// (The test root has no cockpit-system, so the Logs page itself is not
-// there to open.)
+// filtered on the backend's field, and a click asks the shell to go there
+// (checkLogsPage follows it).
 func (p *cockpitCheck) checkLogsLink(t *testing.T, b *browser, backend string) {
 	t.Helper()
 	want := "/system/logs#/?priority=debug&MCPGATE_BACKEND=" + backend
@@ -73,6 +72,24 @@ func (p *cockpitCheck) checkLogsLink(t *testing.T, b *browser, backend string) {
 	b.eval(t, `(() => { window.jumpedTo = ""; cockpit.jump = where => { window.jumpedTo = where }; return "" })()`)
 	b.run(t, "open in Logs", chromedp.Click(chromedp.CSS("#log-link")))
 	b.await(t, "a jump to "+want, fmt.Sprintf(`window.jumpedTo === %q`, want))
+}
+
+// checkLogsPage opens the Logs link's target in Cockpit's shell: the Logs
+// page (cockpit-system), filtered on the backend's field, shows the line
+// the backend wrote to stderr. Console errors of Cockpit's own pages are
+// not counted.
+func (p *cockpitCheck) checkLogsPage(t *testing.T, b *browser, backend, line string) {
+	t.Helper()
+	target := "/system/logs#/?priority=debug&MCPGATE_BACKEND=" + backend
+	b.run(t, "open "+target, chromedp.Navigate(p.base+target))
+	b.await(t, "the Logs page filtered on "+backend+" with the line "+line, fmt.Sprintf(`[...document.querySelectorAll("iframe")].some(f => {
+		try {
+			const w = f.contentWindow;
+			return w.location.pathname.endsWith("/system/logs.html") &&
+				decodeURIComponent(w.location.hash).includes(%q) &&
+				w.document.body.innerText.includes(%q);
+		} catch (e) { return false; }
+	})`, "MCPGATE_BACKEND="+backend, line))
 }
 
 // checkViewerTokens: a user without org.mcpgate.Gateway1.tokens is refused

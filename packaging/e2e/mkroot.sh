@@ -35,12 +35,13 @@ buildlog=$cache/build.log
 # Installed with apt-get --no-install-recommends on top of minbase.
 # busctl, journalctl, systemd-run and systemd-analyze come with systemd.
 # cockpit-ws and cockpit-bridge serve the mcpgate-cockpit page to the
-# browser of TestCockpitPage (no recommends: no cockpit-system, no sudo).
+# browser of TestCockpitPage; cockpit-system is the shell and its Logs page,
+# which the page links to (no recommends: no sudo).
 packages=(
 	systemd systemd-sysv dbus polkitd
 	nodejs npm
 	ca-certificates iproute2 procps curl jq
-	cockpit-ws cockpit-bridge
+	cockpit-ws cockpit-bridge cockpit-system
 )
 
 # The real MCP server the e2e test runs as a backend, installed globally
