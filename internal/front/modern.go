@@ -26,11 +26,11 @@ const (
 // are.
 
 // isModern reports whether a POST without a session is a stateless
-// request.
+// request. An initialize is one too when it carries 2026-07-28's _meta
+// or header: that revision has no initialize, and its client must learn
+// so (404, -32601) rather than get a 2025 session it did not ask for; an
+// initialize without them starts a 2025 session.
 func isModern(hdr http.Header, msg *jsonrpc.Message) bool {
-	if msg.IsRequest() && msg.Method == "initialize" {
-		return false // a 2025 session starts, whatever else it carries
-	}
 	// An ambiguous or malformed _meta counts too: it is refused as a
 	// malformed stateless request.
 	if v, _, err := jsonrpc.FindPath(msg.Params, "_meta", gateway.MetaProtocolVersion); err != nil || v != nil {
@@ -191,6 +191,13 @@ func (h *Handler) stateless(w http.ResponseWriter, r *http.Request, msg *jsonrpc
 		return
 	}
 	meta, refused := checkModern(r.Header, msg)
+	if msg.Method == "initialize" {
+		// Whatever else is wrong with it, the method is the first thing
+		// a client speaking 2026-07-28 to a 2025 habit must hear about.
+		refused = refuse(http.StatusNotFound, jsonrpc.CodeMethodNotFound,
+			"method not found: initialize (MCP %s has no initialize: every request carries its version in _meta; a 2025 session starts with an initialize that carries neither that _meta nor %s %s)",
+			gateway.ModernProtocolVersion, headerProtocol, gateway.ModernProtocolVersion)
+	}
 	if refused != nil {
 		h.log.Debug("refused a stateless request: "+refused.err.Message, "client", clientOf(r).Name, "method", msg.Method)
 		w.Header().Set("Content-Type", "application/json")
