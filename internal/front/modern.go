@@ -1,11 +1,9 @@
 package front
 
 import (
-	"encoding/base64"
 	"encoding/json"
 	"net/http"
 	"strings"
-	"unicode/utf8"
 
 	"github.com/mcpgate/mcpgate/internal/gateway"
 	"github.com/mcpgate/mcpgate/internal/journal"
@@ -106,7 +104,7 @@ func checkModern(hdr http.Header, msg *jsonrpc.Message) (gateway.RequestMeta, *r
 		}
 		meta.LogLevel = level
 	}
-	meta.Protocol, meta.Capabilities = version, values[1]
+	meta.Protocol, meta.Capabilities, meta.Header = version, values[1], hdr
 	switch hv := hdr.Values(headerMethod); {
 	case len(hv) != 1:
 		return meta, refuse(http.StatusBadRequest, gateway.CodeHeaderMismatch, "header mismatch: send exactly one %s header, equal to the request's method", headerMethod)
@@ -139,27 +137,9 @@ func checkName(hv []string, params []byte, member string) *refusal {
 	return nil
 }
 
-// decodeHeaderValue returns the value an Mcp-Name (or Mcp-Param-*) header
-// carries: as is if plain, or decoded from its =?base64?...?= form. It
-// reports false for characters a header value must not have, or a
-// malformed encoding.
-func decodeHeaderValue(v string) (string, bool) {
-	if enc, ok := strings.CutPrefix(v, "=?base64?"); ok {
-		if enc, ok = strings.CutSuffix(enc, "?="); ok {
-			b, err := base64.StdEncoding.DecodeString(enc)
-			if err != nil || !utf8.Valid(b) {
-				return "", false
-			}
-			return string(b), true
-		}
-	}
-	for i := 0; i < len(v); i++ {
-		if c := v[i]; (c < 0x20 && c != '\t') || c > 0x7e {
-			return "", false
-		}
-	}
-	return v, true
-}
+// decodeHeaderValue returns the value an Mcp-Name header carries (see
+// gateway.DecodeHeaderValue).
+func decodeHeaderValue(v string) (string, bool) { return gateway.DecodeHeaderValue(v) }
 
 // modernStatus is the HTTP status of the answer to a stateless request
 // whose response carries error code (0 for a result).

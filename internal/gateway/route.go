@@ -77,6 +77,12 @@ func (s *Session) HandleRequest(msg *jsonrpc.Message, stream *Stream) {
 			fail(s.unknownToolFor(cat, name))
 			return
 		}
+		if s.stateless && tool.ParamHeaders != nil {
+			if err := checkParamHeaders(s.header, msg.Params, tool.ParamHeaders); err != nil {
+				fail(err)
+				return
+			}
+		}
 		audit := s.audited(msg, tool.Backend, "tool", name)
 		if s.callLocal(msg, stream, tool, audit) {
 			return

@@ -3,6 +3,7 @@ package gateway
 import (
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"strconv"
 	"strings"
 	"sync"
@@ -32,6 +33,9 @@ type Session struct {
 	// request is the stateless request, whose method and name a
 	// requestState issued for it is bound to (see requestBinding).
 	request *jsonrpc.Message
+	// header is the stateless request's HTTP header, for its Mcp-Param-*
+	// headers (see checkParamHeaders); nil otherwise.
+	header http.Header
 
 	mu         sync.Mutex
 	closed     bool

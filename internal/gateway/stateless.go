@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"encoding/json"
+	"net/http"
 	"strings"
 
 	"github.com/mcpgate/mcpgate/internal/access"
@@ -49,6 +50,9 @@ type RequestMeta struct {
 	// LogLevel is io.modelcontextprotocol/logLevel, "" when absent: the
 	// request then gets no log messages at all.
 	LogLevel string
+	// Header is the request's HTTP header: a tools/call's Mcp-Param-*
+	// headers are checked against its arguments once the tool is known.
+	Header http.Header
 }
 
 // StatelessRequest returns the routing context of one stateless request
@@ -65,6 +69,7 @@ func (g *Gateway) StatelessRequest(meta RequestMeta, client *access.Client) *Ses
 		Protocol:  meta.Protocol,
 		g:         g,
 		stateless: true,
+		header:    meta.Header,
 		logLevel:  -1,
 		calls:     make(map[string]*call, 1),
 		streams:   make(map[int64]*Stream, 1),
