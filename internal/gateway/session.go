@@ -36,6 +36,8 @@ type Session struct {
 	// header is the stateless request's HTTP header, for its Mcp-Param-*
 	// headers (see checkParamHeaders); nil otherwise.
 	header http.Header
+	// head is what the front found in the stateless request's params.
+	head RequestHead
 
 	mu         sync.Mutex
 	closed     bool

@@ -53,6 +53,9 @@ type RequestMeta struct {
 	// Header is the request's HTTP header: a tools/call's Mcp-Param-*
 	// headers are checked against its arguments once the tool is known.
 	Header http.Header
+	// Head is what ScanHead found in the request's params, if the
+	// caller scanned them: routing reuses it rather than scan again.
+	Head RequestHead
 }
 
 // StatelessRequest returns the routing context of one stateless request
@@ -70,6 +73,7 @@ func (g *Gateway) StatelessRequest(meta RequestMeta, client *access.Client) *Ses
 		g:         g,
 		stateless: true,
 		header:    meta.Header,
+		head:      meta.Head,
 		logLevel:  -1,
 		calls:     make(map[string]*call, 1),
 		streams:   make(map[int64]*Stream, 1),
