@@ -195,7 +195,7 @@ func (h *Handler) post(w http.ResponseWriter, r *http.Request) {
 	if noSession {
 		// One pass over params finds what telling the eras apart, the
 		// header checks and routing need.
-		if head := gateway.ScanHead(msg.Params); isModern(r.Header, &head) {
+		if head := gateway.ScanHead(msg.Params); isModern(r.Header, msg, &head) {
 			h.stateless(w, r, msg, &head, sse, &held)
 			return
 		}

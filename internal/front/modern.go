@@ -28,10 +28,14 @@ const (
 // or header: that revision has no initialize, and its client must learn
 // so (404, -32601) rather than get a 2025 session it did not ask for; an
 // initialize without them starts a 2025 session.
-func isModern(hdr http.Header, head *gateway.RequestHead) bool {
-	// An ambiguous or malformed _meta counts too: it is refused as a
-	// malformed stateless request.
-	return head.Err != nil || head.Version != nil || modernHeader(hdr)
+func isModern(hdr http.Header, msg *jsonrpc.Message, head *gateway.RequestHead) bool {
+	if head.Version != nil || modernHeader(hdr) {
+		return true
+	}
+	// Ambiguous params count too, refused as a malformed stateless
+	// request, except in an initialize, which starts a session as it
+	// always did.
+	return head.Err != nil && msg.Method != "initialize"
 }
 
 // modernHeader reports whether the MCP-Protocol-Version header names a

@@ -76,7 +76,7 @@ func BenchmarkCheckModern(b *testing.B) {
 	hdr.Set(headerName, "s__echo")
 	b.ReportAllocs()
 	for b.Loop() {
-		if head := gateway.ScanHead(msg.Params); isModern(hdr, &head) {
+		if head := gateway.ScanHead(msg.Params); isModern(hdr, msg, &head) {
 			checkModern(hdr, msg, &head)
 		}
 	}
