@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/mcpgate/mcpgate/internal/config"
@@ -42,6 +43,8 @@ type remote struct {
 	posts     map[int64]context.CancelFunc // requests being posted, by our id
 	listening bool
 	endOnce   sync.Once
+
+	params atomic.Pointer[paramIndex] // tools with Mcp-Param-* headers
 }
 
 // newRemote prepares the session with b's server; nothing is sent before
@@ -252,7 +255,7 @@ func (r *remote) request(ctx context.Context, data []byte, msg *jsonrpc.Message)
 	}
 	if r.c.modern.Load() || msg.Method == "server/discover" {
 		// No session: the era's headers on every request.
-		_, err := r.client.PostStateless(ctx, data, mcphttp.StatelessHeaders(ModernProtocolVersion, msg), []json.RawMessage{msg.ID}, r.deliver)
+		_, err := r.client.PostStatelessParams(ctx, data, mcphttp.StatelessHeaders(ModernProtocolVersion, msg), r.mirroredParams(msg), []json.RawMessage{msg.ID}, r.deliver)
 		return r.lost(err)
 	}
 	if msg.Method == "initialize" {

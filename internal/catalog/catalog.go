@@ -33,6 +33,9 @@ type Entry struct {
 	Backend     string          // the backend that owns it
 	Description string          // its description, for listings
 	Raw         json.RawMessage // the object sent to clients, under the exposed name
+	// ParamHeaders are a tool's parameters mirrored into Mcp-Param-*
+	// headers (MCP 2026-07-28), nil for most tools and for prompts.
+	ParamHeaders []ParamHeader
 }
 
 // Resource is a resource or resource template and its owner.
@@ -107,7 +110,11 @@ func (c *Catalog) addEntries(list []Entry, index map[string]int, kind string, sr
 		descRaw, _, _ := jsonrpc.Lookup(raw, "description")
 		desc, _ := jsonrpc.StringValue(descRaw)
 		index[name] = len(list)
-		list = append(list, Entry{Name: name, Original: original, Backend: src.Backend, Description: desc, Raw: exposed})
+		entry := Entry{Name: name, Original: original, Backend: src.Backend, Description: desc, Raw: exposed}
+		if kind == "tool" {
+			entry.ParamHeaders = paramHeaders(raw)
+		}
+		list = append(list, entry)
 		h.Write(exposed)
 		h.Write([]byte{0})
 	}

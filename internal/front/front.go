@@ -192,9 +192,13 @@ func (h *Handler) post(w http.ResponseWriter, r *http.Request) {
 		h.rpcError(w, http.StatusBadRequest, nil, jsonrpc.AsError(err).Code, "%s", jsonrpc.AsError(err).Message)
 		return
 	}
-	if noSession && isModern(r.Header, msg) {
-		h.stateless(w, r, msg, sse, &held)
-		return
+	if noSession {
+		// One pass over params finds what telling the eras apart, the
+		// header checks and routing need.
+		if head := gateway.ScanHead(msg.Params); isModern(r.Header, msg, &head) {
+			h.stateless(w, r, msg, &head, sse, &held)
+			return
+		}
 	}
 	if msg.IsRequest() && msg.Method == "initialize" {
 		h.initialize(w, r, msg)

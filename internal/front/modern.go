@@ -1,11 +1,9 @@
 package front
 
 import (
-	"encoding/base64"
 	"encoding/json"
 	"net/http"
 	"strings"
-	"unicode/utf8"
 
 	"github.com/mcpgate/mcpgate/internal/gateway"
 	"github.com/mcpgate/mcpgate/internal/journal"
@@ -26,17 +24,18 @@ const (
 // are.
 
 // isModern reports whether a POST without a session is a stateless
-// request.
-func isModern(hdr http.Header, msg *jsonrpc.Message) bool {
-	if msg.IsRequest() && msg.Method == "initialize" {
-		return false // a 2025 session starts, whatever else it carries
-	}
-	// An ambiguous or malformed _meta counts too: it is refused as a
-	// malformed stateless request.
-	if v, _, err := jsonrpc.FindPath(msg.Params, "_meta", gateway.MetaProtocolVersion); err != nil || v != nil {
+// request. An initialize is one too when it carries 2026-07-28's _meta
+// or header: that revision has no initialize, and its client must learn
+// so (404, -32601) rather than get a 2025 session it did not ask for; an
+// initialize without them starts a 2025 session.
+func isModern(hdr http.Header, msg *jsonrpc.Message, head *gateway.RequestHead) bool {
+	if head.Version != nil || modernHeader(hdr) {
 		return true
 	}
-	return modernHeader(hdr)
+	// Ambiguous params count too, refused as a malformed stateless
+	// request, except in an initialize, which starts a session as it
+	// always did.
+	return head.Err != nil && msg.Method != "initialize"
 }
 
 // modernHeader reports whether the MCP-Protocol-Version header names a
@@ -61,22 +60,16 @@ func refuse(status, code int, format string, args ...any) *refusal {
 // of params.
 var nameHeaderMethods = map[string]string{"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}
 
-var metaKeys = []string{gateway.MetaProtocolVersion, gateway.MetaClientCapabilities, gateway.MetaLogLevel}
-
 // checkModern checks a stateless request's _meta and its headers against
 // each other, as 2026-07-28 demands, and returns what _meta declares. hdr
-// and msg are the client's: untrusted.
-func checkModern(hdr http.Header, msg *jsonrpc.Message) (gateway.RequestMeta, *refusal) {
-	var meta gateway.RequestMeta
-	metaRaw, _, err := jsonrpc.FindPath(msg.Params, "_meta")
-	if err != nil {
-		return meta, refuse(http.StatusBadRequest, jsonrpc.CodeInvalidParams, "params._meta: %v", err)
+// and msg are the client's: untrusted; head is ScanHead of msg.Params.
+func checkModern(hdr http.Header, msg *jsonrpc.Message, head *gateway.RequestHead) (gateway.RequestMeta, *refusal) {
+	meta := gateway.RequestMeta{Head: *head}
+	if head.Err != nil {
+		return meta, refuse(http.StatusBadRequest, jsonrpc.CodeInvalidParams, "params: %v", head.Err)
 	}
-	var values [3]json.RawMessage
-	if err := jsonrpc.FindEach(metaRaw, metaKeys, values[:]); err != nil {
-		return meta, refuse(http.StatusBadRequest, jsonrpc.CodeInvalidParams, "params._meta: %v", err)
-	}
-	version, ok := jsonrpc.StringValue(values[0])
+	values := [3]json.RawMessage{head.Version, head.Capabilities, head.LogLevel}
+	version, ok := versionValue(values[0])
 	if !ok {
 		return meta, refuse(http.StatusBadRequest, jsonrpc.CodeInvalidParams,
 			"params._meta[%q] must be the protocol version, a string: every request of MCP %s carries it (or send initialize to start a 2025 session)",
@@ -106,7 +99,7 @@ func checkModern(hdr http.Header, msg *jsonrpc.Message) (gateway.RequestMeta, *r
 		}
 		meta.LogLevel = level
 	}
-	meta.Protocol, meta.Capabilities = version, values[1]
+	meta.Protocol, meta.Capabilities, meta.Header = version, values[1], hdr
 	switch hv := hdr.Values(headerMethod); {
 	case len(hv) != 1:
 		return meta, refuse(http.StatusBadRequest, gateway.CodeHeaderMismatch, "header mismatch: send exactly one %s header, equal to the request's method", headerMethod)
@@ -114,7 +107,11 @@ func checkModern(hdr http.Header, msg *jsonrpc.Message) (gateway.RequestMeta, *r
 		return meta, refuse(http.StatusBadRequest, gateway.CodeHeaderMismatch, "header mismatch: %s header %q does not match the method %q", headerMethod, hv[0], msg.Method)
 	}
 	if member, ok := nameHeaderMethods[msg.Method]; ok {
-		if r := checkName(hdr.Values(headerName), msg.Params, member); r != nil {
+		raw := head.Name
+		if member == "uri" {
+			raw = head.URI
+		}
+		if r := checkName(hdr.Values(headerName), raw, member); r != nil {
 			return meta, r
 		}
 	}
@@ -123,7 +120,7 @@ func checkModern(hdr http.Header, msg *jsonrpc.Message) (gateway.RequestMeta, *r
 
 // checkName checks the Mcp-Name header against params' member (the name
 // of a tool or prompt, the uri of a resource).
-func checkName(hv []string, params []byte, member string) *refusal {
+func checkName(hv []string, raw []byte, member string) *refusal {
 	if len(hv) != 1 {
 		return refuse(http.StatusBadRequest, gateway.CodeHeaderMismatch, "header mismatch: send exactly one %s header, equal to params.%s", headerName, member)
 	}
@@ -131,35 +128,34 @@ func checkName(hv []string, params []byte, member string) *refusal {
 	if !ok {
 		return refuse(http.StatusBadRequest, gateway.CodeHeaderMismatch, "header mismatch: %s header is malformed: use visible ASCII, or =?base64?...?= for anything else", headerName)
 	}
-	raw, _, _ := jsonrpc.LookupPath(params, member)
-	body, isString := jsonrpc.StringValue(raw)
-	if !isString || body != name {
+	if !equalString(raw, name) {
 		return refuse(http.StatusBadRequest, gateway.CodeHeaderMismatch, "header mismatch: %s header does not match params.%s", headerName, member)
 	}
 	return nil
 }
 
-// decodeHeaderValue returns the value an Mcp-Name (or Mcp-Param-*) header
-// carries: as is if plain, or decoded from its =?base64?...?= form. It
-// reports false for characters a header value must not have, or a
-// malformed encoding.
-func decodeHeaderValue(v string) (string, bool) {
-	if enc, ok := strings.CutPrefix(v, "=?base64?"); ok {
-		if enc, ok = strings.CutSuffix(enc, "?="); ok {
-			b, err := base64.StdEncoding.DecodeString(enc)
-			if err != nil || !utf8.Valid(b) {
-				return "", false
-			}
-			return string(b), true
-		}
+// versionValue is jsonrpc.StringValue for a protocol version, without
+// allocating for the one served statelessly.
+func versionValue(raw []byte) (string, bool) {
+	if len(raw) == len(gateway.ModernProtocolVersion)+2 && string(raw[1:len(raw)-1]) == gateway.ModernProtocolVersion && raw[0] == '"' {
+		return gateway.ModernProtocolVersion, true
 	}
-	for i := 0; i < len(v); i++ {
-		if c := v[i]; (c < 0x20 && c != '\t') || c > 0x7e {
-			return "", false
-		}
-	}
-	return v, true
+	return jsonrpc.StringValue(raw)
 }
+
+// equalString reports whether raw is a JSON string whose value is s,
+// without allocating when raw needs no decoding.
+func equalString(raw []byte, s string) bool {
+	if len(raw) >= 2 && raw[0] == '"' && len(raw)-2 == len(s) && string(raw[1:len(raw)-1]) == s && !strings.Contains(s, `\`) {
+		return true // the same bytes, and no escape: the same string
+	}
+	v, ok := jsonrpc.StringValue(raw)
+	return ok && v == s
+}
+
+// decodeHeaderValue returns the value an Mcp-Name header carries (see
+// gateway.DecodeHeaderValue).
+func decodeHeaderValue(v string) (string, bool) { return gateway.DecodeHeaderValue(v) }
 
 // modernStatus is the HTTP status of the answer to a stateless request
 // whose response carries error code (0 for a result).
@@ -179,7 +175,7 @@ func modernStatus(code int) int {
 // A subscriptions/listen stream lasts as long as its client wants: it
 // gives back its max_concurrent_requests slot (*held) once admitted, and
 // counts as a session instead.
-func (h *Handler) stateless(w http.ResponseWriter, r *http.Request, msg *jsonrpc.Message, sse bool, held *bool) {
+func (h *Handler) stateless(w http.ResponseWriter, r *http.Request, msg *jsonrpc.Message, head *gateway.RequestHead, sse bool, held *bool) {
 	switch {
 	case msg.IsNotification():
 		// 2026-07-28 defines no notification from the client over HTTP:
@@ -190,7 +186,14 @@ func (h *Handler) stateless(w http.ResponseWriter, r *http.Request, msg *jsonrpc
 		h.rpcError(w, http.StatusBadRequest, nil, jsonrpc.CodeInvalidRequest, "a client speaking MCP %s sends no responses: the gateway sends it no requests", gateway.ModernProtocolVersion)
 		return
 	}
-	meta, refused := checkModern(r.Header, msg)
+	meta, refused := checkModern(r.Header, msg, head)
+	if msg.Method == "initialize" {
+		// Whatever else is wrong with it, the method is the first thing
+		// a client speaking 2026-07-28 to a 2025 habit must hear about.
+		refused = refuse(http.StatusNotFound, jsonrpc.CodeMethodNotFound,
+			"method not found: initialize (MCP %s has no initialize: every request carries its version in _meta; a 2025 session starts with an initialize that carries neither that _meta nor %s %s)",
+			gateway.ModernProtocolVersion, headerProtocol, gateway.ModernProtocolVersion)
+	}
 	if refused != nil {
 		h.log.Debug("refused a stateless request: "+refused.err.Message, "client", clientOf(r).Name, "method", msg.Method)
 		w.Header().Set("Content-Type", "application/json")

@@ -47,7 +47,8 @@ func FuzzCheckModern(f *testing.F) {
 				hdr.Set(k, v)
 			}
 		}
-		meta, refused := checkModern(hdr, msg)
+		head := gateway.ScanHead(msg.Params)
+		meta, refused := checkModern(hdr, msg, &head)
 		if refused != nil {
 			if refused.status != http.StatusBadRequest {
 				t.Fatalf("refused with HTTP %d", refused.status)
@@ -75,8 +76,8 @@ func BenchmarkCheckModern(b *testing.B) {
 	hdr.Set(headerName, "s__echo")
 	b.ReportAllocs()
 	for b.Loop() {
-		if isModern(hdr, msg) {
-			checkModern(hdr, msg)
+		if head := gateway.ScanHead(msg.Params); isModern(hdr, msg, &head) {
+			checkModern(hdr, msg, &head)
 		}
 	}
 }

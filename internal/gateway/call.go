@@ -87,6 +87,9 @@ func (c *call) deliver(resp *jsonrpc.Message, err error) {
 			result = c.sess.g.processOutput(c.b.Name(), c.tool, result)
 		}
 		result = c.servedBy(result)
+		if c.sess.stateless && c.stream.pushModern(resp, result, c.clientID) {
+			return // decorated in place, as the id was replaced
+		}
 		if out, ok := jsonrpc.SpliceResult(resp, result, c.clientID); ok {
 			c.stream.push(out, true) // the backend's bytes under the client's id: no copy
 			return

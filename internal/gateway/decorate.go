@@ -52,16 +52,43 @@ func (m *modernResult) decorate(method string, data []byte) ([]byte, int) {
 	if !ok {
 		return modernError(data)
 	}
-	open := bytes.IndexByte(result, '{')
-	if open < 0 || len(bytes.TrimSpace(result[:open])) > 0 {
-		return data, 0 // not an object: nothing can be added
-	}
-	var have [4]json.RawMessage
-	if jsonrpc.FindEach(result, decoratedKeys, have[:]) != nil {
+	var buf [256]byte // on the stack: only out is allocated per result
+	add, open, metaAt := m.additions(method, result, buf[:0])
+	if open < 0 || len(add) == 0 && metaAt < 0 {
 		return data, 0
 	}
-	var buf [256]byte // on the stack: only out is allocated per result
-	add := buf[:0]
+	at := span.Start + open + 1
+	out := make([]byte, 0, len(data)+len(add)+len(m.serverInfo)+1)
+	out = append(out, data[:at]...)
+	out = append(out, add...)
+	if metaAt < 0 {
+		return append(out, data[at:]...), 0
+	}
+	metaAt += span.Start
+	out = append(out, data[at:metaAt]...)
+	out = append(out, m.serverInfo...)
+	if !emptyObject(data[metaAt:]) {
+		out = append(out, ',')
+	}
+	return append(out, data[metaAt:]...), 0
+}
+
+// additions returns, appended to buf, what decorate adds to result right
+// after its opening brace, at result[open] (open is -1 when result is not
+// an object, or nothing can be read of it), and metaAt, where in result
+// serverInfo goes into a _meta the result has already (-1 for none). It
+// reads result's members in one pass.
+func (m *modernResult) additions(method string, result, buf []byte) (add []byte, open, metaAt int) {
+	open = bytes.IndexByte(result, '{')
+	if open < 0 || len(bytes.TrimSpace(result[:open])) > 0 {
+		return nil, -1, -1 // not an object: nothing can be added
+	}
+	var have [4]json.RawMessage
+	var spans [4]jsonrpc.Span
+	if jsonrpc.FindEachSpan(result, decoratedKeys, have[:], spans[:]) != nil {
+		return nil, -1, -1
+	}
+	add = buf
 	if have[0] == nil {
 		add = append(add, `"resultType":"complete",`...)
 	}
@@ -75,39 +102,38 @@ func (m *modernResult) decorate(method string, data []byte) ([]byte, int) {
 			add = append(add, `"cacheScope":"private",`...)
 		}
 	}
-	metaAt := -1 // where serverInfo goes into an existing _meta
-	switch {
-	case have[1] == nil:
+	metaAt = -1
+	switch meta := have[1]; {
+	case meta == nil:
 		add = append(add, `"_meta":{`...)
 		add = append(add, m.serverInfo...)
 		add = append(add, "},"...)
 	default:
-		meta, mspan, _ := jsonrpc.Lookup(result, "_meta")
 		if _, _, has := jsonrpc.Lookup(meta, MetaServerInfo); !has {
 			if i := bytes.IndexByte(meta, '{'); i >= 0 && len(bytes.TrimSpace(meta[:i])) == 0 {
-				metaAt = span.Start + mspan.Start + i + 1
+				metaAt = spans[1].Start + i + 1
 			}
 		}
-	}
-	at := span.Start + open + 1
-	if len(add) == 0 && metaAt < 0 {
-		return data, 0
 	}
 	if emptyObject(result[open+1:]) && len(add) > 0 {
 		add = add[:len(add)-1] // no member follows
 	}
-	out := make([]byte, 0, len(data)+len(add)+len(m.serverInfo)+1)
-	out = append(out, data[:at]...)
-	out = append(out, add...)
-	if metaAt < 0 {
-		return append(out, data[at:]...), 0
+	return add, open, metaAt
+}
+
+// spliceResult answers resp, a backend's response with result, under id
+// as a 2026-07-28 client gets it, in resp's own buffer: the members
+// decorate would add go in as the id is replaced, and a large result is
+// not copied. It reports false, leaving resp alone, when that cannot be
+// done in place (see jsonrpc.SpliceResultInsert), or serverInfo must go
+// into a _meta the result has: then the stream decorates a copy.
+func (m *modernResult) spliceResult(method string, resp *jsonrpc.Message, result, id json.RawMessage) ([]byte, bool) {
+	var buf [256]byte
+	add, open, metaAt := m.additions(method, result, buf[:0])
+	if open < 0 || metaAt >= 0 {
+		return nil, false
 	}
-	out = append(out, data[at:metaAt]...)
-	out = append(out, m.serverInfo...)
-	if !emptyObject(data[metaAt:]) {
-		out = append(out, ',')
-	}
-	return append(out, data[metaAt:]...), 0
+	return jsonrpc.SpliceResultInsert(resp, result, id, open+1, add)
 }
 
 // emptyObject reports whether rest, what follows an object's opening
@@ -132,4 +158,33 @@ func modernError(data []byte) ([]byte, int) {
 		return jsonrpc.Replace(data, span, []byte(strconv.Itoa(jsonrpc.CodeInvalidParams))), jsonrpc.CodeInvalidParams
 	}
 	return data, code
+}
+
+// pushModern pushes resp, the backend's response with result, as the
+// stream's answer under id, decorated for a 2026-07-28 client in resp's
+// own buffer (see spliceResult). It reports false, pushing nothing and
+// leaving resp alone, when the stream's answers are not decorated or
+// that cannot be done in place.
+func (s *Stream) pushModern(resp *jsonrpc.Message, result, id json.RawMessage) bool {
+	s.mu.Lock()
+	m, method, divert := s.modern, s.method, s.divert
+	if m == nil {
+		s.mu.Unlock()
+		return false
+	}
+	out, ok := m.spliceResult(method, resp, result, id)
+	if !ok {
+		s.mu.Unlock()
+		return false
+	}
+	if divert != nil {
+		s.mu.Unlock()
+		divert(out, true)
+		return true
+	}
+	defer s.mu.Unlock()
+	s.modern = nil // decorated already
+	s.pushLocked(out, true)
+	s.modern = m
+	return true
 }

@@ -106,7 +106,11 @@ func (s *Session) retried(msg *jsonrpc.Message, stream *Stream) bool {
 	if h == nil {
 		return false
 	}
-	if _, _, ok := jsonrpc.Lookup(msg.Params, "requestState"); !ok {
+	if h, ok := s.headOf(msg.Params); ok {
+		if !h.Retry {
+			return false
+		}
+	} else if _, _, ok := jsonrpc.Lookup(msg.Params, "requestState"); !ok {
 		if _, _, ok := jsonrpc.Lookup(msg.Params, "inputResponses"); !ok {
 			return false
 		}

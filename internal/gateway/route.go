@@ -64,7 +64,7 @@ func (s *Session) HandleRequest(msg *jsonrpc.Message, stream *Stream) {
 		templates := visibleResources(s.policy(), cat.Templates)
 		s.page(msg, stream, "resourceTemplates", len(templates), func(i int) []byte { return templates[i].Raw })
 	case "tools/call":
-		name, span, err := stringParam(msg.Params, "name")
+		name, span, err := s.nameParam(msg.Params)
 		if err != nil {
 			fail(err)
 			return
@@ -76,6 +76,12 @@ func (s *Session) HandleRequest(msg *jsonrpc.Message, stream *Stream) {
 			}
 			fail(s.unknownToolFor(cat, name))
 			return
+		}
+		if s.stateless && tool.ParamHeaders != nil {
+			if err := checkParamHeaders(s.header, msg.Params, tool.ParamHeaders); err != nil {
+				fail(err)
+				return
+			}
 		}
 		audit := s.audited(msg, tool.Backend, "tool", name)
 		if s.callLocal(msg, stream, tool, audit) {

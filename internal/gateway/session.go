@@ -3,6 +3,7 @@ package gateway
 import (
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"strconv"
 	"strings"
 	"sync"
@@ -32,6 +33,11 @@ type Session struct {
 	// request is the stateless request, whose method and name a
 	// requestState issued for it is bound to (see requestBinding).
 	request *jsonrpc.Message
+	// header is the stateless request's HTTP header, for its Mcp-Param-*
+	// headers (see checkParamHeaders); nil otherwise.
+	header http.Header
+	// head is what the front found in the stateless request's params.
+	head RequestHead
 
 	mu         sync.Mutex
 	closed     bool
@@ -360,6 +366,17 @@ func (s *Session) listChanged(method string) {
 
 // close ends the session: requests in flight are cancelled, streams end,
 // subscriptions and relayed requests are dropped.
+// swapIfAny returns *m and puts a fresh map in its place if *m has
+// entries; it returns nil and leaves an empty *m as it is.
+func swapIfAny[K comparable, V any](m *map[K]V) map[K]V {
+	if len(*m) == 0 {
+		return nil
+	}
+	old := *m
+	*m = make(map[K]V)
+	return old
+}
+
 func (s *Session) close(why string) {
 	s.mu.Lock()
 	if s.closed {
@@ -367,18 +384,15 @@ func (s *Session) close(why string) {
 		return
 	}
 	s.closed = true
-	calls := s.calls
-	s.calls = map[string]*call{}
-	relays := s.relays
-	s.relays = map[int64]*relayed{}
-	subs := s.subs
-	s.subs = map[string]string{}
-	// A fresh map, like the others: StreamDone deletes from the old one
-	// while the loop below runs.
-	streams := s.streams
-	s.streams = map[int64]*Stream{}
-	instances := s.instances
-	s.instances = map[string]*backend.Backend{}
+	// Each map with entries is swapped for a fresh one, whose entries the
+	// loops below end outside the lock (StreamDone deletes from the
+	// streams map meanwhile); an empty one is kept: nothing to end, and
+	// nothing to allocate for the many stateless requests that end so.
+	calls := swapIfAny(&s.calls)
+	relays := swapIfAny(&s.relays)
+	subs := swapIfAny(&s.subs)
+	streams := swapIfAny(&s.streams)
+	instances := swapIfAny(&s.instances)
 	s.mu.Unlock()
 	defer s.releaseInstances(instances)
 	for _, c := range calls {

@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"encoding/json"
+	"net/http"
 	"strings"
 
 	"github.com/mcpgate/mcpgate/internal/access"
@@ -49,6 +50,12 @@ type RequestMeta struct {
 	// LogLevel is io.modelcontextprotocol/logLevel, "" when absent: the
 	// request then gets no log messages at all.
 	LogLevel string
+	// Header is the request's HTTP header: a tools/call's Mcp-Param-*
+	// headers are checked against its arguments once the tool is known.
+	Header http.Header
+	// Head is what ScanHead found in the request's params, if the
+	// caller scanned them: routing reuses it rather than scan again.
+	Head RequestHead
 }
 
 // StatelessRequest returns the routing context of one stateless request
@@ -65,6 +72,8 @@ func (g *Gateway) StatelessRequest(meta RequestMeta, client *access.Client) *Ses
 		Protocol:  meta.Protocol,
 		g:         g,
 		stateless: true,
+		header:    meta.Header,
+		head:      meta.Head,
 		logLevel:  -1,
 		calls:     make(map[string]*call, 1),
 		streams:   make(map[int64]*Stream, 1),

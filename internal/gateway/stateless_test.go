@@ -219,6 +219,9 @@ func TestStatelessHeaderRules(t *testing.T) {
 		{"ping is gone", modernBody(6, "ping", "", meta), modernHeaders("ping", ""), 404, -32601},
 		{"logging/setLevel is gone", modernBody(7, "logging/setLevel", `"level":"debug"`, meta), modernHeaders("logging/setLevel", ""), 404, -32601},
 		{"resources/subscribe is gone", modernBody(8, "resources/subscribe", `"uri":"fake://r/0"`, meta), modernHeaders("resources/subscribe", ""), 404, -32601},
+		{"initialize with 2026 _meta and headers", modernBody(9, "initialize", `"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"x","version":"1"}`, meta), modernHeaders("initialize", ""), 404, -32601},
+		{"initialize with 2026 _meta only", modernBody(10, "initialize", "", meta), []string{"Mcp-Method", "-"}, 404, -32601},
+		{"initialize with the 2026 header only", `{"jsonrpc":"2.0","id":11,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"x","version":"1"}}}`, []string{mcphttp.HeaderProtocol, modern}, 404, -32601},
 		{"batch", "[" + call + "]", modernHeaders("tools/call", "fake__echo"), 400, -32600},
 	}
 	for _, c := range cases {

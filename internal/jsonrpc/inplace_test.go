@@ -2,6 +2,7 @@ package jsonrpc
 
 import (
 	"bytes"
+	"encoding/json"
 	"strings"
 	"testing"
 )
@@ -60,5 +61,44 @@ func TestSpliceResult(t *testing.T) {
 	m, _ = Parse([]byte(`{"jsonrpc":"2.0","id":1,"result":{}}`))
 	if _, ok := SpliceResult(m, m.Result, []byte("2")); ok {
 		t.Error("SpliceResult rewrote a message parsed without room")
+	}
+}
+
+func TestSpliceResultInsert(t *testing.T) {
+	for _, c := range []struct {
+		name, line, id, insert, want string
+		at                           int
+	}{
+		{"longer id", `{"jsonrpc":"2.0","id":7,"result":{"content":[]}}`, `"client-17"`, `"resultType":"complete",`,
+			`{"jsonrpc":"2.0","id":"client-17","result":{"resultType":"complete","content":[]}}`, 1},
+		{"shorter id", `{"jsonrpc":"2.0","id":123456,"result":{"a":1}}`, `1`, `"b":2,`,
+			`{"jsonrpc":"2.0","id":1,"result":{"b":2,"a":1}}`, 1},
+		{"shorter id, short insert", `{"jsonrpc":"2.0","id":123456789,"result":{"a":1}}`, `1`, `"b":2,`,
+			`{"jsonrpc":"2.0","id":1,"result":{"b":2,"a":1}}`, 1},
+		{"result first", `{"result":{"a":1},"jsonrpc":"2.0","id":5}`, `6`, `"b":2,`, "", 1},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			buf := append(make([]byte, SpliceRoom), c.line...)
+			m, err := ParseRoom(buf, SpliceRoom)
+			if err != nil {
+				t.Fatal(err)
+			}
+			out, ok := SpliceResultInsert(m, m.Result, json.RawMessage(c.id), c.at, []byte(c.insert))
+			if c.want == "" {
+				if ok {
+					t.Fatalf("spliced %s", out)
+				}
+				return
+			}
+			if !ok || string(out) != c.want {
+				t.Fatalf("got %s, %v; want %s", out, ok, c.want)
+			}
+		})
+	}
+	// Not enough room: refused, m untouched.
+	buf := append(make([]byte, 4), `{"jsonrpc":"2.0","id":1,"result":{}}`...)
+	m, _ := ParseRoom(buf, 4)
+	if _, ok := SpliceResultInsert(m, m.Result, json.RawMessage(`2`), 1, []byte(`"resultType":"complete"`)); ok {
+		t.Error("spliced without room")
 	}
 }

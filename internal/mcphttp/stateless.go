@@ -77,7 +77,20 @@ func (h Stateless) set(req *http.Request) {
 // response to one of ids is delivered like any answer: a modern server
 // answers an unknown method with 404 and -32601, invalid params with 400.
 func (c *Client) PostStateless(ctx context.Context, body []byte, h Stateless, ids []json.RawMessage, deliver func([]byte)) (missing []json.RawMessage, err error) {
-	resp, err := c.doHeaders(ctx, c.opts.Endpoint, http.MethodPost, body, Session{}, "", nil, h.set)
+	return c.PostStatelessParams(ctx, body, h, nil, ids, deliver)
+}
+
+// PostStatelessParams is PostStateless for a tools/call that also carries
+// params in Mcp-Param-* headers (see MirroredParams).
+func (c *Client) PostStatelessParams(ctx context.Context, body []byte, h Stateless, params []Param, ids []json.RawMessage, deliver func([]byte)) (missing []json.RawMessage, err error) {
+	set := h.set
+	if len(params) > 0 {
+		set = func(req *http.Request) {
+			h.set(req)
+			setParams(req.Header, params)
+		}
+	}
+	resp, err := c.doHeaders(ctx, c.opts.Endpoint, http.MethodPost, body, Session{}, "", nil, set)
 	if err != nil {
 		return ids, c.redact(err)
 	}
