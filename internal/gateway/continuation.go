@@ -83,6 +83,10 @@ type continuation struct {
 	call    *call         // the backend call, which outlives the client's requests
 	first   *Stream       // the stream of the first request: the call's, diverted here
 	timeout time.Duration // the backend's client_request_timeout
+	// instance is the pool instance (instance = "session") the call runs
+	// on, taken from the first request's context when that request ends:
+	// it stays bound to the call until the continuation ends.
+	instance *backend.Backend
 
 	round   uint64          // of the requestState a retry must bring
 	caps    clientCaps      // of the client's latest request
@@ -220,6 +224,7 @@ func (t *Continuations) start(in *Input) (*continuation, string) {
 		caps:    s.caps,
 		waiter:  &waiter{sess: s, id: c.clientID, stream: in.Stream},
 	}
+	cont.instance = s.keepInstance(in.Conn.Backend())
 	// The backend started answering: a fallback would repeat what it did.
 	c.answering.Store(true)
 	t.byID[cont.id] = cont
@@ -268,6 +273,7 @@ func (t *Continuations) endAll(why string, onlyWaiting bool) {
 	t.mu.Lock()
 	var calls []*call
 	var pending []*inputRequest
+	var instances []*backend.Backend
 	for _, cont := range t.byID {
 		if onlyWaiting && cont.waiter != nil {
 			continue
@@ -275,14 +281,47 @@ func (t *Continuations) endAll(why string, onlyWaiting bool) {
 		calls = append(calls, cont.call)
 		pending = append(pending, cont.pending...)
 		cont.pending = nil
+		if inst := cont.takeInstance(); inst != nil {
+			instances = append(instances, inst)
+		}
 		cont.end("")
 	}
 	t.mu.Unlock()
-	// As in expire: the calls are cancelled before their requests fail.
+	// As in expire: the calls are cancelled before their requests fail,
+	// and their instances are released last, as a session's are.
 	for _, c := range calls {
 		c.cancel(why)
 	}
 	for _, r := range pending {
 		r.conn.ReplyError(r.id, jsonrpc.Errorf(CodeShuttingDown, "the client cannot answer %s: %s", r.method, why))
 	}
+	for _, inst := range instances {
+		inst.Release()
+	}
+}
+
+// keepInstance takes inst, the pool instance a stateless request's call
+// runs on, out of the request's context, so that the request's end (once
+// its InputRequiredResult is written) does not stop it: the call goes on
+// there, and a later request of the backend's can only be the call's. It
+// returns nil when inst is not one of the request's instances (a backend
+// without a pool, or a request that ended already and released it).
+func (s *Session) keepInstance(inst *backend.Backend) *backend.Backend {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for name, bound := range s.instances {
+		if bound == inst {
+			delete(s.instances, name)
+			return inst
+		}
+	}
+	return nil
+}
+
+// takeInstance returns the continuation's instance, if any, which the
+// caller releases once the call is cancelled.
+func (cont *continuation) takeInstance() *backend.Backend {
+	inst := cont.instance
+	cont.instance = nil
+	return inst
 }
