@@ -93,6 +93,7 @@ type continuation struct {
 	pending []*inputRequest // the backend's requests not answered yet, in order
 	keys    int             // numbers the keys of inputRequests
 	waiter  *waiter         // the client request the next answer goes to; nil while the client holds an InputRequiredResult
+	asking  bool            // an InputRequiredResult is due once the backend's burst is read (askAfterBurst)
 	answer  []byte          // the call's final answer, kept for the next retry; nil while it runs
 	dropped bool            // the call ended without an answer
 	timer   *time.Timer     // ends the continuation when the client does not retry
@@ -185,7 +186,30 @@ func (t *Continuations) HandleInput(in *Input) {
 		method: in.Request.Method,
 		params: jsonrpc.Compact(in.Request.Params),
 	})
-	if cont.waiter != nil {
+	if cont.waiter != nil && !cont.asking {
+		// Once the backend's requests sent together are all here, and
+		// inputGather after: one InputRequiredResult asks for them all.
+		cont.asking = true
+		in.Conn.AfterBurst(func() { time.AfterFunc(inputGather, func() { t.askAfterBurst(cont) }) })
+	}
+}
+
+// inputGather is how long the requests a backend sends for one call are
+// gathered, after it sent the first (and whatever it wrote with it),
+// before the client is asked for them (mcpgated(8)): a 2025 server that
+// sends several at once writes each on its own, and the client should get
+// them in one InputRequiredResult, as from a 2026 server, not in one round
+// trip each.
+const inputGather = 20 * time.Millisecond
+
+// askAfterBurst answers the waiting client request with an
+// InputRequiredResult for the requests that came, unless the call ended or
+// was answered meanwhile.
+func (t *Continuations) askAfterBurst(cont *continuation) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	cont.asking = false
+	if !cont.ended && cont.waiter != nil && len(cont.pending) > 0 {
 		cont.inputRequired()
 	}
 }

@@ -90,7 +90,7 @@ func (cont *continuation) fromCall(data []byte, final bool) {
 		return
 	}
 	cont.deliver(w, data)
-	cont.end("")
+	cont.end("the call it belongs to ended") // its requests that came with the answer
 }
 
 // deliver gives the call's answer to the waiting request, under its id.
