@@ -60,6 +60,8 @@ type Conn struct {
 
 	modern   atomic.Bool  // the server speaks 2026-07-28 (see probe)
 	listenID atomic.Int64 // our subscriptions/listen request, 0 if none
+
+	burst burst // see AfterBurst
 }
 
 // Call is one request in flight on a child.
@@ -207,7 +209,11 @@ func (c *Conn) start() {
 
 func (c *Conn) readLoop() {
 	lr := jsonrpc.NewLineReader(c.proc.streams().stdout, c.b.opts.MaxMessageBytes)
+	defer c.endBurst()
 	for {
+		if c.burstPending() && !lr.LineBuffered() {
+			c.endBurst() // what the child wrote together is handled
+		}
 		buf, err := lr.NextRoom(jsonrpc.SpliceRoom)
 		if err == nil || errors.As(err, new(*jsonrpc.ErrLineTooLong)) {
 			c.reads.Add(1)

@@ -334,6 +334,7 @@ func (r *remote) deliver(data []byte) {
 		}
 		r.c.dispatch(msg)
 	}
+	r.c.endBurst()
 }
 
 // trySend queues a message without waiting.

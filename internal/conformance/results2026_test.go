@@ -20,14 +20,16 @@ func TestCheckRegressions(t *testing.T) {
 		sc("s3", statusSuccess, statusSuccess, statusSuccess),
 		sc("s4", statusSuccess),
 		sc("exempt", statusSuccess),
+		sc("s5", statusSuccess, statusSuccess),
 	}}
 	other := &suiteRun{Target: "gateway", Scenarios: []scenarioResult{
 		sc("s1", statusSuccess, statusInfo),                   // b not exercised: a note
 		sc("s2", statusSuccess, statusSuccess),                // better than base
 		sc("s3", statusSuccess, statusSuccess, statusWarning), // second a lost
 		sc("exempt", statusFailure),
+		sc("s5", statusSuccess, statusFailure), // b exempt on its own
 	}}
-	lost, notes := checkRegressions(base, other, map[string]string{"exempt": "a reason"})
+	lost, notes := checkRegressions(base, other, map[string]string{"exempt": "a reason", "s5/b": "a reason"})
 	wantLost := []string{
 		"s3/a passes direct but not gateway: WARNING: why",
 		"s4/a passes direct but not gateway: the scenario did not run",

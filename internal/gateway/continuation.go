@@ -83,12 +83,17 @@ type continuation struct {
 	call    *call         // the backend call, which outlives the client's requests
 	first   *Stream       // the stream of the first request: the call's, diverted here
 	timeout time.Duration // the backend's client_request_timeout
+	// instance is the pool instance (instance = "session") the call runs
+	// on, taken from the first request's context when that request ends:
+	// it stays bound to the call until the continuation ends.
+	instance *backend.Backend
 
 	round   uint64          // of the requestState a retry must bring
 	caps    clientCaps      // of the client's latest request
 	pending []*inputRequest // the backend's requests not answered yet, in order
 	keys    int             // numbers the keys of inputRequests
 	waiter  *waiter         // the client request the next answer goes to; nil while the client holds an InputRequiredResult
+	asking  bool            // an InputRequiredResult is due once the backend's burst is read (askAfterBurst)
 	answer  []byte          // the call's final answer, kept for the next retry; nil while it runs
 	dropped bool            // the call ended without an answer
 	timer   *time.Timer     // ends the continuation when the client does not retry
@@ -181,7 +186,30 @@ func (t *Continuations) HandleInput(in *Input) {
 		method: in.Request.Method,
 		params: jsonrpc.Compact(in.Request.Params),
 	})
-	if cont.waiter != nil {
+	if cont.waiter != nil && !cont.asking {
+		// Once the backend's requests sent together are all here, and
+		// inputGather after: one InputRequiredResult asks for them all.
+		cont.asking = true
+		in.Conn.AfterBurst(func() { time.AfterFunc(inputGather, func() { t.askAfterBurst(cont) }) })
+	}
+}
+
+// inputGather is how long the requests a backend sends for one call are
+// gathered, after it sent the first (and whatever it wrote with it),
+// before the client is asked for them (mcpgated(8)): a 2025 server that
+// sends several at once writes each on its own, and the client should get
+// them in one InputRequiredResult, as from a 2026 server, not in one round
+// trip each.
+const inputGather = 20 * time.Millisecond
+
+// askAfterBurst answers the waiting client request with an
+// InputRequiredResult for the requests that came, unless the call ended or
+// was answered meanwhile.
+func (t *Continuations) askAfterBurst(cont *continuation) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	cont.asking = false
+	if !cont.ended && cont.waiter != nil && len(cont.pending) > 0 {
 		cont.inputRequired()
 	}
 }
@@ -220,6 +248,7 @@ func (t *Continuations) start(in *Input) (*continuation, string) {
 		caps:    s.caps,
 		waiter:  &waiter{sess: s, id: c.clientID, stream: in.Stream},
 	}
+	cont.instance = s.keepInstance(in.Conn.Backend())
 	// The backend started answering: a fallback would repeat what it did.
 	c.answering.Store(true)
 	t.byID[cont.id] = cont
@@ -268,6 +297,7 @@ func (t *Continuations) endAll(why string, onlyWaiting bool) {
 	t.mu.Lock()
 	var calls []*call
 	var pending []*inputRequest
+	var instances []*backend.Backend
 	for _, cont := range t.byID {
 		if onlyWaiting && cont.waiter != nil {
 			continue
@@ -275,14 +305,47 @@ func (t *Continuations) endAll(why string, onlyWaiting bool) {
 		calls = append(calls, cont.call)
 		pending = append(pending, cont.pending...)
 		cont.pending = nil
+		if inst := cont.takeInstance(); inst != nil {
+			instances = append(instances, inst)
+		}
 		cont.end("")
 	}
 	t.mu.Unlock()
-	// As in expire: the calls are cancelled before their requests fail.
+	// As in expire: the calls are cancelled before their requests fail,
+	// and their instances are released last, as a session's are.
 	for _, c := range calls {
 		c.cancel(why)
 	}
 	for _, r := range pending {
 		r.conn.ReplyError(r.id, jsonrpc.Errorf(CodeShuttingDown, "the client cannot answer %s: %s", r.method, why))
 	}
+	for _, inst := range instances {
+		inst.Release()
+	}
+}
+
+// keepInstance takes inst, the pool instance a stateless request's call
+// runs on, out of the request's context, so that the request's end (once
+// its InputRequiredResult is written) does not stop it: the call goes on
+// there, and a later request of the backend's can only be the call's. It
+// returns nil when inst is not one of the request's instances (a backend
+// without a pool, or a request that ended already and released it).
+func (s *Session) keepInstance(inst *backend.Backend) *backend.Backend {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for name, bound := range s.instances {
+		if bound == inst {
+			delete(s.instances, name)
+			return inst
+		}
+	}
+	return nil
+}
+
+// takeInstance returns the continuation's instance, if any, which the
+// caller releases once the call is cancelled.
+func (cont *continuation) takeInstance() *backend.Backend {
+	inst := cont.instance
+	cont.instance = nil
+	return inst
 }

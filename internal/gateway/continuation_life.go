@@ -90,7 +90,7 @@ func (cont *continuation) fromCall(data []byte, final bool) {
 		return
 	}
 	cont.deliver(w, data)
-	cont.end("")
+	cont.end("the call it belongs to ended") // its requests that came with the answer
 }
 
 // deliver gives the call's answer to the waiting request, under its id.
@@ -124,7 +124,9 @@ func (cont *continuation) replyPending(why string) {
 }
 
 // end forgets the continuation; the backend's requests still waiting get
-// an error saying why.
+// an error saying why. A pool instance it holds is released, as a
+// session's is when the session ends, unless the caller took it first to
+// release it after cancelling the call (takeInstance).
 func (cont *continuation) end(why string) {
 	if cont.ended {
 		return
@@ -135,6 +137,10 @@ func (cont *continuation) end(why string) {
 	}
 	if why != "" {
 		cont.replyPending(why)
+	}
+	if inst := cont.takeInstance(); inst != nil {
+		// Not under t.mu: releasing reports the pool's change.
+		go inst.Release()
 	}
 	t := cont.t
 	delete(t.byID, cont.id)
@@ -157,6 +163,7 @@ func (cont *continuation) expire(round uint64) {
 	why := fmt.Sprintf("the client did not retry within %s (client_request_timeout of backend %q)", cont.timeout, cont.call.b.Name())
 	pending := cont.pending
 	cont.pending = nil
+	inst := cont.takeInstance()
 	cont.end("")
 	t.mu.Unlock()
 	t.log.Info(fmt.Sprintf("cancelled a call of client %q at backend %q: %s", cont.client, cont.call.b.Name(), why),
@@ -168,6 +175,9 @@ func (cont *continuation) expire(round uint64) {
 	cont.call.cancel(why)
 	for _, r := range pending {
 		r.conn.ReplyError(r.id, jsonrpc.Errorf(CodeTimeout, "%s", why))
+	}
+	if inst != nil {
+		inst.Release() // after the cancellation, as when a session ends
 	}
 }
 

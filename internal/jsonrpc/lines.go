@@ -2,6 +2,7 @@ package jsonrpc
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -51,6 +52,17 @@ func (lr *LineReader) NextRoom(room int) (buf []byte, err error) {
 			return buf, err
 		}
 	}
+}
+
+// LineBuffered reports whether a whole line is read already and waits in
+// the buffer: if not, the next Next or NextRoom may block.
+func (lr *LineReader) LineBuffered() bool {
+	n := lr.r.Buffered()
+	if n == 0 {
+		return false
+	}
+	b, _ := lr.r.Peek(n)
+	return bytes.IndexByte(b, '\n') >= 0
 }
 
 // readLine reads a line into a slice of its exact size (plus room). A line
