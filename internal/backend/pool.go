@@ -301,6 +301,10 @@ func (p *pool) removed(ib *Backend) {
 // session and gives the catalog its lists; one that gave up is replaced.
 func (p *pool) changed(ib *Backend) {
 	st := ib.Status()
+	// Readiness (settled) comes after the entry's state is published:
+	// whoever waited for it finds the pool healthy, or failed, in the
+	// catalog it then builds.
+	settle := false
 	p.mu.Lock()
 	in := p.insts[ib]
 	if in == nil {
@@ -319,7 +323,7 @@ func (p *pool) changed(ib *Backend) {
 		} else if !sameLists(p.b.Lists(), ib.Lists()) {
 			ib.log.Warn(fmt.Sprintf("backend %q: instance %d lists other tools, prompts or resources than the first one; the catalog keeps the first one's", ib.name, ib.opts.Instance))
 		}
-		p.b.settle()
+		settle = true
 		p.dispatch()
 	case Failed:
 		if !in.stopping {
@@ -333,10 +337,10 @@ func (p *pool) changed(ib *Backend) {
 				p.waiters = nil
 			}
 		}
-		p.b.settle()
+		settle = true
 	case Starting:
 		if st.Retrying {
-			p.b.settle() // readiness waits for the first attempt only
+			settle = true // readiness waits for the first attempt only
 		}
 	}
 	p.mu.Unlock()
@@ -344,6 +348,9 @@ func (p *pool) changed(ib *Backend) {
 		p.scheduleRefill()
 	}
 	p.publish()
+	if settle {
+		p.b.settle()
+	}
 }
 
 // sameLists reports whether two instances' catalogs agree.
