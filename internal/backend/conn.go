@@ -17,7 +17,8 @@ import (
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
 )
 
-// ProtocolVersion is the MCP version the gateway asks its backends for.
+// ProtocolVersion is the MCP version the gateway asks its legacy backends
+// for in initialize (see ModernProtocolVersion for the others).
 const ProtocolVersion = "2025-11-25"
 
 // Errors a call can end with.
