@@ -120,10 +120,16 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		h.post(w, r)
-	case http.MethodGet:
-		h.get(w, r)
-	case http.MethodDelete:
-		h.delete(w, r)
+	case http.MethodGet, http.MethodDelete:
+		if r.Header.Get(headerSession) == "" && modernHeader(r.Header) {
+			h.sessionless(w, r)
+			return
+		}
+		if r.Method == http.MethodGet {
+			h.get(w, r)
+		} else {
+			h.delete(w, r)
+		}
 	case http.MethodOptions:
 		w.Header().Set("Access-Control-Allow-Methods", "GET, POST, DELETE")
 		w.Header().Set("Access-Control-Allow-Headers", "Content-Type, Accept, Authorization, Mcp-Session-Id, Mcp-Protocol-Version, Last-Event-Id, Mcp-Method, Mcp-Name")
@@ -172,9 +178,9 @@ func (h *Handler) post(w http.ResponseWriter, r *http.Request) {
 		h.rpcError(w, http.StatusBadRequest, nil, jsonrpc.CodeParseError, "parse error: the body is not valid UTF-8, as JSON text must be")
 		return
 	}
-	stateless := r.Header.Get(headerSession) == ""
+	noSession := r.Header.Get(headerSession) == ""
 	if jsonrpc.IsBatch(body) {
-		if stateless && modernHeader(r.Header) {
+		if noSession && modernHeader(r.Header) {
 			h.rpcError(w, http.StatusBadRequest, nil, jsonrpc.CodeInvalidRequest, "MCP %s has no batches: send each request in a POST of its own", gateway.ModernProtocolVersion)
 			return
 		}
@@ -186,7 +192,7 @@ func (h *Handler) post(w http.ResponseWriter, r *http.Request) {
 		h.rpcError(w, http.StatusBadRequest, nil, jsonrpc.AsError(err).Code, "%s", jsonrpc.AsError(err).Message)
 		return
 	}
-	if stateless && isModern(r.Header, msg) {
+	if noSession && isModern(r.Header, msg) {
 		h.stateless(w, r, msg, sse, &held)
 		return
 	}

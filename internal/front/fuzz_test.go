@@ -53,6 +53,7 @@ func (truncatedBody) Close() error { return nil }
 func FuzzHandler(f *testing.F) {
 	init := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-03-26","capabilities":{}}}`
 	std := "Content-Type: application/json\nAccept: application/json, text/event-stream\nMcp-Session-Id: $SESSION\n"
+	modern := "Content-Type: application/json\nAccept: application/json, text/event-stream\nMcp-Protocol-Version: 2026-07-28\n"
 	for _, s := range []struct {
 		method, header, body string
 		repeat               uint16
@@ -72,6 +73,11 @@ func FuzzHandler(f *testing.F) {
 		{"DELETE", "Mcp-Session-Id: $SESSION\n", ``, 0, false},
 		{"OPTIONS", "Origin: http://localhost\n", ``, 0, false},
 		{"BREW", "Host: evil.example\n", `coffee`, 3, false},
+		// Stateless (2026-07-28) requests: no session.
+		{"POST", modern + "Mcp-Method: server/discover\n", `{"jsonrpc":"2.0","id":1,"method":"server/discover","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}`, 0, false},
+		{"POST", modern + "Mcp-Method: tools/call\nMcp-Name: =?base64?eA==?=\n", `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{},"io.modelcontextprotocol/logLevel":"info"},"name":"x"}}`, 0, false},
+		{"POST", modern + "Mcp-Method: subscriptions/listen\n", `{"jsonrpc":"2.0","id":"l","method":"subscriptions/listen","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}},"notifications":{"toolsListChanged":true,"resourceSubscriptions":["a://b"]}}}`, 0, false},
+		{"POST", modern + "Mcp-Method: ping\n", `[{"jsonrpc":"2.0","id":1,"method":"ping","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}}]`, 0, false},
 	} {
 		f.Add(s.method, s.header, []byte(s.body), s.repeat, s.truncate)
 	}

@@ -31,9 +31,9 @@ func isModern(hdr http.Header, msg *jsonrpc.Message) bool {
 	if msg.IsRequest() && msg.Method == "initialize" {
 		return false // a 2025 session starts, whatever else it carries
 	}
-	if _, _, err := jsonrpc.FindPath(msg.Params, "_meta", gateway.MetaProtocolVersion); err != nil {
-		return true // ambiguous: refused as a malformed stateless request
-	} else if v, _, _ := jsonrpc.LookupPath(msg.Params, "_meta", gateway.MetaProtocolVersion); v != nil {
+	// An ambiguous or malformed _meta counts too: it is refused as a
+	// malformed stateless request.
+	if v, _, err := jsonrpc.FindPath(msg.Params, "_meta", gateway.MetaProtocolVersion); err != nil || v != nil {
 		return true
 	}
 	return modernHeader(hdr)
@@ -212,4 +212,11 @@ func (h *Handler) stateless(w http.ResponseWriter, r *http.Request, msg *jsonrpc
 	st := sess.NewStream(1, sse)
 	sess.HandleRequest(msg, st)
 	h.answer(w, r, sess, st, false)
+}
+
+// sessionless answers a GET or DELETE of a 2026-07-28 client, which has no
+// session to stream or end: 405, as that revision says.
+func (h *Handler) sessionless(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Allow", "POST")
+	h.httpError(w, http.StatusMethodNotAllowed, "MCP %s has no %s: POST subscriptions/listen for notifications", gateway.ModernProtocolVersion, r.Method)
 }

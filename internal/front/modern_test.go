@@ -66,3 +66,17 @@ func FuzzCheckModern(f *testing.F) {
 		}
 	})
 }
+
+func BenchmarkCheckModern(b *testing.B) {
+	msg, _ := jsonrpc.Parse([]byte(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{},"io.modelcontextprotocol/clientInfo":{"name":"c","version":"1"}},"name":"s__echo","arguments":{"text":"hello"}}}`))
+	hdr := http.Header{}
+	hdr.Set(headerProtocol, "2026-07-28")
+	hdr.Set(headerMethod, "tools/call")
+	hdr.Set(headerName, "s__echo")
+	b.ReportAllocs()
+	for b.Loop() {
+		if isModern(hdr, msg) {
+			checkModern(hdr, msg)
+		}
+	}
+}

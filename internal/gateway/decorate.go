@@ -60,7 +60,8 @@ func (m *modernResult) decorate(method string, data []byte) ([]byte, int) {
 	if jsonrpc.FindEach(result, decoratedKeys, have[:]) != nil {
 		return data, 0
 	}
-	add := make([]byte, 0, 128+len(m.serverInfo))
+	var buf [256]byte // on the stack: only out is allocated per result
+	add := buf[:0]
 	if have[0] == nil {
 		add = append(add, `"resultType":"complete",`...)
 	}

@@ -92,3 +92,13 @@ func FuzzDecorate(f *testing.F) {
 		}
 	})
 }
+
+func BenchmarkDecorate(b *testing.B) {
+	var m modernResult
+	m.init("1.0")
+	resp := []byte(`{"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text","text":"` + string(make([]byte, 0)) + `hello"}],"structuredContent":{"text":"hello"}}}`)
+	b.ReportAllocs()
+	for b.Loop() {
+		m.decorate("tools/call", resp)
+	}
+}

@@ -209,6 +209,9 @@ func (g *Gateway) Request(b *backend.Backend, conn *backend.Conn, msg *jsonrpc.M
 	}
 	if !s.hasCapability(msg.Method) {
 		refuse(jsonrpc.CodeMethodNotFound, "the client did not declare the capability %s needs", msg.Method)
+		if s.stateless {
+			g.missingCapability(conn, msg.Method, s)
+		}
 		return
 	}
 	if s.stateless {

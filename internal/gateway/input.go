@@ -29,6 +29,9 @@ type InputHandler interface {
 	// whether it took the request; if so it must push exactly one
 	// response on stream (PushResponse) or end it otherwise, as
 	// HandleRequest does. If not, the request is routed as any other.
+	// It runs before the client's policy, audit and limits are applied:
+	// what it resumes must be bound to the client (s.Client()) and the
+	// call that was checked when it started.
 	HandleRetry(s *Session, msg *jsonrpc.Message, stream *Stream) bool
 }
 
@@ -112,4 +115,28 @@ func (s *Session) retried(msg *jsonrpc.Message, stream *Stream) bool {
 		return false // a 2026-07-28 backend's own exchange: routed as any call
 	}
 	return h.HandleRetry(s, msg, stream)
+}
+
+// capabilityOf names the client capability a backend's request needs
+// to go on. roots/list is not there: servers ask for roots on their own
+// and take a refusal as no roots.
+var capabilityOf = map[string]string{"sampling/createMessage": "sampling", "elicitation/create": "elicitation"}
+
+// missingCapability ends the stateless call that made a backend ask for
+// what its client did not declare: the backend call is cancelled and the
+// client gets -32021 naming the capability, so that it can declare it and
+// send the request again, rather than whatever the backend makes of the
+// refusal.
+func (g *Gateway) missingCapability(conn *backend.Conn, method string, s *Session) {
+	name, needed := capabilityOf[method]
+	c := latestCall(conn, s)
+	if c == nil || !needed {
+		return
+	}
+	e := jsonrpc.Errorf(CodeMissingClientCapability, "backend %q needs the client capability %q (it sent %s): declare it in %s and send the request again", conn.Backend().Name(), name, method, MetaClientCapabilities)
+	e.Data = []byte(`{"requiredCapabilities":{"` + name + `":{}}}`)
+	if c.giveUp("the client lacks the capability "+name) && c.end() {
+		c.stream.push(jsonrpc.AppendError(nil, c.clientID, e), true)
+		g.callEnded()
+	}
 }

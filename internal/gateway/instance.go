@@ -53,6 +53,9 @@ func (s *Session) bindInstance(b *backend.Backend) (*backend.Backend, error) {
 	s.mu.Lock()
 	closed = s.closed
 	if !closed {
+		if s.instances == nil {
+			s.instances = map[string]*backend.Backend{} // a stateless request's first
+		}
 		s.instances[b.Name()] = inst
 	}
 	s.mu.Unlock()

@@ -12,6 +12,7 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -229,6 +230,21 @@ func TestStatelessHeaderRules(t *testing.T) {
 		})
 	}
 
+	// GET and DELETE of a 2026-07-28 client: 405, nothing to stream or end.
+	for _, method := range []string{http.MethodGet, http.MethodDelete} {
+		req, _ := http.NewRequest(method, d.URL, nil)
+		req.Header.Set("Accept", mcphttp.MediaSSE)
+		req.Header.Set(mcphttp.HeaderProtocol, modern)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusMethodNotAllowed {
+			t.Errorf("%s with MCP-Protocol-Version %s and no session: HTTP %d, want 405", method, modern, resp.StatusCode)
+		}
+	}
+
 	// The unsupported version's error lists what is supported and what
 	// was asked for.
 	_, m := modernCall(t, d.URL, strings.Replace(call, modern, "2099-01-01", 1), mcphttp.HeaderProtocol, "2099-01-01", "Mcp-Method", "tools/call", "Mcp-Name", "fake__echo")
@@ -373,23 +389,32 @@ func TestStatelessCancelAndClientRequests(t *testing.T) {
 		t.Errorf("cancellation reason %q, want one saying the client went away", reason)
 	}
 
-	for _, c := range []struct{ caps, want string }{
-		{`{"sampling":{}}`, "cannot relay sampling/createMessage"},
-		{`{}`, "did not declare"},
-	} {
-		got := modernEvents(t, d.URL, modernBody(2, "tools/call", `"name":"f__sample","arguments":{}`, modernMeta(c.caps)), modernHeaders("tools/call", "f__sample")...)
-		if m := methods(got); len(m) != 1 || !strings.Contains(string(got[0].Result), c.want) {
-			t.Errorf("sampling during a stateless call with capabilities %s: %v %s; want the backend refused with %q", c.caps, m, got[len(got)-1].Result, c.want)
-		}
+	got := modernEvents(t, d.URL, modernBody(2, "tools/call", `"name":"f__sample","arguments":{}`, modernMeta(`{"sampling":{}}`)), modernHeaders("tools/call", "f__sample")...)
+	if m := methods(got); len(m) != 1 || !strings.Contains(string(got[0].Result), "cannot relay sampling/createMessage") {
+		t.Errorf("sampling during a stateless call: %v %s; want the backend refused", m, got[len(got)-1].Result)
+	}
+
+	// Without the capability, the client learns which one it lacks, with
+	// HTTP 400, and the backend's call is cancelled.
+	status, m := modernCall(t, d.URL, modernBody(3, "tools/call", `"name":"f__sample","arguments":{"id":"nocap"}`, modernMeta(`{}`)), modernHeaders("tools/call", "f__sample")...)
+	data, _ := m["error"].(map[string]any)["data"].(map[string]any)
+	required, _ := data["requiredCapabilities"].(map[string]any)
+	if status != http.StatusBadRequest || errorCode(m) != -32021 || required["sampling"] == nil {
+		t.Errorf("sampling without the capability: HTTP %d %v; want 400 with -32021 naming sampling", status, m)
+	}
+	id = backendID(t, awaitRecorded(t, record, 1, `"name":"sample"`, `"id":"nocap"`)[0])
+	if reason := awaitCancelled(t, observer, "f__cancelled", id); !strings.Contains(reason, "capability sampling") {
+		t.Errorf("cancellation reason %q, want one naming the capability", reason)
 	}
 }
 
 // subscriptions/listen: acknowledged first with what the gateway agreed
-// to (max_subscriptions bounds the resources), then list_changed and resource updates tagged with the
+// to (max_subscriptions bounds the resources; a listener counts against
+// max_sessions), then list_changed and resource updates tagged with the
 // subscription id; closing the stream unsubscribes the backend.
 func TestStatelessListen(t *testing.T) {
 	record := recordFile(t, "f")
-	d := startGateway(t, "max_subscriptions = 1\n", fakeBackend(t, "f", "", "--resources", "2", "--record", record))
+	d := startGateway(t, "max_subscriptions = 1\nmax_sessions = 1\n", fakeBackend(t, "f", "", "--resources", "2", "--record", record))
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	body := modernBody("L1", "subscriptions/listen", `"notifications":{"toolsListChanged":true,"resourceSubscriptions":["fake://r/0","fake://r/1"]}`, modernMeta(`{}`))
@@ -456,6 +481,33 @@ func TestStatelessListen(t *testing.T) {
 		t.Errorf("got %+v, want tools/list_changed tagged L1", m)
 	}
 
+	// A listener counts as a session: max_sessions 1 is reached.
+	status, m := modernCall(t, d.URL, modernBody("L9", "subscriptions/listen", `"notifications":{"toolsListChanged":true}`, modernMeta(`{}`)), modernHeaders("subscriptions/listen", "")...)
+	if status != http.StatusOK || errorCode(m) != -32005 {
+		t.Errorf("a second listener beyond max_sessions 1: HTTP %d %v; want error -32005", status, m)
+	}
+
 	cancel() // the client closes the stream: the backend is unsubscribed
 	awaitRecorded(t, record, 1, `"method":"resources/unsubscribe"`, `fake://r/0`)
+
+	// A listener the gateway ends as it stops gets a result to its request.
+	resp = postRaw(t, context.Background(), d.URL, modernBody("L2", "subscriptions/listen", `"notifications":{"promptsListChanged":true}`, modernMeta(`{}`)), modernHeaders("subscriptions/listen", "")...)
+	defer resp.Body.Close()
+	r := mcphttp.NewEventReader(resp.Body, 1<<20)
+	var last message
+	for i := 0; ; i++ {
+		ev, err := r.Next()
+		if err != nil {
+			break
+		}
+		if i == 0 {
+			d.Signal(syscall.SIGTERM) // acknowledged: stop the gateway
+		}
+		if len(ev.Data) > 0 {
+			last = decode(t, string(ev.Data))
+		}
+	}
+	if string(last.ID) != `"L2"` || !strings.Contains(string(last.Result), `"io.modelcontextprotocol/subscriptionId":"L2"`) || !strings.Contains(string(last.Result), `"resultType":"complete"`) {
+		t.Errorf("the listen stream ended with %+v; want a result to L2 tagged with it", last)
+	}
 }

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/mcpgate/mcpgate/internal/testutil"
 )
 
 // statelessBody is an MCP 2026-07-28 request: params holds the members
@@ -110,5 +112,122 @@ func TestStatelessUnderAccessControl(t *testing.T) {
 	resp, body = exchange(t, http.DefaultClient, d.URL, list, statelessHeaders(cappedToken, "tools/list", "")...)
 	if resp.StatusCode != 429 || resp.Header.Get("Retry-After") == "" || !strings.Contains(body, "rate_limit") {
 		t.Errorf("capped's fourth stateless request: HTTP %d Retry-After %q %s; want 429 naming rate_limit", resp.StatusCode, resp.Header.Get("Retry-After"), body)
+	}
+}
+
+// A stateless call to a backend with an instance per session gets an
+// instance of its own for the call, released when the call ends: two
+// stateless calls never share a process's state.
+func TestStatelessCallOfAPooledBackend(t *testing.T) {
+	d := lifecycleGateway(t, t.TempDir(), pooledBackend)
+	testutil.Eventually(t, 30*time.Second, "the pool's idle instance", func() bool { return len(children(d)) == 1 })
+	pids := map[int]bool{}
+	for i := range 2 {
+		resp, body := exchange(t, http.DefaultClient, d.URL, statelessBody(i, "tools/call", `"name":"ded__pid"`),
+			"Mcp-Protocol-Version", "2026-07-28", "Mcp-Method", "tools/call", "Mcp-Name", "ded__pid")
+		result, errMsg := statelessResult(t, body)
+		if resp.StatusCode != 200 || errMsg != "" {
+			t.Fatalf("stateless call %d: HTTP %d %s", i, resp.StatusCode, body)
+		}
+		pid, count := counter(t, result["structuredContent"])
+		if count != 1 || pids[pid] {
+			t.Errorf("stateless call %d: pid %d count %d; want a fresh instance", i, pid, count)
+		}
+		pids[pid] = true
+	}
+}
+
+// A real, published server behind the gateway, used by a stateless
+// client in raw HTTP: discover, list, call, progress on the response
+// stream, and a resource read by the Mcp-Name its URI gives.
+func TestStatelessWithServerEverything(t *testing.T) {
+	bin := testutil.NpmServer(t, "mcp-server-everything")
+	d := gateway(t, fmt.Sprintf("[backends.everything]\ncommand = %q\nargs = [\"stdio\"]\n", bin))
+	post := func(id int, method, name, params string, more ...string) (*http.Response, string) {
+		t.Helper()
+		h := append([]string{"Mcp-Protocol-Version", "2026-07-28", "Mcp-Method", method}, more...)
+		if name != "" {
+			h = append(h, "Mcp-Name", name)
+		}
+		return exchange(t, http.DefaultClient, d.URL, statelessBody(id, method, params), h...)
+	}
+	_, body := post(1, "server/discover", "", "")
+	if result, errMsg := statelessResult(t, body); errMsg != "" || result["instructions"] == nil || result["capabilities"].(map[string]any)["tools"] == nil {
+		t.Errorf("server/discover: %s", body)
+	}
+	_, body = post(2, "tools/list", "", "")
+	if result, _ := statelessResult(t, body); !strings.Contains(body, `"name":"everything__echo"`) || result["cacheScope"] != "private" || result["resultType"] != "complete" {
+		t.Errorf("tools/list: %.300s", body)
+	}
+	_, body = post(3, "tools/call", "everything__echo", `"name":"everything__echo","arguments":{"message":"hello statelessly"}`)
+	if result, _ := statelessResult(t, body); !strings.Contains(fmt.Sprint(result["content"]), "hello statelessly") || result["resultType"] != "complete" {
+		t.Errorf("everything__echo: %s", body)
+	}
+
+	progress := strings.Replace(statelessBody(4, "tools/call", `"name":"everything__trigger-long-running-operation","arguments":{"duration":0.2,"steps":2}`),
+		`"io.modelcontextprotocol/clientCapabilities":{}`, `"io.modelcontextprotocol/clientCapabilities":{},"progressToken":"tok"`, 1)
+	resp, body := exchange(t, http.DefaultClient, d.URL, progress, "Mcp-Protocol-Version", "2026-07-28", "Mcp-Method", "tools/call", "Mcp-Name", "everything__trigger-long-running-operation")
+	if !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") || strings.Count(body, `"method":"notifications/progress"`) != 2 ||
+		strings.Contains(body, "\nid:") || !strings.Contains(body, "Long running operation completed") {
+		t.Errorf("long-running operation: %s %s", resp.Header.Get("Content-Type"), body)
+	}
+
+	_, body = post(5, "resources/list", "", "")
+	var list struct {
+		Result struct {
+			Resources []struct{ URI string } `json:"resources"`
+		} `json:"result"`
+	}
+	if err := json.Unmarshal([]byte(body), &list); err != nil || len(list.Result.Resources) == 0 {
+		t.Fatalf("resources/list: %v %.300s", err, body)
+	}
+	uri := list.Result.Resources[0].URI
+	_, body = post(6, "resources/read", uri, fmt.Sprintf(`"uri":%q`, uri))
+	if result, errMsg := statelessResult(t, body); errMsg != "" || result["contents"] == nil || result["ttlMs"] == nil {
+		t.Errorf("resources/read %s: %.300s", uri, body)
+	}
+}
+
+// server/discover answers per client: what a client's policy hides of a
+// backend (here all of b) adds nothing to its capabilities or
+// instructions.
+func TestStatelessDiscoverPerClient(t *testing.T) {
+	bins := testutil.Build(t)
+	toml, url := testutil.ConfigWith(t, fmt.Sprintf(`
+[backends.a]
+command = %[1]q
+args = ["--instructions", "instructions of a"]
+
+[backends.b]
+command = %[1]q
+args = ["--resources", "1", "--prompts", "--instructions", "instructions of b"]
+
+[clients.full]
+token_sha256 = %[2]q
+
+[clients.narrow]
+token_sha256 = %[3]q
+tools = ["a__*"]
+prompts = []
+resources = []
+`, bins.Fake, sha256Hex(fullToken), sha256Hex(narrowToken)), testutil.ConfigOptions{Auth: "required"})
+	d := testutil.StartDaemon(t, toml, url, testutil.DaemonOptions{})
+	discover := func(token string) map[string]any {
+		t.Helper()
+		_, body := exchange(t, http.DefaultClient, d.URL, statelessBody(1, "server/discover", ""), statelessHeaders(token, "server/discover", "")...)
+		result, errMsg := statelessResult(t, body)
+		if errMsg != "" {
+			t.Fatalf("server/discover: %s", body)
+		}
+		return result
+	}
+	full, narrow := discover(fullToken), discover(narrowToken)
+	fullCaps, narrowCaps := full["capabilities"].(map[string]any), narrow["capabilities"].(map[string]any)
+	if fullCaps["resources"] == nil || fullCaps["prompts"] == nil || !strings.Contains(fmt.Sprint(full["instructions"]), "instructions of b") {
+		t.Errorf("full's discover: %v", full)
+	}
+	if narrowCaps["tools"] == nil || narrowCaps["resources"] != nil || narrowCaps["prompts"] != nil ||
+		strings.Contains(fmt.Sprint(narrow["instructions"]), "instructions of b") || !strings.Contains(fmt.Sprint(narrow["instructions"]), "instructions of a") {
+		t.Errorf("narrow's discover: %v; want a's tools and instructions only", narrow)
 	}
 }
