@@ -61,6 +61,7 @@ type Conn struct {
 
 	modern   atomic.Bool  // the server speaks 2026-07-28 (see probe)
 	listenID atomic.Int64 // our subscriptions/listen request, 0 if none
+	listen   listener     // its filter and request
 }
 
 // Call is one request in flight on a child.
@@ -345,6 +346,9 @@ func (c *Conn) fail(err error) {
 // once. Params must not contain line breaks (see jsonrpc.Compact).
 func (c *Conn) Go(ctx context.Context, method string, params json.RawMessage, owner any, deliver func(*jsonrpc.Message, error)) (*Call, error) {
 	if c.modern.Load() {
+		if method == "resources/subscribe" || method == "resources/unsubscribe" {
+			return c.resourceSubscription(method, params, owner, deliver), nil // gone in 2026-07-28
+		}
 		var err error
 		if params, err = c.withMeta(params); err != nil {
 			return nil, err
