@@ -309,7 +309,8 @@ func (c *Conn) dispatch(msg *jsonrpc.Message) {
 			return
 		}
 		if msg.Method == "notifications/subscriptions/acknowledged" && c.modern.Load() {
-			return // the answer to our subscriptions/listen
+			c.acknowledged(msg.Params) // the answer to our subscriptions/listen
+			return
 		}
 		c.b.opts.Handler.Notification(c.b, c, msg)
 	default:

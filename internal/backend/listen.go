@@ -16,9 +16,23 @@ import (
 // clients subscribed to, which 2026-07-28 has in place of
 // resources/subscribe and the GET stream.
 type listener struct {
-	mu   sync.Mutex
-	uris []string // resources subscribed to, sorted
-	open *Call    // the request in flight, nil if none
+	mu    sync.Mutex
+	uris  []string      // resources subscribed to, sorted
+	open  *Call         // the request in flight, nil if none
+	acked chan struct{} // closed when the server acknowledged open
+}
+
+// acknowledged takes notifications/subscriptions/acknowledged: the open
+// request, whose id its _meta names, now delivers what it asked for.
+func (c *Conn) acknowledged(params json.RawMessage) {
+	raw, _, _ := jsonrpc.LookupPath(params, "_meta", "io.modelcontextprotocol/subscriptionId")
+	l := &c.listen
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.open != nil && string(raw) == string(jsonrpc.IntID(l.open.ID)) && l.acked != nil {
+		close(l.acked)
+		l.acked = nil
+	}
 }
 
 // subscribe opens subscriptions/listen for the list changes the server
@@ -90,7 +104,7 @@ func (c *Conn) subscribeWith(backoff time.Duration) {
 		c.log.Info(fmt.Sprintf("backend %q: could not subscribe to list changes: %v", c.b.name, err))
 		return
 	}
-	me, l.open = call, call
+	me, l.open, l.acked = call, call, make(chan struct{})
 	c.listenID.Store(call.ID)
 }
 
@@ -133,7 +147,9 @@ func (c *Conn) listenFilter() []byte {
 // joins or leaves the resourceSubscriptions of the connection's
 // subscriptions/listen, opened again with the new filter, and its
 // notifications/resources/updated come on that stream. The answer is
-// delivered at once, on a goroutine of its own, as Go promises.
+// delivered on a goroutine of its own, as Go promises, once the server
+// acknowledged the new request (an error if it does not within the
+// backend's timeout).
 func (c *Conn) resourceSubscription(method string, params json.RawMessage, owner any, deliver func(*jsonrpc.Message, error)) *Call {
 	call := &Call{ID: c.nextID.Add(1), Method: method, Owner: owner, deliver: deliver}
 	answer := &jsonrpc.Message{ID: jsonrpc.IntID(call.ID), Result: json.RawMessage(`{}`)}
@@ -159,6 +175,24 @@ func (c *Conn) resourceSubscription(method string, params json.RawMessage, owner
 		l.mu.Unlock()
 		if changed {
 			c.subscribeWith(0)
+			l.mu.Lock()
+			acked := l.acked
+			l.mu.Unlock()
+			if acked != nil {
+				go func() {
+					timer := time.NewTimer(c.b.cfg.Timeout)
+					defer timer.Stop()
+					select {
+					case <-acked:
+					case <-timer.C:
+						answer = &jsonrpc.Message{ID: answer.ID, Error: errorObject(jsonrpc.Errorf(jsonrpc.CodeInternalError, "backend %q did not acknowledge subscriptions/listen within %s (timeout)", c.b.name, c.b.cfg.Timeout))}
+					case <-c.done:
+						answer = &jsonrpc.Message{ID: answer.ID, Error: errorObject(jsonrpc.Errorf(jsonrpc.CodeInternalError, "backend %q is gone", c.b.name))}
+					}
+					deliver(answer, nil)
+				}()
+				return call
+			}
 		}
 	}
 	go deliver(answer, nil)
