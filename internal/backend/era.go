@@ -165,16 +165,18 @@ func (b *Backend) probeBound() time.Duration {
 }
 
 // modernHandshake is the handshake of a modern server after its probe:
-// the first fetch of every list it declared, then a subscription to the
-// list changes it announces.
+// a subscription to the list changes it announces, acknowledged (or
+// refused) before the first fetch of every list it declared, so that no
+// change falls between the two.
 func (c *Conn) modernHandshake(ctx context.Context) (*Lists, error) {
+	c.subscribe()
+	c.awaitAcknowledged(ctx)
 	c.lists.dirty.Store(0)
 	lists, err := c.fetch(ctx, listAll, &Lists{})
 	if err != nil {
 		return nil, err
 	}
 	go c.lists.run()
-	c.subscribe()
 	return lists, nil
 }
 

@@ -20,6 +20,28 @@ type listener struct {
 	uris  []string      // resources subscribed to, sorted
 	open  *Call         // the request in flight, nil if none
 	acked chan struct{} // closed when the server acknowledged open
+	ended chan struct{} // closed when open got its answer or failed
+}
+
+// awaitAcknowledged waits until the server acknowledged the open
+// subscription, refused it, ctx ends or health_timeout (at least a
+// second) passed; without one it returns at once.
+func (c *Conn) awaitAcknowledged(ctx context.Context) {
+	l := &c.listen
+	l.mu.Lock()
+	acked, ended := l.acked, l.ended
+	l.mu.Unlock()
+	if acked == nil || ended == nil {
+		return
+	}
+	timer := time.NewTimer(max(c.b.cfg.HealthTimeout, time.Second))
+	defer timer.Stop()
+	select {
+	case <-acked:
+	case <-ended:
+	case <-timer.C:
+	case <-ctx.Done():
+	}
 }
 
 // acknowledged takes notifications/subscriptions/acknowledged: the open
@@ -66,7 +88,9 @@ func (c *Conn) subscribeWith(backoff time.Duration) {
 	params = append(params, "}}"...)
 	opened := time.Now()
 	var me *Call
+	ended := make(chan struct{})
 	call, err := c.Go(context.Background(), "subscriptions/listen", params, nil, func(m *jsonrpc.Message, err error) {
+		close(ended)
 		l.mu.Lock()
 		current := l.open == me
 		if current {
@@ -104,7 +128,7 @@ func (c *Conn) subscribeWith(backoff time.Duration) {
 		c.log.Info(fmt.Sprintf("backend %q: could not subscribe to list changes: %v", c.b.name, err))
 		return
 	}
-	me, l.open, l.acked = call, call, make(chan struct{})
+	me, l.open, l.acked, l.ended = call, call, make(chan struct{}), ended
 	c.listenID.Store(call.ID)
 }
 
