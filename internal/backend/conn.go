@@ -17,7 +17,8 @@ import (
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
 )
 
-// ProtocolVersion is the MCP version the gateway asks its backends for.
+// ProtocolVersion is the MCP version the gateway asks its legacy backends
+// for in initialize (see ModernProtocolVersion for the others).
 const ProtocolVersion = "2025-11-25"
 
 // Errors a call can end with.
@@ -60,6 +61,7 @@ type Conn struct {
 
 	modern   atomic.Bool  // the server speaks 2026-07-28 (see probe)
 	listenID atomic.Int64 // our subscriptions/listen request, 0 if none
+	listen   listener     // its filter and request
 }
 
 // Call is one request in flight on a child.
@@ -271,7 +273,8 @@ func (c *Conn) dispatch(msg *jsonrpc.Message) {
 			return
 		}
 		if msg.Method == "notifications/subscriptions/acknowledged" && c.modern.Load() {
-			return // the answer to our subscriptions/listen
+			c.acknowledged(msg.Params) // the answer to our subscriptions/listen
+			return
 		}
 		c.b.opts.Handler.Notification(c.b, c, msg)
 	default:
@@ -308,6 +311,9 @@ func (c *Conn) fail(err error) {
 // once. Params must not contain line breaks (see jsonrpc.Compact).
 func (c *Conn) Go(ctx context.Context, method string, params json.RawMessage, owner any, deliver func(*jsonrpc.Message, error)) (*Call, error) {
 	if c.modern.Load() {
+		if method == "resources/subscribe" || method == "resources/unsubscribe" {
+			return c.resourceSubscription(method, params, owner, deliver), nil // gone in 2026-07-28
+		}
 		var err error
 		if params, err = c.withMeta(params); err != nil {
 			return nil, err

@@ -165,16 +165,18 @@ func (b *Backend) probeBound() time.Duration {
 }
 
 // modernHandshake is the handshake of a modern server after its probe:
-// the first fetch of every list it declared, then a subscription to the
-// list changes it announces.
+// a subscription to the list changes it announces, acknowledged (or
+// refused) before the first fetch of every list it declared, so that no
+// change falls between the two.
 func (c *Conn) modernHandshake(ctx context.Context) (*Lists, error) {
+	c.subscribe()
+	c.awaitAcknowledged(ctx)
 	c.lists.dirty.Store(0)
 	lists, err := c.fetch(ctx, listAll, &Lists{})
 	if err != nil {
 		return nil, err
 	}
 	go c.lists.run()
-	c.subscribe()
 	return lists, nil
 }
 
@@ -260,75 +262,6 @@ func (b *Backend) clientInfo() []byte {
 	out := append([]byte(nil), `{"name":"mcpgate","version":`...)
 	out = jsonrpc.AppendString(out, b.opts.Version)
 	return append(out, '}')
-}
-
-// subscribe opens subscriptions/listen for the list changes the server
-// announces, so that its lists are refreshed as a legacy server's
-// list_changed makes them. The request stays pending while the
-// connection lives; it is not a call in flight (idle_stop ignores it).
-// When the server ends it or a remote stream drops while the connection
-// lives, it is opened again after restart_backoff_initial, doubling up to
-// restart_backoff_max while that keeps happening, and every list is read
-// again: changes may have been missed meanwhile. A server that refuses it
-// has its lists refreshed at catalog_refresh only.
-func (c *Conn) subscribe() { c.subscribeWith(0) }
-
-// subscribeWith subscribes; backoff is the wait before this attempt.
-func (c *Conn) subscribeWith(backoff time.Duration) {
-	caps := c.Server().Capabilities
-	var filter []byte
-	add := func(key string) {
-		if len(filter) > 0 {
-			filter = append(filter, ',')
-		}
-		filter = append(filter, `"`+key+`":true`...)
-	}
-	if caps.Tools != nil && caps.Tools.ListChanged {
-		add("toolsListChanged")
-	}
-	if caps.Prompts != nil && caps.Prompts.ListChanged {
-		add("promptsListChanged")
-	}
-	if caps.Resources != nil && caps.Resources.ListChanged {
-		add("resourcesListChanged")
-	}
-	if filter == nil {
-		return
-	}
-	params := append([]byte(`{"notifications":{`), filter...)
-	params = append(params, "}}"...)
-	opened := time.Now()
-	call, err := c.Go(context.Background(), "subscriptions/listen", params, nil, func(m *jsonrpc.Message, err error) {
-		c.listenID.Store(0)
-		switch {
-		case err != nil:
-			c.log.Debug("the subscription to list changes ended", "err", err)
-		case m.Error != nil:
-			c.log.Info(fmt.Sprintf("backend %q refused subscriptions/listen; its lists are refreshed only at catalog_refresh", c.b.name), "error", truncate(m.Error, 200))
-			return
-		default:
-			c.log.Debug("the server ended the subscription to list changes")
-		}
-		if c.ended() {
-			return
-		}
-		next := max(backoff*2, c.b.cfg.RestartBackoffInitial, 10*time.Millisecond)
-		if time.Since(opened) > c.b.cfg.RestartBackoffMax {
-			next = max(c.b.cfg.RestartBackoffInitial, 10*time.Millisecond) // it lasted: start over
-		}
-		next = min(next, max(c.b.cfg.RestartBackoffMax, 10*time.Millisecond))
-		time.AfterFunc(next, func() {
-			if !c.ended() {
-				c.lists.refreshAll()
-				c.subscribeWith(next)
-			}
-		})
-	})
-	if err != nil {
-		c.log.Info(fmt.Sprintf("backend %q: could not subscribe to list changes: %v", c.b.name, err))
-		return
-	}
-	c.listenID.CompareAndSwap(0, call.ID)
 }
 
 // CachedEra is the era and protocol version of the server whose catalog

@@ -51,8 +51,8 @@ func checkModern(t *testing.T, r *remoteRun) {
 	if !r.b.Conn().Modern() {
 		t.Error("the connection does not speak 2026-07-28")
 	}
-	if n := len(r.b.Lists().Tools); n != 4 {
-		t.Errorf("%d tools listed, want 4", n)
+	if n := len(r.b.Lists().Tools); n != 5 {
+		t.Errorf("%d tools listed, want 5", n)
 	}
 	res, err := r.call(t, "echo", `{"text":"stateless"}`)
 	if err != nil || !strings.Contains(string(res), "echo: stateless") {
@@ -65,7 +65,18 @@ func checkModern(t *testing.T, r *remoteRun) {
 	if _, err := r.call(t, "add_tool", `{"name":"late"}`); err != nil {
 		t.Fatal(err)
 	}
-	r.awaitTools(t, 5)
+	r.awaitTools(t, 6)
+	// resources/subscribe, which 2026-07-28 has not, becomes a
+	// resourceSubscriptions of the listen stream.
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	if res, err := r.b.Conn().Call(ctx, "resources/subscribe", json.RawMessage(`{"uri":"note://one"}`)); err != nil || string(res) != "{}" {
+		t.Fatalf("resources/subscribe = %s, %v", res, err)
+	}
+	if _, err := r.call(t, "touch", `{}`); err != nil {
+		t.Fatal(err)
+	}
+	awaitItem(t, &r.h.notes, "notifications/resources/updated", func(m string) bool { return m == "notifications/resources/updated" })
 }
 
 // A stdio server that answers server/discover with 2026-07-28 is a modern
@@ -221,7 +232,7 @@ func TestEraModernRemoteSubscribesAgain(t *testing.T) {
 	if _, err := r.call(t, "add_tool", `{"name":"later"}`); err != nil {
 		t.Fatal(err)
 	}
-	r.awaitTools(t, 5)
+	r.awaitTools(t, 6)
 }
 
 // Published 2025 servers answer server/discover with an error: they are
