@@ -60,6 +60,7 @@ type Conn struct {
 	lastActive atomic.Int64 // unix nanoseconds of the last call sent or answered, for idle_stop
 
 	modern   atomic.Bool  // the server speaks 2026-07-28 (see probe)
+	dual     atomic.Bool  // initialized, and speaks 2026-07-28 per request too (see EraDual)
 	listenID atomic.Int64 // our subscriptions/listen request, 0 if none
 	listen   listener     // its filter and request
 }
@@ -73,6 +74,7 @@ type Call struct {
 	// child sends back while the call is in flight.
 	Owner   any
 	deliver func(*jsonrpc.Message, error)
+	modern  bool // sent in the 2026-07-28 era (see GoModern)
 }
 
 // Handler receives messages a child sends on its own initiative. Both methods
@@ -310,8 +312,12 @@ func (c *Conn) fail(err error) {
 // answered through deliver like any other. Either way the call ends exactly
 // once. Params must not contain line breaks (see jsonrpc.Compact).
 func (c *Conn) Go(ctx context.Context, method string, params json.RawMessage, owner any, deliver func(*jsonrpc.Message, error)) (*Call, error) {
-	if c.modern.Load() {
-		if method == "resources/subscribe" || method == "resources/unsubscribe" {
+	return c.goEra(ctx, c.modern.Load(), method, params, owner, deliver)
+}
+
+func (c *Conn) goEra(ctx context.Context, modern bool, method string, params json.RawMessage, owner any, deliver func(*jsonrpc.Message, error)) (*Call, error) {
+	if modern {
+		if c.modern.Load() && (method == "resources/subscribe" || method == "resources/unsubscribe") {
 			return c.resourceSubscription(method, params, owner, deliver), nil // gone in 2026-07-28
 		}
 		var err error
@@ -319,7 +325,7 @@ func (c *Conn) Go(ctx context.Context, method string, params json.RawMessage, ow
 			return nil, err
 		}
 	}
-	call := &Call{ID: c.nextID.Add(1), Method: method, Owner: owner, deliver: deliver}
+	call := &Call{ID: c.nextID.Add(1), Method: method, Owner: owner, deliver: deliver, modern: modern}
 	c.touch()
 	c.mu.Lock()
 	if c.gone != nil {
@@ -426,7 +432,7 @@ func (c *Conn) Abandon(call *Call, reason string) bool {
 	if call.Method == "initialize" {
 		return true // the spec forbids cancelling initialize
 	}
-	if c.remote == nil || !c.modern.Load() { // over 2026-07-28 HTTP, closing its stream cancels it
+	if c.remote == nil || !call.modern { // over 2026-07-28 HTTP, closing its stream cancels it
 		params := jsonrpc.AppendString([]byte(`{"requestId":`+strconv.FormatInt(call.ID, 10)+`,"reason":`), reason)
 		params = append(params, '}')
 		c.trySend(jsonrpc.AppendNotification(nil, "notifications/cancelled", params))

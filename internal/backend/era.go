@@ -25,15 +25,24 @@ const (
 	EraUnknown Era = iota // not started yet
 	EraLegacy             // the initialize handshake (2025-11-25 and before)
 	EraModern             // 2026-07-28: stateless, probed with server/discover
+	// EraDual is a remote server whose server/discover lists both
+	// 2026-07-28 and ProtocolVersion: it is initialized as a legacy one,
+	// and the requests of 2026-07-28 clients go to it in their own era,
+	// statelessly (see Conn.GoModern). Over stdio a connection has one
+	// era, picked by its first message; such a server is driven legacy.
+	EraDual
 )
 
-// String is how status and D-Bus show the era: "modern", "legacy" or "".
+// String is how status and D-Bus show the era: "modern", "legacy",
+// "dual" or "".
 func (e Era) String() string {
 	switch e {
 	case EraLegacy:
 		return "legacy"
 	case EraModern:
 		return "modern"
+	case EraDual:
+		return "dual"
 	}
 	return ""
 }
@@ -45,6 +54,8 @@ func (s *ServerInfo) Era() Era {
 		return EraUnknown
 	case s.ProtocolVersion == ModernProtocolVersion:
 		return EraModern
+	case s.Dual:
+		return EraDual
 	}
 	return EraLegacy
 }
@@ -60,6 +71,34 @@ const (
 // Modern reports whether the connection speaks 2026-07-28 to its server.
 // It is decided by the handshake, before any call is sent.
 func (c *Conn) Modern() bool { return c.modern.Load() }
+
+// Dual reports whether the connection's server is of EraDual: initialized
+// as a legacy one, it takes requests sent with GoModern in 2026-07-28.
+func (c *Conn) Dual() bool { return c.dual.Load() }
+
+// GoModern is Go for a request of a 2026-07-28 client: to a dual server it
+// goes in that era (the _meta of withMeta, over HTTP a request of its own
+// with the era's headers and no session), so that an InputRequiredResult
+// comes back to the client and its retry reaches the server as sent. To
+// any other server it is Go.
+func (c *Conn) GoModern(ctx context.Context, method string, params json.RawMessage, owner any, deliver func(*jsonrpc.Message, error)) (*Call, error) {
+	return c.goEra(ctx, c.modern.Load() || c.dual.Load(), method, params, owner, deliver)
+}
+
+// modernCall reports whether the request id of a dual connection was sent
+// with GoModern.
+func (c *Conn) modernCall(id int64) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	call := c.pending[id]
+	return call != nil && call.modern
+}
+
+// speaksLegacy reports whether versions, a server/discover result's
+// supportedVersions, lists a version mcpgate initializes with.
+func speaksLegacy(versions []string) bool {
+	return slices.Contains(versions, ProtocolVersion)
+}
 
 // pingMethod is the request that checks the server is alive: ping, which
 // 2026-07-28 has replaced with server/discover.
@@ -82,20 +121,27 @@ type discoverResult struct {
 	Meta map[string]json.RawMessage `json:"_meta"`
 }
 
+// errDualStdio is the handshake's error when a server over stdio answered
+// server/discover as a dual one: its connection now speaks 2026-07-28
+// only (the first message picks the era, in the go-sdk and the TypeScript
+// SDK alike), so it is started again and initialized without the probe.
+var errDualStdio = errors.New("a server of both eras over stdio")
+
 // errProbeEnded is the handshake's error when the process ended during the
 // server/discover probe: it crashed, or it is a legacy server that does
 // not survive an unknown method; its restart, counted as after any crash,
 // skips the probe.
 var errProbeEnded = errors.New("ended during the server/discover probe")
 
-// probe sends server/discover and reports whether the server is modern:
-// its result lists ModernProtocolVersion among supportedVersions. Any
-// other outcome (an error response, garbage, no answer within
+// probe sends server/discover and reports the server's kind: EraModern
+// when its result lists ModernProtocolVersion among supportedVersions,
+// EraDual when it lists ProtocolVersion as well (the handshake goes on
+// with initialize), EraLegacy otherwise. Any other outcome (an error response, garbage, no answer within
 // probeBound) means legacy, and the handshake falls back to initialize;
 // the process ending meanwhile gives errProbeEnded. A probe that times
 // out is dropped without notifications/cancelled, which a legacy server
 // would get before initialize.
-func (c *Conn) probe(ctx context.Context) (bool, error) {
+func (c *Conn) probe(ctx context.Context) (Era, error) {
 	bound := c.b.probeBound()
 	pctx, cancel := context.WithTimeout(ctx, bound)
 	defer cancel()
@@ -106,7 +152,7 @@ func (c *Conn) probe(ctx context.Context) (bool, error) {
 	ch := make(chan reply, 1)
 	call, err := c.Go(pctx, "server/discover", c.metaParams(), nil, func(m *jsonrpc.Message, err error) { ch <- reply{m, err} })
 	if err != nil {
-		return false, err
+		return EraLegacy, err
 	}
 	var r reply
 	select {
@@ -117,29 +163,29 @@ func (c *Conn) probe(ctx context.Context) (bool, error) {
 				c.remote.abandon(call.ID)
 			}
 			if ctx.Err() != nil {
-				return false, ctx.Err()
+				return EraLegacy, ctx.Err()
 			}
 			c.log.Info(fmt.Sprintf("backend %q did not answer server/discover within %s (half its timeout, at least health_timeout); using initialize", c.b.name, bound))
-			return false, nil
+			return EraLegacy, nil
 		}
 		r = <-ch
 	}
 	switch {
 	case r.err != nil && errors.Is(r.err, ErrGone):
-		return false, errProbeEnded
+		return EraLegacy, errProbeEnded
 	case r.err != nil && c.ended():
-		return false, errProbeEnded
+		return EraLegacy, errProbeEnded
 	case r.err != nil:
 		c.log.Debug("server/discover failed; using initialize", "err", r.err)
-		return false, nil
+		return EraLegacy, nil
 	case r.msg.Error != nil:
 		c.log.Debug("server/discover answered with an error; using initialize", "error", truncate(r.msg.Error, 200))
-		return false, nil
+		return EraLegacy, nil
 	}
 	var res discoverResult
 	if err := json.Unmarshal(r.msg.Result, &res); err != nil || !slices.Contains(res.SupportedVersions, ModernProtocolVersion) {
 		c.log.Debug("server/discover answered without "+ModernProtocolVersion+"; using initialize", "result", truncate(r.msg.Result, 200))
-		return false, nil
+		return EraLegacy, nil
 	}
 	info := &ServerInfo{ProtocolVersion: ModernProtocolVersion, Instructions: res.Instructions, Capabilities: res.Capabilities}
 	if raw := res.Meta[metaServerInfo]; raw != nil {
@@ -150,9 +196,13 @@ func (c *Conn) probe(ctx context.Context) (bool, error) {
 	} else if res.ServerInfo != nil {
 		info.Name, info.Version = res.ServerInfo.Name, res.ServerInfo.Version
 	}
+	if speaksLegacy(res.SupportedVersions) {
+		c.log.Debug("server/discover lists "+ModernProtocolVersion+" and "+ProtocolVersion+": initialized, and used per request in either era", "versions", res.SupportedVersions)
+		return EraDual, nil
+	}
 	c.server.Store(info)
 	c.modern.Store(true)
-	return true, nil
+	return EraModern, nil
 }
 
 // probeBound is how long the server/discover probe waits: half the
