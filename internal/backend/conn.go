@@ -62,6 +62,8 @@ type Conn struct {
 	modern   atomic.Bool  // the server speaks 2026-07-28 (see probe)
 	listenID atomic.Int64 // our subscriptions/listen request, 0 if none
 	listen   listener     // its filter and request
+
+	metaCache atomic.Pointer[modernMeta] // see meta
 }
 
 // Call is one request in flight on a child.
