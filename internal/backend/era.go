@@ -38,10 +38,11 @@ func (e Era) String() string {
 	return ""
 }
 
-// Era is the era of the server that gave this information.
+// Era is the era of the server that gave this information: unknown for
+// none, or for a cli backend's programs, which speak no MCP.
 func (s *ServerInfo) Era() Era {
 	switch {
-	case s == nil:
+	case s == nil || s.ProtocolVersion == "":
 		return EraUnknown
 	case s.ProtocolVersion == ModernProtocolVersion:
 		return EraModern

@@ -373,3 +373,21 @@ func BenchmarkWithMeta(b *testing.B) {
 		}
 	}
 }
+
+// The era follows the protocol version in use; a cli backend has none.
+func TestServerInfoEra(t *testing.T) {
+	for _, tc := range []struct {
+		info *ServerInfo
+		want string
+	}{
+		{nil, ""},
+		{cliServer(), ""},
+		{&ServerInfo{ProtocolVersion: "2025-06-18"}, "legacy"},
+		{&ServerInfo{ProtocolVersion: ProtocolVersion}, "legacy"},
+		{&ServerInfo{ProtocolVersion: ModernProtocolVersion}, "modern"},
+	} {
+		if got := tc.info.Era().String(); got != tc.want {
+			t.Errorf("era of %+v = %q, want %q", tc.info, got, tc.want)
+		}
+	}
+}
