@@ -63,6 +63,8 @@ type Conn struct {
 	dual     atomic.Bool  // initialized, and speaks 2026-07-28 per request too (see EraDual)
 	listenID atomic.Int64 // our subscriptions/listen request, 0 if none
 	listen   listener     // its filter and request
+
+	metaCache atomic.Pointer[modernMeta] // see meta
 }
 
 // Call is one request in flight on a child.

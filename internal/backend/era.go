@@ -47,10 +47,11 @@ func (e Era) String() string {
 	return ""
 }
 
-// Era is the era of the server that gave this information.
+// Era is the era of the server that gave this information: unknown for
+// none, or for a cli backend's programs, which speak no MCP.
 func (s *ServerInfo) Era() Era {
 	switch {
-	case s == nil:
+	case s == nil || s.ProtocolVersion == "":
 		return EraUnknown
 	case s.ProtocolVersion == ModernProtocolVersion:
 		return EraModern
@@ -231,25 +232,11 @@ func (c *Conn) modernHandshake(ctx context.Context) (*Lists, error) {
 }
 
 // metaParams is the params of a request with nothing but the _meta every
-// request to a modern server carries.
+// request to a modern server carries: the version, the client
+// capabilities mcpgate can relay (those it declares in initialize) and
+// mcpgate itself.
 func (c *Conn) metaParams() json.RawMessage {
-	out := append([]byte(`{"_meta":{`), c.b.requestMeta()...)
-	return append(out, "}}"...)
-}
-
-// requestMeta is the members of the _meta every request to a modern server
-// carries: the version, the client capabilities mcpgate can relay (those
-// it declares in initialize) and mcpgate itself.
-func (b *Backend) requestMeta() []byte {
-	out := jsonrpc.AppendString(nil, metaProtocolVersion)
-	out = append(out, `:"`+ModernProtocolVersion+`",`...)
-	out = jsonrpc.AppendString(out, metaClientCapabilities)
-	out = append(out, ':')
-	out = append(out, b.relayCapabilities()...)
-	out = append(out, ',')
-	out = jsonrpc.AppendString(out, metaClientInfo)
-	out = append(out, `:{"name":"mcpgate","version":`...)
-	out = jsonrpc.AppendString(out, b.opts.Version)
+	out := append([]byte(`{"_meta":`), c.meta().object...)
 	return append(out, '}')
 }
 
@@ -258,39 +245,70 @@ func (b *Backend) requestMeta() []byte {
 // caller (the gateway, for a client it serves) did not set them already.
 // The rest of params is kept byte for byte.
 func (c *Conn) withMeta(params json.RawMessage) (json.RawMessage, error) {
+	m := c.meta()
 	meta, span, err := jsonrpc.Find(params, "_meta")
 	if err != nil {
 		return nil, fmt.Errorf("cannot add the 2026-07-28 _meta: %w", err)
 	}
-	if meta == nil || string(meta) == "null" {
-		if meta != nil { // "_meta":null: replace it
-			return jsonrpc.Replace(params, span, append(append([]byte{'{'}, c.b.requestMeta()...), '}')), nil
-		}
-		members := append([]byte(`"_meta":{`), c.b.requestMeta()...)
-		return jsonrpc.PrependMembers(params, append(members, '}'))
+	switch {
+	case meta == nil:
+		return jsonrpc.PrependMembers(params, m.member)
+	case string(meta) == "null":
+		return jsonrpc.Replace(params, span, m.object), nil
 	}
-	next, err := jsonrpc.SetMember(meta, metaProtocolVersion, []byte(`"`+ModernProtocolVersion+`"`))
-	if err != nil {
+	var have [3]json.RawMessage
+	if err := jsonrpc.FindEach(meta, metaKeys[:], have[:]); err != nil {
 		return nil, fmt.Errorf("cannot add the 2026-07-28 _meta: %w", err)
 	}
-	for _, m := range []struct {
-		key   string
-		value func() []byte
-	}{
-		{metaClientCapabilities, c.b.relayCapabilities},
-		{metaClientInfo, c.b.clientInfo},
-	} {
-		old, _, err := jsonrpc.Find(next, m.key)
-		if err != nil {
-			return nil, fmt.Errorf("cannot add the 2026-07-28 _meta: %w", err)
-		}
-		if old == nil {
-			if next, err = jsonrpc.PrependMembers(next, append(append(jsonrpc.AppendString(nil, m.key), ':'), m.value()...)); err != nil {
-				return nil, fmt.Errorf("cannot add the 2026-07-28 _meta: %w", err)
+	if have[0] != nil {
+		// The caller's version (a client's) gives way to mcpgate's.
+		_, vspan, _ := jsonrpc.Find(meta, metaProtocolVersion)
+		meta = jsonrpc.Replace(meta, vspan, []byte(`"`+ModernProtocolVersion+`"`))
+	}
+	var add []byte
+	for i, member := range [3][]byte{m.version, m.caps, m.info} {
+		if have[i] == nil {
+			if len(add) > 0 {
+				add = append(add, ',')
 			}
+			add = append(add, member...)
 		}
 	}
-	return jsonrpc.Replace(params, span, next), nil
+	if add != nil {
+		if meta, err = jsonrpc.PrependMembers(meta, add); err != nil {
+			return nil, fmt.Errorf("cannot add the 2026-07-28 _meta: %w", err)
+		}
+	}
+	return jsonrpc.Replace(params, span, meta), nil
+}
+
+// metaKeys are the members withMeta sets, in the order of modernMeta's.
+var metaKeys = [3]string{metaProtocolVersion, metaClientCapabilities, metaClientInfo}
+
+// modernMeta is the _meta of a modern connection's requests, made once.
+type modernMeta struct {
+	version, caps, info []byte // one "key":value member each
+	member              []byte // "_meta":{all three}
+	object              []byte // {all three}
+}
+
+// meta returns the connection's modernMeta, making it on first use.
+func (c *Conn) meta() *modernMeta {
+	if m := c.metaCache.Load(); m != nil {
+		return m
+	}
+	m := &modernMeta{
+		version: []byte(`"` + metaProtocolVersion + `":"` + ModernProtocolVersion + `"`),
+		caps:    append([]byte(`"`+metaClientCapabilities+`":`), c.b.relayCapabilities()...),
+		info:    append([]byte(`"`+metaClientInfo+`":`), c.b.clientInfo()...),
+	}
+	m.object = append([]byte{'{'}, m.version...)
+	m.object = append(append(m.object, ','), m.caps...)
+	m.object = append(append(m.object, ','), m.info...)
+	m.object = append(m.object, '}')
+	m.member = append([]byte(`"_meta":`), m.object...)
+	c.metaCache.Store(m)
+	return m
 }
 
 // relayCapabilities is the client capabilities mcpgate declares to its

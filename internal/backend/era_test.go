@@ -3,6 +3,8 @@ package backend
 import (
 	"context"
 	"encoding/json"
+	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
@@ -334,13 +336,13 @@ func TestWithMetaSplicesRawParams(t *testing.T) {
 	b := testBackend(t, "true")
 	b.opts.Version = "9"
 	c := &Conn{b: b}
-	meta := string(b.requestMeta())
+	meta := strings.TrimSuffix(strings.TrimPrefix(string(c.meta().object), "{"), "}")
 	for _, tc := range []struct{ in, want string }{
 		{``, `{"_meta":{` + meta + `}}`},
 		{`null`, `{"_meta":{` + meta + `}}`},
 		{`{}`, `{"_meta":{` + meta + `}}`},
 		{`{"name":"x", "arguments":{"a" : 1}}`, `{"_meta":{` + meta + `},"name":"x", "arguments":{"a" : 1}}`},
-		{`{"name":"x","_meta":{"progressToken":"t1"}}`, `{"name":"x","_meta":{"io.modelcontextprotocol/clientInfo":{"name":"mcpgate","version":"9"},"io.modelcontextprotocol/clientCapabilities":{"roots":{"listChanged":true},"sampling":{},"elicitation":{}},"io.modelcontextprotocol/protocolVersion":"2026-07-28","progressToken":"t1"}}`},
+		{`{"name":"x","_meta":{"progressToken":"t1"}}`, `{"name":"x","_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"roots":{"listChanged":true},"sampling":{},"elicitation":{}},"io.modelcontextprotocol/clientInfo":{"name":"mcpgate","version":"9"},"progressToken":"t1"}}`},
 		{`{"_meta":{"io.modelcontextprotocol/protocolVersion":"2025-11-25","io.modelcontextprotocol/clientCapabilities":{},"io.modelcontextprotocol/clientInfo":{"name":"c"}}}`,
 			`{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{},"io.modelcontextprotocol/clientInfo":{"name":"c"}}}`},
 		{`{"_meta":null}`, `{"_meta":{` + meta + `}}`},
@@ -355,5 +357,37 @@ func TestWithMetaSplicesRawParams(t *testing.T) {
 	}
 	if _, err := c.withMeta(json.RawMessage(`{"_meta":{},"_META":{}}`)); err == nil {
 		t.Error("an ambiguous _meta was accepted")
+	}
+}
+
+// BenchmarkWithMeta is the cost a call to a modern backend adds: the
+// _meta spliced into its params.
+func BenchmarkWithMeta(b *testing.B) {
+	be := New(&config.Backend{Name: "t", Command: "true", RelayClientRequests: true}, Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	c := &Conn{b: be}
+	params := json.RawMessage(`{"name":"echo","arguments":{"text":"hello, a little text to echo back"},"_meta":{"progressToken":"p1"}}`)
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := c.withMeta(params); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// The era follows the protocol version in use; a cli backend has none.
+func TestServerInfoEra(t *testing.T) {
+	for _, tc := range []struct {
+		info *ServerInfo
+		want string
+	}{
+		{nil, ""},
+		{cliServer(), ""},
+		{&ServerInfo{ProtocolVersion: "2025-06-18"}, "legacy"},
+		{&ServerInfo{ProtocolVersion: ProtocolVersion}, "legacy"},
+		{&ServerInfo{ProtocolVersion: ModernProtocolVersion}, "modern"},
+	} {
+		if got := tc.info.Era().String(); got != tc.want {
+			t.Errorf("era of %+v = %q, want %q", tc.info, got, tc.want)
+		}
 	}
 }
