@@ -118,7 +118,6 @@ type Backend struct {
 
 	misbehaved *journal.Limiter // warnings a server's output causes; see warnServer
 	skipProbe  atomic.Bool      // the last child ended during server/discover
-	dualStdio  atomic.Bool      // the child answered server/discover as a dual server over stdio
 
 	mu    sync.Mutex
 	st    Status
@@ -394,25 +393,19 @@ func (s *supervision) start(ctx context.Context) (*Conn, time.Time, error) {
 	}
 	// The legacy HTTP+SSE transport predates server/discover; a child
 	// that ended during the last probe is spared it once.
-	probe := b.cfg.Transport != "sse" && !b.skipProbe.Swap(false) && !b.dualStdio.Load()
+	probe := b.cfg.Transport != "sse" && !b.skipProbe.Swap(false)
 	handshake(conn, probe)
 	for {
 		select {
 		case r := <-hs:
 			if errors.Is(r.err, errDualStdio) {
 				// Its first message made the connection 2026-07-28 only:
-				// a new child, initialized; so are its later starts.
-				b.dualStdio.Store(true)
-				b.log.Info(fmt.Sprintf("backend %q speaks 2026-07-28 and %s, over stdio one era per process: it is started again and initialized as a %s server", b.name, ProtocolVersion, ProtocolVersion), conn.ident())
-				s.stopConnKeeping(conn, "it answered server/discover; started again for initialize", true)
-				if conn, err = b.connect(); err != nil {
+				// a second child is initialized (see companion.go).
+				if conn, err = s.secondChild(conn); err != nil {
 					return nil, started, err
 				}
 				handshake(conn, false)
 				continue
-			}
-			if r.err != nil {
-				b.dualStdio.Store(false) // the next start probes again
 			}
 			if errors.Is(r.err, errProbeEnded) {
 				// A crash, or a legacy server that exits on a method it

@@ -65,6 +65,11 @@ type Conn struct {
 	listen   listener     // its filter and request
 
 	metaCache atomic.Pointer[modernMeta] // see meta
+
+	// companion serves the 2026-07-28 requests of a dual stdio server's
+	// connection; owner is the connection a companion serves (see
+	// companion.go).
+	companion, owner atomic.Pointer[Conn]
 }
 
 // Call is one request in flight on a child.
@@ -207,6 +212,7 @@ func (c *Conn) start() {
 		}
 		c.b.opts.Handler.Exited(c.b, c)
 		c.fail(fmt.Errorf("backend %q: %w: %s", c.b.name, ErrGone, why))
+		c.endPair()
 		close(c.done)
 	}()
 }

@@ -25,11 +25,12 @@ const (
 	EraUnknown Era = iota // not started yet
 	EraLegacy             // the initialize handshake (2025-11-25 and before)
 	EraModern             // 2026-07-28: stateless, probed with server/discover
-	// EraDual is a remote server whose server/discover lists both
-	// 2026-07-28 and ProtocolVersion: it is initialized as a legacy one,
-	// and the requests of 2026-07-28 clients go to it in their own era,
-	// statelessly (see Conn.GoModern). Over stdio a connection has one
-	// era, picked by its first message; such a server is driven legacy.
+	// EraDual is a server whose server/discover lists both 2026-07-28
+	// and ProtocolVersion: it is initialized as a legacy one, and the
+	// requests of 2026-07-28 clients go to it in their own era (see
+	// Conn.GoModern): statelessly over HTTP; over stdio, where the first
+	// message picks a connection's era, to a second process of it, the
+	// probed one (see companion.go).
 	EraDual
 )
 
@@ -83,6 +84,9 @@ func (c *Conn) Dual() bool { return c.dual.Load() }
 // comes back to the client and its retry reaches the server as sent. To
 // any other server it is Go.
 func (c *Conn) GoModern(ctx context.Context, method string, params json.RawMessage, owner any, deliver func(*jsonrpc.Message, error)) (*Call, error) {
+	if m := c.ForModern(); m != c {
+		return m.Go(ctx, method, params, owner, deliver)
+	}
 	return c.goEra(ctx, c.modern.Load() || c.dual.Load(), method, params, owner, deliver)
 }
 
@@ -125,7 +129,7 @@ type discoverResult struct {
 // errDualStdio is the handshake's error when a server over stdio answered
 // server/discover as a dual one: its connection now speaks 2026-07-28
 // only (the first message picks the era, in the go-sdk and the TypeScript
-// SDK alike), so it is started again and initialized without the probe.
+// SDK alike), so a second process is initialized (see companion.go).
 var errDualStdio = errors.New("a server of both eras over stdio")
 
 // errProbeEnded is the handshake's error when the process ended during the
@@ -197,11 +201,11 @@ func (c *Conn) probe(ctx context.Context) (Era, error) {
 	} else if res.ServerInfo != nil {
 		info.Name, info.Version = res.ServerInfo.Name, res.ServerInfo.Version
 	}
+	c.server.Store(info)
 	if speaksLegacy(res.SupportedVersions) {
 		c.log.Debug("server/discover lists "+ModernProtocolVersion+" and "+ProtocolVersion+": initialized, and used per request in either era", "versions", res.SupportedVersions)
 		return EraDual, nil
 	}
-	c.server.Store(info)
 	c.modern.Store(true)
 	return EraModern, nil
 }

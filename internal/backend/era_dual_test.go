@@ -113,9 +113,11 @@ func TestEraDualRemoteBackend(t *testing.T) {
 
 // Over stdio a connection has one era, which its first message picks (the
 // Go SDK and the TypeScript SDK v2 alike): a server that answers the
-// server/discover probe as a dual one is started again and initialized,
-// so that 2025 sessions get what a 2025 server does for them (here the
-// sampling request of a call); its later starts skip the probe.
+// server/discover probe as a dual one keeps that process for 2026-07-28
+// requests (GoModern), served in that era, and a second process is
+// initialized for the rest, so that 2025 sessions get what a 2025 server
+// does for them (here the sampling request of a call). The two are one
+// backend: a restart replaces both, the end of either ends both.
 func TestEraDualStdioBackend(t *testing.T) {
 	exe, err := os.Executable()
 	if err != nil {
@@ -123,32 +125,59 @@ func TestEraDualStdioBackend(t *testing.T) {
 	}
 	r := runRemote(t, stdioConfig([]string{exe, "-test.run=^$"}, map[string]string{sdkStdioEnv: "1"}), "")
 	st := r.await(t, "healthy", healthy)
-	if st.Server.Era() != EraLegacy || st.Server.ProtocolVersion != ProtocolVersion || r.b.Conn().Modern() || r.b.Conn().Dual() {
-		t.Fatalf("server = %+v (era %s); want a legacy connection with %s", st.Server, st.Server.Era(), ProtocolVersion)
+	conn := r.b.Conn()
+	if st.Server.Era() != EraDual || st.Server.ProtocolVersion != ProtocolVersion || conn.Modern() || !conn.Dual() {
+		t.Fatalf("server = %+v (era %s); want a dual connection initialized with %s", st.Server, st.Server.Era(), ProtocolVersion)
+	}
+	companion := conn.ForModern()
+	if companion == conn || !companion.Modern() || companion.PID() == conn.PID() || st.PID != conn.PID() {
+		t.Fatalf("companion %p (modern %v, pid %d) of connection %p (pid %d, status pid %d); want a second, modern process", companion, companion.Modern(), companion.PID(), conn, conn.PID(), st.PID)
 	}
 	res, err := r.call(t, "sample", `{}`)
 	if err != nil || !strings.Contains(string(res), "sampled") {
 		t.Fatalf("sample = %s, %v; want the sampled answer", res, err)
 	}
 	awaitItem(t, &r.h.notes, "sampling/createMessage", is("sampling/createMessage"))
-	// GoModern to such a backend is Go: a 2026-07-28 client gets the
-	// gateway's translation, as for any legacy backend.
-	m, err := goModern(t, r.b.Conn(), "tools/call", `{"name":"echo","arguments":{"text":"x"}}`)
-	if err != nil || m.Error != nil || strings.Contains(string(m.Result), "resultType") {
-		t.Fatalf("GoModern echo = %+v, %v; want a 2025-11-25 result", m, err)
+	m, err := goModern(t, conn, "tools/call", `{"name":"sample","arguments":{}}`)
+	if err != nil || !strings.Contains(string(m.Result)+string(m.Error), "2026-07-28") {
+		t.Fatalf("modern sample = %+v, %v; want the SDK's refusal to sample in 2026-07-28", m, err)
 	}
-	if n := strings.Count(strings.Join(r.logs.Messages(), "\n"), "started again and initialized"); n != 1 {
-		t.Fatalf("%d starts again after the probe; want 1", n)
+	m, err = goModern(t, conn, "tools/call", `{"name":"echo","arguments":{"text":"x"}}`)
+	if err != nil || m.Error != nil || !strings.Contains(string(m.Result), `"resultType"`) {
+		t.Fatalf("modern echo = %+v, %v; want a 2026-07-28 result", m, err)
 	}
+
+	// A restart replaces both processes.
 	ctx, cancel := context.WithTimeout(context.Background(), wait)
 	defer cancel()
 	if err := r.b.Restart(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if n := strings.Count(strings.Join(r.logs.Messages(), "\n"), "started again and initialized"); n != 1 {
-		t.Errorf("%d starts again after the probe once restarted; want still 1: a restart skips the probe", n)
+	for _, c := range []*Conn{conn, companion} {
+		select {
+		case <-c.Done():
+		default:
+			t.Errorf("process %d still runs after a restart", c.PID())
+		}
 	}
-	if _, err := r.call(t, "sample", `{}`); err != nil {
-		t.Errorf("sample after the restart: %v", err)
+	conn = r.b.Conn()
+	companion = conn.ForModern()
+	if !conn.Dual() || companion == conn {
+		t.Fatalf("after a restart: dual %v, companion %p of %p; want the pair again", conn.Dual(), companion, conn)
+	}
+	// The companion's end ends its connection: the backend restarts both.
+	companion.abort()
+	select {
+	case <-conn.Done():
+	case <-ctx.Done():
+		t.Fatal("the connection outlived its companion")
+	}
+	old := conn
+	r.await(t, "healthy again", func(Status) bool {
+		c := r.b.Conn()
+		return c != nil && c != old && r.b.Status().State == Healthy
+	})
+	if c := r.b.Conn(); c == nil || c == conn || c.ForModern() == c {
+		t.Errorf("after the companion ended: connection %p (old %p); want a new pair", c, conn)
 	}
 }

@@ -96,6 +96,7 @@ func (c *Conn) handshake(ctx context.Context, probe bool) (*Lists, error) {
 		case kind == EraModern:
 			return c.modernHandshake(ctx)
 		case kind == EraDual && c.remote == nil:
+			c.modern.Store(true) // its era from now on
 			return nil, errDualStdio
 		}
 		dual = kind == EraDual
@@ -117,9 +118,9 @@ func (c *Conn) handshake(ctx context.Context, probe bool) (*Lists, error) {
 		Version:         res.ServerInfo.Version,
 		Instructions:    res.Instructions,
 		Capabilities:    res.Capabilities,
-		Dual:            dual,
+		Dual:            dual || c.companion.Load() != nil,
 	})
-	c.dual.Store(dual)
+	c.dual.Store(dual || c.companion.Load() != nil)
 	if err := c.Notify(ctx, "notifications/initialized", nil); err != nil {
 		return nil, err
 	}

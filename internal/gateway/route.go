@@ -291,6 +291,9 @@ func (s *Session) sendAdmitted(msg *jsonrpc.Message, stream *Stream, b *backend.
 		}
 	}
 	conn := adm.Conn
+	if s.stateless {
+		conn = conn.ForModern() // a dual stdio server's process of that era
+	}
 	c := &call{sess: s, clientID: msg.ID, stream: stream, b: b, conn: conn, then: then, started: time.Now(), fb: fb}
 	toolName, tok, span, hasToken := forwarded(params) // one pass over params
 	if msg.Method == "tools/call" {
