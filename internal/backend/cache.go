@@ -25,6 +25,7 @@ const cacheVersion = 1
 type cacheFile struct {
 	Version         int               `json:"version"`
 	ProtocolVersion string            `json:"protocolVersion"`
+	Dual            bool              `json:"dual,omitempty"`
 	Name            string            `json:"name"`
 	ServerVersion   string            `json:"serverVersion"`
 	Instructions    string            `json:"instructions,omitempty"`
@@ -59,7 +60,7 @@ func readCache(path string) (*catalogCache, error) {
 		}
 	}
 	return &catalogCache{
-		server: &ServerInfo{ProtocolVersion: f.ProtocolVersion, Name: f.Name, Version: f.ServerVersion, Instructions: f.Instructions, Capabilities: f.Capabilities},
+		server: &ServerInfo{ProtocolVersion: f.ProtocolVersion, Dual: f.Dual, Name: f.Name, Version: f.ServerVersion, Instructions: f.Instructions, Capabilities: f.Capabilities},
 		lists:  &Lists{Tools: f.Tools, Prompts: f.Prompts, Resources: f.Resources, Templates: f.Templates},
 	}, nil
 }
@@ -68,7 +69,7 @@ func readCache(path string) (*catalogCache, error) {
 // that crashes meanwhile, sees the old file or the new one, never a part.
 func writeCache(path string, c *catalogCache) error {
 	f := cacheFile{
-		Version: cacheVersion, ProtocolVersion: c.server.ProtocolVersion, Name: c.server.Name, ServerVersion: c.server.Version,
+		Version: cacheVersion, ProtocolVersion: c.server.ProtocolVersion, Dual: c.server.Dual, Name: c.server.Name, ServerVersion: c.server.Version,
 		Instructions: c.server.Instructions, Capabilities: c.server.Capabilities,
 		Tools: c.lists.Tools, Prompts: c.lists.Prompts, Resources: c.lists.Resources, Templates: c.lists.Templates,
 	}

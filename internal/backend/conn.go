@@ -17,7 +17,8 @@ import (
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
 )
 
-// ProtocolVersion is the MCP version the gateway asks its backends for.
+// ProtocolVersion is the MCP version the gateway asks its legacy backends
+// for in initialize (see ModernProtocolVersion for the others).
 const ProtocolVersion = "2025-11-25"
 
 // Errors a call can end with.
@@ -59,9 +60,18 @@ type Conn struct {
 	lastActive atomic.Int64 // unix nanoseconds of the last call sent or answered, for idle_stop
 
 	modern   atomic.Bool  // the server speaks 2026-07-28 (see probe)
+	dual     atomic.Bool  // initialized, and speaks 2026-07-28 per request too (see EraDual)
 	listenID atomic.Int64 // our subscriptions/listen request, 0 if none
 
-	burst burst // see AfterBurst
+	burst  burst    // see AfterBurst
+	listen listener // its filter and request
+
+	metaCache atomic.Pointer[modernMeta] // see meta
+
+	// companion serves the 2026-07-28 requests of a dual stdio server's
+	// connection; owner is the connection a companion serves (see
+	// companion.go).
+	companion, owner atomic.Pointer[Conn]
 }
 
 // Call is one request in flight on a child.
@@ -73,6 +83,7 @@ type Call struct {
 	// child sends back while the call is in flight.
 	Owner   any
 	deliver func(*jsonrpc.Message, error)
+	modern  bool // sent in the 2026-07-28 era (see GoModern)
 }
 
 // Handler receives messages a child sends on its own initiative. Both methods
@@ -203,6 +214,7 @@ func (c *Conn) start() {
 		}
 		c.b.opts.Handler.Exited(c.b, c)
 		c.fail(fmt.Errorf("backend %q: %w: %s", c.b.name, ErrGone, why))
+		c.endPair()
 		close(c.done)
 	}()
 }
@@ -277,7 +289,8 @@ func (c *Conn) dispatch(msg *jsonrpc.Message) {
 			return
 		}
 		if msg.Method == "notifications/subscriptions/acknowledged" && c.modern.Load() {
-			return // the answer to our subscriptions/listen
+			c.acknowledged(msg.Params) // the answer to our subscriptions/listen
+			return
 		}
 		c.b.opts.Handler.Notification(c.b, c, msg)
 	default:
@@ -313,13 +326,20 @@ func (c *Conn) fail(err error) {
 // answered through deliver like any other. Either way the call ends exactly
 // once. Params must not contain line breaks (see jsonrpc.Compact).
 func (c *Conn) Go(ctx context.Context, method string, params json.RawMessage, owner any, deliver func(*jsonrpc.Message, error)) (*Call, error) {
-	if c.modern.Load() {
+	return c.goEra(ctx, c.modern.Load(), method, params, owner, deliver)
+}
+
+func (c *Conn) goEra(ctx context.Context, modern bool, method string, params json.RawMessage, owner any, deliver func(*jsonrpc.Message, error)) (*Call, error) {
+	if modern {
+		if c.modern.Load() && (method == "resources/subscribe" || method == "resources/unsubscribe") {
+			return c.resourceSubscription(method, params, owner, deliver), nil // gone in 2026-07-28
+		}
 		var err error
 		if params, err = c.withMeta(params); err != nil {
 			return nil, err
 		}
 	}
-	call := &Call{ID: c.nextID.Add(1), Method: method, Owner: owner, deliver: deliver}
+	call := &Call{ID: c.nextID.Add(1), Method: method, Owner: owner, deliver: deliver, modern: modern}
 	c.touch()
 	c.mu.Lock()
 	if c.gone != nil {
@@ -426,7 +446,7 @@ func (c *Conn) Abandon(call *Call, reason string) bool {
 	if call.Method == "initialize" {
 		return true // the spec forbids cancelling initialize
 	}
-	if c.remote == nil || !c.modern.Load() { // over 2026-07-28 HTTP, closing its stream cancels it
+	if c.remote == nil || !call.modern { // over 2026-07-28 HTTP, closing its stream cancels it
 		params := jsonrpc.AppendString([]byte(`{"requestId":`+strconv.FormatInt(call.ID, 10)+`,"reason":`), reason)
 		params = append(params, '}')
 		c.trySend(jsonrpc.AppendNotification(nil, "notifications/cancelled", params))

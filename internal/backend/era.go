@@ -25,26 +25,39 @@ const (
 	EraUnknown Era = iota // not started yet
 	EraLegacy             // the initialize handshake (2025-11-25 and before)
 	EraModern             // 2026-07-28: stateless, probed with server/discover
+	// EraDual is a server whose server/discover lists both 2026-07-28
+	// and ProtocolVersion: it is initialized as a legacy one, and the
+	// requests of 2026-07-28 clients go to it in their own era (see
+	// Conn.GoModern): statelessly over HTTP; over stdio, where the first
+	// message picks a connection's era, to a second process of it, the
+	// probed one (see companion.go).
+	EraDual
 )
 
-// String is how status and D-Bus show the era: "modern", "legacy" or "".
+// String is how status and D-Bus show the era: "modern", "legacy",
+// "dual" or "".
 func (e Era) String() string {
 	switch e {
 	case EraLegacy:
 		return "legacy"
 	case EraModern:
 		return "modern"
+	case EraDual:
+		return "dual"
 	}
 	return ""
 }
 
-// Era is the era of the server that gave this information.
+// Era is the era of the server that gave this information: unknown for
+// none, or for a cli backend's programs, which speak no MCP.
 func (s *ServerInfo) Era() Era {
 	switch {
-	case s == nil:
+	case s == nil || s.ProtocolVersion == "":
 		return EraUnknown
 	case s.ProtocolVersion == ModernProtocolVersion:
 		return EraModern
+	case s.Dual:
+		return EraDual
 	}
 	return EraLegacy
 }
@@ -60,6 +73,37 @@ const (
 // Modern reports whether the connection speaks 2026-07-28 to its server.
 // It is decided by the handshake, before any call is sent.
 func (c *Conn) Modern() bool { return c.modern.Load() }
+
+// Dual reports whether the connection's server is of EraDual: initialized
+// as a legacy one, it takes requests sent with GoModern in 2026-07-28.
+func (c *Conn) Dual() bool { return c.dual.Load() }
+
+// GoModern is Go for a request of a 2026-07-28 client: to a dual server it
+// goes in that era (the _meta of withMeta, over HTTP a request of its own
+// with the era's headers and no session), so that an InputRequiredResult
+// comes back to the client and its retry reaches the server as sent. To
+// any other server it is Go.
+func (c *Conn) GoModern(ctx context.Context, method string, params json.RawMessage, owner any, deliver func(*jsonrpc.Message, error)) (*Call, error) {
+	if m := c.ForModern(); m != c {
+		return m.Go(ctx, method, params, owner, deliver)
+	}
+	return c.goEra(ctx, c.modern.Load() || c.dual.Load(), method, params, owner, deliver)
+}
+
+// modernCall reports whether the request id of a dual connection was sent
+// with GoModern.
+func (c *Conn) modernCall(id int64) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	call := c.pending[id]
+	return call != nil && call.modern
+}
+
+// speaksLegacy reports whether versions, a server/discover result's
+// supportedVersions, lists a version mcpgate initializes with.
+func speaksLegacy(versions []string) bool {
+	return slices.Contains(versions, ProtocolVersion)
+}
 
 // pingMethod is the request that checks the server is alive: ping, which
 // 2026-07-28 has replaced with server/discover.
@@ -82,20 +126,27 @@ type discoverResult struct {
 	Meta map[string]json.RawMessage `json:"_meta"`
 }
 
+// errDualStdio is the handshake's error when a server over stdio answered
+// server/discover as a dual one: its connection now speaks 2026-07-28
+// only (the first message picks the era, in the go-sdk and the TypeScript
+// SDK alike), so a second process is initialized (see companion.go).
+var errDualStdio = errors.New("a server of both eras over stdio")
+
 // errProbeEnded is the handshake's error when the process ended during the
 // server/discover probe: it crashed, or it is a legacy server that does
 // not survive an unknown method; its restart, counted as after any crash,
 // skips the probe.
 var errProbeEnded = errors.New("ended during the server/discover probe")
 
-// probe sends server/discover and reports whether the server is modern:
-// its result lists ModernProtocolVersion among supportedVersions. Any
-// other outcome (an error response, garbage, no answer within
+// probe sends server/discover and reports the server's kind: EraModern
+// when its result lists ModernProtocolVersion among supportedVersions,
+// EraDual when it lists ProtocolVersion as well (the handshake goes on
+// with initialize), EraLegacy otherwise. Any other outcome (an error response, garbage, no answer within
 // probeBound) means legacy, and the handshake falls back to initialize;
 // the process ending meanwhile gives errProbeEnded. A probe that times
 // out is dropped without notifications/cancelled, which a legacy server
 // would get before initialize.
-func (c *Conn) probe(ctx context.Context) (bool, error) {
+func (c *Conn) probe(ctx context.Context) (Era, error) {
 	bound := c.b.probeBound()
 	pctx, cancel := context.WithTimeout(ctx, bound)
 	defer cancel()
@@ -106,7 +157,7 @@ func (c *Conn) probe(ctx context.Context) (bool, error) {
 	ch := make(chan reply, 1)
 	call, err := c.Go(pctx, "server/discover", c.metaParams(), nil, func(m *jsonrpc.Message, err error) { ch <- reply{m, err} })
 	if err != nil {
-		return false, err
+		return EraLegacy, err
 	}
 	var r reply
 	select {
@@ -117,29 +168,29 @@ func (c *Conn) probe(ctx context.Context) (bool, error) {
 				c.remote.abandon(call.ID)
 			}
 			if ctx.Err() != nil {
-				return false, ctx.Err()
+				return EraLegacy, ctx.Err()
 			}
 			c.log.Info(fmt.Sprintf("backend %q did not answer server/discover within %s (half its timeout, at least health_timeout); using initialize", c.b.name, bound))
-			return false, nil
+			return EraLegacy, nil
 		}
 		r = <-ch
 	}
 	switch {
 	case r.err != nil && errors.Is(r.err, ErrGone):
-		return false, errProbeEnded
+		return EraLegacy, errProbeEnded
 	case r.err != nil && c.ended():
-		return false, errProbeEnded
+		return EraLegacy, errProbeEnded
 	case r.err != nil:
 		c.log.Debug("server/discover failed; using initialize", "err", r.err)
-		return false, nil
+		return EraLegacy, nil
 	case r.msg.Error != nil:
 		c.log.Debug("server/discover answered with an error; using initialize", "error", truncate(r.msg.Error, 200))
-		return false, nil
+		return EraLegacy, nil
 	}
 	var res discoverResult
 	if err := json.Unmarshal(r.msg.Result, &res); err != nil || !slices.Contains(res.SupportedVersions, ModernProtocolVersion) {
 		c.log.Debug("server/discover answered without "+ModernProtocolVersion+"; using initialize", "result", truncate(r.msg.Result, 200))
-		return false, nil
+		return EraLegacy, nil
 	}
 	info := &ServerInfo{ProtocolVersion: ModernProtocolVersion, Instructions: res.Instructions, Capabilities: res.Capabilities}
 	if raw := res.Meta[metaServerInfo]; raw != nil {
@@ -151,8 +202,12 @@ func (c *Conn) probe(ctx context.Context) (bool, error) {
 		info.Name, info.Version = res.ServerInfo.Name, res.ServerInfo.Version
 	}
 	c.server.Store(info)
+	if speaksLegacy(res.SupportedVersions) {
+		c.log.Debug("server/discover lists "+ModernProtocolVersion+" and "+ProtocolVersion+": initialized, and used per request in either era", "versions", res.SupportedVersions)
+		return EraDual, nil
+	}
 	c.modern.Store(true)
-	return true, nil
+	return EraModern, nil
 }
 
 // probeBound is how long the server/discover probe waits: half the
@@ -165,39 +220,27 @@ func (b *Backend) probeBound() time.Duration {
 }
 
 // modernHandshake is the handshake of a modern server after its probe:
-// the first fetch of every list it declared, then a subscription to the
-// list changes it announces.
+// a subscription to the list changes it announces, acknowledged (or
+// refused) before the first fetch of every list it declared, so that no
+// change falls between the two.
 func (c *Conn) modernHandshake(ctx context.Context) (*Lists, error) {
+	c.subscribe()
+	c.awaitAcknowledged(ctx)
 	c.lists.dirty.Store(0)
 	lists, err := c.fetch(ctx, listAll, &Lists{})
 	if err != nil {
 		return nil, err
 	}
 	go c.lists.run()
-	c.subscribe()
 	return lists, nil
 }
 
 // metaParams is the params of a request with nothing but the _meta every
-// request to a modern server carries.
+// request to a modern server carries: the version, the client
+// capabilities mcpgate can relay (those it declares in initialize) and
+// mcpgate itself.
 func (c *Conn) metaParams() json.RawMessage {
-	out := append([]byte(`{"_meta":{`), c.b.requestMeta()...)
-	return append(out, "}}"...)
-}
-
-// requestMeta is the members of the _meta every request to a modern server
-// carries: the version, the client capabilities mcpgate can relay (those
-// it declares in initialize) and mcpgate itself.
-func (b *Backend) requestMeta() []byte {
-	out := jsonrpc.AppendString(nil, metaProtocolVersion)
-	out = append(out, `:"`+ModernProtocolVersion+`",`...)
-	out = jsonrpc.AppendString(out, metaClientCapabilities)
-	out = append(out, ':')
-	out = append(out, b.relayCapabilities()...)
-	out = append(out, ',')
-	out = jsonrpc.AppendString(out, metaClientInfo)
-	out = append(out, `:{"name":"mcpgate","version":`...)
-	out = jsonrpc.AppendString(out, b.opts.Version)
+	out := append([]byte(`{"_meta":`), c.meta().object...)
 	return append(out, '}')
 }
 
@@ -206,39 +249,70 @@ func (b *Backend) requestMeta() []byte {
 // caller (the gateway, for a client it serves) did not set them already.
 // The rest of params is kept byte for byte.
 func (c *Conn) withMeta(params json.RawMessage) (json.RawMessage, error) {
+	m := c.meta()
 	meta, span, err := jsonrpc.Find(params, "_meta")
 	if err != nil {
 		return nil, fmt.Errorf("cannot add the 2026-07-28 _meta: %w", err)
 	}
-	if meta == nil || string(meta) == "null" {
-		if meta != nil { // "_meta":null: replace it
-			return jsonrpc.Replace(params, span, append(append([]byte{'{'}, c.b.requestMeta()...), '}')), nil
-		}
-		members := append([]byte(`"_meta":{`), c.b.requestMeta()...)
-		return jsonrpc.PrependMembers(params, append(members, '}'))
+	switch {
+	case meta == nil:
+		return jsonrpc.PrependMembers(params, m.member)
+	case string(meta) == "null":
+		return jsonrpc.Replace(params, span, m.object), nil
 	}
-	next, err := jsonrpc.SetMember(meta, metaProtocolVersion, []byte(`"`+ModernProtocolVersion+`"`))
-	if err != nil {
+	var have [3]json.RawMessage
+	if err := jsonrpc.FindEach(meta, metaKeys[:], have[:]); err != nil {
 		return nil, fmt.Errorf("cannot add the 2026-07-28 _meta: %w", err)
 	}
-	for _, m := range []struct {
-		key   string
-		value func() []byte
-	}{
-		{metaClientCapabilities, c.b.relayCapabilities},
-		{metaClientInfo, c.b.clientInfo},
-	} {
-		old, _, err := jsonrpc.Find(next, m.key)
-		if err != nil {
-			return nil, fmt.Errorf("cannot add the 2026-07-28 _meta: %w", err)
-		}
-		if old == nil {
-			if next, err = jsonrpc.PrependMembers(next, append(append(jsonrpc.AppendString(nil, m.key), ':'), m.value()...)); err != nil {
-				return nil, fmt.Errorf("cannot add the 2026-07-28 _meta: %w", err)
+	if have[0] != nil {
+		// The caller's version (a client's) gives way to mcpgate's.
+		_, vspan, _ := jsonrpc.Find(meta, metaProtocolVersion)
+		meta = jsonrpc.Replace(meta, vspan, []byte(`"`+ModernProtocolVersion+`"`))
+	}
+	var add []byte
+	for i, member := range [3][]byte{m.version, m.caps, m.info} {
+		if have[i] == nil {
+			if len(add) > 0 {
+				add = append(add, ',')
 			}
+			add = append(add, member...)
 		}
 	}
-	return jsonrpc.Replace(params, span, next), nil
+	if add != nil {
+		if meta, err = jsonrpc.PrependMembers(meta, add); err != nil {
+			return nil, fmt.Errorf("cannot add the 2026-07-28 _meta: %w", err)
+		}
+	}
+	return jsonrpc.Replace(params, span, meta), nil
+}
+
+// metaKeys are the members withMeta sets, in the order of modernMeta's.
+var metaKeys = [3]string{metaProtocolVersion, metaClientCapabilities, metaClientInfo}
+
+// modernMeta is the _meta of a modern connection's requests, made once.
+type modernMeta struct {
+	version, caps, info []byte // one "key":value member each
+	member              []byte // "_meta":{all three}
+	object              []byte // {all three}
+}
+
+// meta returns the connection's modernMeta, making it on first use.
+func (c *Conn) meta() *modernMeta {
+	if m := c.metaCache.Load(); m != nil {
+		return m
+	}
+	m := &modernMeta{
+		version: []byte(`"` + metaProtocolVersion + `":"` + ModernProtocolVersion + `"`),
+		caps:    append([]byte(`"`+metaClientCapabilities+`":`), c.b.relayCapabilities()...),
+		info:    append([]byte(`"`+metaClientInfo+`":`), c.b.clientInfo()...),
+	}
+	m.object = append([]byte{'{'}, m.version...)
+	m.object = append(append(m.object, ','), m.caps...)
+	m.object = append(append(m.object, ','), m.info...)
+	m.object = append(m.object, '}')
+	m.member = append([]byte(`"_meta":`), m.object...)
+	c.metaCache.Store(m)
+	return m
 }
 
 // relayCapabilities is the client capabilities mcpgate declares to its
@@ -260,75 +334,6 @@ func (b *Backend) clientInfo() []byte {
 	out := append([]byte(nil), `{"name":"mcpgate","version":`...)
 	out = jsonrpc.AppendString(out, b.opts.Version)
 	return append(out, '}')
-}
-
-// subscribe opens subscriptions/listen for the list changes the server
-// announces, so that its lists are refreshed as a legacy server's
-// list_changed makes them. The request stays pending while the
-// connection lives; it is not a call in flight (idle_stop ignores it).
-// When the server ends it or a remote stream drops while the connection
-// lives, it is opened again after restart_backoff_initial, doubling up to
-// restart_backoff_max while that keeps happening, and every list is read
-// again: changes may have been missed meanwhile. A server that refuses it
-// has its lists refreshed at catalog_refresh only.
-func (c *Conn) subscribe() { c.subscribeWith(0) }
-
-// subscribeWith subscribes; backoff is the wait before this attempt.
-func (c *Conn) subscribeWith(backoff time.Duration) {
-	caps := c.Server().Capabilities
-	var filter []byte
-	add := func(key string) {
-		if len(filter) > 0 {
-			filter = append(filter, ',')
-		}
-		filter = append(filter, `"`+key+`":true`...)
-	}
-	if caps.Tools != nil && caps.Tools.ListChanged {
-		add("toolsListChanged")
-	}
-	if caps.Prompts != nil && caps.Prompts.ListChanged {
-		add("promptsListChanged")
-	}
-	if caps.Resources != nil && caps.Resources.ListChanged {
-		add("resourcesListChanged")
-	}
-	if filter == nil {
-		return
-	}
-	params := append([]byte(`{"notifications":{`), filter...)
-	params = append(params, "}}"...)
-	opened := time.Now()
-	call, err := c.Go(context.Background(), "subscriptions/listen", params, nil, func(m *jsonrpc.Message, err error) {
-		c.listenID.Store(0)
-		switch {
-		case err != nil:
-			c.log.Debug("the subscription to list changes ended", "err", err)
-		case m.Error != nil:
-			c.log.Info(fmt.Sprintf("backend %q refused subscriptions/listen; its lists are refreshed only at catalog_refresh", c.b.name), "error", truncate(m.Error, 200))
-			return
-		default:
-			c.log.Debug("the server ended the subscription to list changes")
-		}
-		if c.ended() {
-			return
-		}
-		next := max(backoff*2, c.b.cfg.RestartBackoffInitial, 10*time.Millisecond)
-		if time.Since(opened) > c.b.cfg.RestartBackoffMax {
-			next = max(c.b.cfg.RestartBackoffInitial, 10*time.Millisecond) // it lasted: start over
-		}
-		next = min(next, max(c.b.cfg.RestartBackoffMax, 10*time.Millisecond))
-		time.AfterFunc(next, func() {
-			if !c.ended() {
-				c.lists.refreshAll()
-				c.subscribeWith(next)
-			}
-		})
-	})
-	if err != nil {
-		c.log.Info(fmt.Sprintf("backend %q: could not subscribe to list changes: %v", c.b.name, err))
-		return
-	}
-	c.listenID.CompareAndSwap(0, call.ID)
 }
 
 // CachedEra is the era and protocol version of the server whose catalog

@@ -3,6 +3,8 @@ package backend
 import (
 	"context"
 	"encoding/json"
+	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
@@ -51,8 +53,8 @@ func checkModern(t *testing.T, r *remoteRun) {
 	if !r.b.Conn().Modern() {
 		t.Error("the connection does not speak 2026-07-28")
 	}
-	if n := len(r.b.Lists().Tools); n != 4 {
-		t.Errorf("%d tools listed, want 4", n)
+	if n := len(r.b.Lists().Tools); n != 5 {
+		t.Errorf("%d tools listed, want 5", n)
 	}
 	res, err := r.call(t, "echo", `{"text":"stateless"}`)
 	if err != nil || !strings.Contains(string(res), "echo: stateless") {
@@ -65,7 +67,18 @@ func checkModern(t *testing.T, r *remoteRun) {
 	if _, err := r.call(t, "add_tool", `{"name":"late"}`); err != nil {
 		t.Fatal(err)
 	}
-	r.awaitTools(t, 5)
+	r.awaitTools(t, 6)
+	// resources/subscribe, which 2026-07-28 has not, becomes a
+	// resourceSubscriptions of the listen stream.
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	if res, err := r.b.Conn().Call(ctx, "resources/subscribe", json.RawMessage(`{"uri":"note://one"}`)); err != nil || string(res) != "{}" {
+		t.Fatalf("resources/subscribe = %s, %v", res, err)
+	}
+	if _, err := r.call(t, "touch", `{}`); err != nil {
+		t.Fatal(err)
+	}
+	awaitItem(t, &r.h.notes, "notifications/resources/updated", func(m string) bool { return m == "notifications/resources/updated" })
 }
 
 // A stdio server that answers server/discover with 2026-07-28 is a modern
@@ -221,7 +234,7 @@ func TestEraModernRemoteSubscribesAgain(t *testing.T) {
 	if _, err := r.call(t, "add_tool", `{"name":"later"}`); err != nil {
 		t.Fatal(err)
 	}
-	r.awaitTools(t, 5)
+	r.awaitTools(t, 6)
 }
 
 // Published 2025 servers answer server/discover with an error: they are
@@ -323,13 +336,13 @@ func TestWithMetaSplicesRawParams(t *testing.T) {
 	b := testBackend(t, "true")
 	b.opts.Version = "9"
 	c := &Conn{b: b}
-	meta := string(b.requestMeta())
+	meta := strings.TrimSuffix(strings.TrimPrefix(string(c.meta().object), "{"), "}")
 	for _, tc := range []struct{ in, want string }{
 		{``, `{"_meta":{` + meta + `}}`},
 		{`null`, `{"_meta":{` + meta + `}}`},
 		{`{}`, `{"_meta":{` + meta + `}}`},
 		{`{"name":"x", "arguments":{"a" : 1}}`, `{"_meta":{` + meta + `},"name":"x", "arguments":{"a" : 1}}`},
-		{`{"name":"x","_meta":{"progressToken":"t1"}}`, `{"name":"x","_meta":{"io.modelcontextprotocol/clientInfo":{"name":"mcpgate","version":"9"},"io.modelcontextprotocol/clientCapabilities":{"roots":{"listChanged":true},"sampling":{},"elicitation":{}},"io.modelcontextprotocol/protocolVersion":"2026-07-28","progressToken":"t1"}}`},
+		{`{"name":"x","_meta":{"progressToken":"t1"}}`, `{"name":"x","_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"roots":{"listChanged":true},"sampling":{},"elicitation":{}},"io.modelcontextprotocol/clientInfo":{"name":"mcpgate","version":"9"},"progressToken":"t1"}}`},
 		{`{"_meta":{"io.modelcontextprotocol/protocolVersion":"2025-11-25","io.modelcontextprotocol/clientCapabilities":{},"io.modelcontextprotocol/clientInfo":{"name":"c"}}}`,
 			`{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{},"io.modelcontextprotocol/clientInfo":{"name":"c"}}}`},
 		{`{"_meta":null}`, `{"_meta":{` + meta + `}}`},
@@ -344,5 +357,37 @@ func TestWithMetaSplicesRawParams(t *testing.T) {
 	}
 	if _, err := c.withMeta(json.RawMessage(`{"_meta":{},"_META":{}}`)); err == nil {
 		t.Error("an ambiguous _meta was accepted")
+	}
+}
+
+// BenchmarkWithMeta is the cost a call to a modern backend adds: the
+// _meta spliced into its params.
+func BenchmarkWithMeta(b *testing.B) {
+	be := New(&config.Backend{Name: "t", Command: "true", RelayClientRequests: true}, Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	c := &Conn{b: be}
+	params := json.RawMessage(`{"name":"echo","arguments":{"text":"hello, a little text to echo back"},"_meta":{"progressToken":"p1"}}`)
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := c.withMeta(params); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// The era follows the protocol version in use; a cli backend has none.
+func TestServerInfoEra(t *testing.T) {
+	for _, tc := range []struct {
+		info *ServerInfo
+		want string
+	}{
+		{nil, ""},
+		{cliServer(), ""},
+		{&ServerInfo{ProtocolVersion: "2025-06-18"}, "legacy"},
+		{&ServerInfo{ProtocolVersion: ProtocolVersion}, "legacy"},
+		{&ServerInfo{ProtocolVersion: ModernProtocolVersion}, "modern"},
+	} {
+		if got := tc.info.Era().String(); got != tc.want {
+			t.Errorf("era of %+v = %q, want %q", tc.info, got, tc.want)
+		}
 	}
 }

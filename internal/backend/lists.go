@@ -17,6 +17,9 @@ type ServerInfo struct {
 	Name, Version   string
 	Instructions    string
 	Capabilities    Capabilities
+	// Dual marks a server initialized with ProtocolVersion whose
+	// server/discover also listed ModernProtocolVersion (see EraDual).
+	Dual bool
 }
 
 // Capabilities are the server capabilities the gateway acts on. A nil member
@@ -83,14 +86,20 @@ type initializeResult struct {
 // initialize, notifications/initialized and the first fetch of every list
 // it declared.
 func (c *Conn) handshake(ctx context.Context, probe bool) (*Lists, error) {
+	dual := false
 	if probe {
-		modern, err := c.probe(ctx)
+		kind, err := c.probe(ctx)
 		if err != nil {
 			return nil, err
 		}
-		if modern {
+		switch {
+		case kind == EraModern:
 			return c.modernHandshake(ctx)
+		case kind == EraDual && c.remote == nil:
+			c.modern.Store(true) // its era from now on
+			return nil, errDualStdio
 		}
+		dual = kind == EraDual
 	}
 	raw, err := c.Call(ctx, "initialize", c.b.initializeParams())
 	if err != nil {
@@ -109,7 +118,9 @@ func (c *Conn) handshake(ctx context.Context, probe bool) (*Lists, error) {
 		Version:         res.ServerInfo.Version,
 		Instructions:    res.Instructions,
 		Capabilities:    res.Capabilities,
+		Dual:            dual || c.companion.Load() != nil,
 	})
+	c.dual.Store(dual || c.companion.Load() != nil)
 	if err := c.Notify(ctx, "notifications/initialized", nil); err != nil {
 		return nil, err
 	}

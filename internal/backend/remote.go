@@ -229,7 +229,7 @@ func (r *remote) send(ctx context.Context, data []byte) error {
 	go func() {
 		defer r.tasks.Done()
 		defer r.forget(id)
-		err := r.request(pctx, data, msg)
+		err := r.request(pctx, data, msg, id)
 		if err == nil || pctx.Err() != nil {
 			return
 		}
@@ -249,11 +249,11 @@ func (r *remote) send(ctx context.Context, data []byte) error {
 // request posts a request and dispatches what answers it. The answer to
 // initialize is dispatched only once its session is current, so that
 // what the handshake sends next goes to that session.
-func (r *remote) request(ctx context.Context, data []byte, msg *jsonrpc.Message) error {
+func (r *remote) request(ctx context.Context, data []byte, msg *jsonrpc.Message, id int64) error {
 	if r.legacy != nil {
 		return r.legacy.post(ctx, data)
 	}
-	if r.c.modern.Load() || msg.Method == "server/discover" {
+	if r.c.modern.Load() || msg.Method == "server/discover" || r.c.dual.Load() && r.c.modernCall(id) {
 		// No session: the era's headers on every request.
 		_, err := r.client.PostStatelessParams(ctx, data, mcphttp.StatelessHeaders(ModernProtocolVersion, msg), r.mirroredParams(msg), []json.RawMessage{msg.ID}, r.deliver)
 		return r.lost(err)

@@ -298,17 +298,29 @@ func call(client *http.Client, url, id string, b backend, i, size int, letters [
 		o.kind = fmt.Sprintf("HTTP %d", status)
 		return fail("HTTP status %d: %.300q", status, bytes.Join(msgs, nil))
 	}
-	// The gateway writes every response's envelope itself, in this form.
-	head := fmt.Appendf(nil, `{"jsonrpc":"2.0","id":%d,`, i)
-	var answers [][]byte
+	// A response keeps its backend's member order (the gateway writes the
+	// client's id over the backend's, in place), so the envelope is read,
+	// not matched as a prefix.
+	type envelope struct {
+		ID     json.RawMessage `json:"id"`
+		Method string          `json:"method"`
+		Result json.RawMessage `json:"result"`
+		Error  *struct {
+			Code    int    `json:"code"`
+			Message string `json:"message"`
+		} `json:"error"`
+	}
+	var answers []envelope
 	for _, m := range msgs {
+		var e envelope
+		if err := json.Unmarshal(m, &e); err != nil {
+			return fail("a message that is not JSON: %.100q", m)
+		}
 		switch {
-		case bytes.HasPrefix(m, head):
-			answers = append(answers, m)
-		case bytes.HasPrefix(m, []byte(`{"jsonrpc":"2.0","method":`)):
-			// a notification from the backend
-		case bytes.HasPrefix(m, []byte(`{"jsonrpc":"2.0","id":`)) && bytes.Contains(m[:min(len(m), 64)], []byte(`"method":`)):
-			// a request from the backend
+		case e.Method != "":
+			// a notification or a request from the backend
+		case string(e.ID) == strconv.Itoa(i) && (e.Result != nil) != (e.Error != nil):
+			answers = append(answers, e)
 		default:
 			return fail("a message that is no answer to this call: %.100q", m)
 		}
@@ -317,35 +329,24 @@ func call(client *http.Client, url, id string, b backend, i, size int, letters [
 		o.kind = fmt.Sprintf("%d answers", len(answers))
 		return fail("%d answers, want exactly one", len(answers))
 	}
-	a := answers[0][len(head):]
+	a := answers[0]
 	switch {
-	case bytes.HasPrefix(a, []byte(`"error":`)):
-		var e struct {
-			Error struct {
-				Code    int    `json:"code"`
-				Message string `json:"message"`
-			} `json:"error"`
+	case a.Error != nil:
+		o.kind = fmt.Sprintf("error %d", a.Error.Code)
+		o.message = a.Error.Message
+		if !strings.Contains(a.Error.Message, b.name) {
+			return fail("error %d %q does not name the backend", a.Error.Code, a.Error.Message)
 		}
-		if err := json.Unmarshal(answers[0], &e); err != nil {
-			return fail("error response that is not JSON: %.200q", answers[0])
-		}
-		o.kind = fmt.Sprintf("error %d", e.Error.Code)
-		o.message = e.Error.Message
-		if !strings.Contains(e.Error.Message, b.name) {
-			return fail("error %d %q does not name the backend", e.Error.Code, e.Error.Message)
-		}
-	case bytes.HasPrefix(a, []byte(`"result":`)):
+	default:
 		o.kind = "result"
 		want := `"text":"` + prefix + string(text) + `"`
 		if b.npm {
 			want = `"text":"Echo: ` + prefix + string(text) + `"`
 		}
-		if !bytes.Contains(a, []byte(want)) {
+		if !bytes.Contains(a.Result, []byte(want)) {
 			o.kind = "wrong result"
-			return fail("the result is not this call's echo: %.200q", a)
+			return fail("the result is not this call's echo: %.200q", a.Result)
 		}
-	default:
-		return fail("a response with neither result nor error: %.200q", answers[0])
 	}
 	return o
 }

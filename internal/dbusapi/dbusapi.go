@@ -102,8 +102,9 @@ type BackendStatus struct {
 	Command              []string `json:"command"`
 	URL                  string   `json:"url,omitempty"` // a remote backend's URL, without credentials
 	// Era is the generation of MCP its server speaks, learned at every
-	// start: "modern" (2026-07-28, stateless) or "legacy" (initialize);
-	// "" before its first start. ProtocolVersion is the version in use.
+	// start: "modern" (2026-07-28, stateless), "legacy" (initialize) or
+	// "dual" (initialized, and 2026-07-28 per request for clients of that
+	// era); "" before its first start. ProtocolVersion is the version in use.
 	Era             string   `json:"era"`
 	ProtocolVersion string   `json:"protocol_version"`
 	StderrTail      []string `json:"stderr_tail,omitempty"`

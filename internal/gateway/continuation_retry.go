@@ -153,6 +153,8 @@ func (t *Continuations) refuse(s *Session, msg *jsonrpc.Message, stream *Stream,
 
 // issuesRequestState reports whether the gateway issued the requestStates
 // of the named backend's calls: it does for every backend that speaks
-// 2025-11-25 or earlier, as all do so far. A backend that speaks
-// 2026-07-28 issues its own, which must pass through to it untouched.
-func (g *Gateway) issuesRequestState(backendName string) bool { return backendName != "" }
+// 2025-11-25 or earlier only. A backend that speaks 2026-07-28 (modern or
+// dual) issues its own, which must pass through to it untouched.
+func (g *Gateway) issuesRequestState(backendName string) bool {
+	return backendName != "" && !g.ownRequestState(backendName)
+}

@@ -270,7 +270,8 @@ func (s *Session) modernCall(c *call, method string, params json.RawMessage) jso
 }
 
 // toModernBackend reports whether msg, a tools/call, prompts/get or
-// resources/read, goes to a backend that speaks 2026-07-28: the
+// resources/read, goes to a backend that speaks 2026-07-28 (a modern or
+// dual one): the
 // requestState and inputResponses of such a request are its backend's,
 // carried through unchanged to it.
 func (s *Session) toModernBackend(msg *jsonrpc.Message) bool {
@@ -294,6 +295,17 @@ func (s *Session) toModernBackend(msg *jsonrpc.Message) bool {
 			name, _ = s.g.resourceOwner(cat, uri)
 		}
 	}
-	b := s.g.registry.Backend(name)
-	return b != nil && b.Status().Server.Era() == backend.EraModern
+	return s.g.ownRequestState(name)
+}
+
+// ownRequestState reports whether the named backend issues the
+// requestStates of its calls for stateless clients: one that speaks
+// 2026-07-28, alone or beside an earlier version (see backend.EraDual).
+func (g *Gateway) ownRequestState(name string) bool {
+	b := g.registry.Backend(name)
+	if b == nil {
+		return false
+	}
+	era := b.Status().Server.Era()
+	return era == backend.EraModern || era == backend.EraDual
 }

@@ -297,6 +297,9 @@ func (s *Session) sendAdmitted(msg *jsonrpc.Message, stream *Stream, b *backend.
 		}
 	}
 	conn := adm.Conn
+	if s.stateless {
+		conn = conn.ForModern() // a dual stdio server's process of that era
+	}
 	c := &call{sess: s, clientID: msg.ID, stream: stream, b: b, conn: conn, then: then, started: time.Now(), fb: fb}
 	toolName, tok, span, hasToken := forwarded(params) // one pass over params
 	if msg.Method == "tools/call" {
@@ -333,14 +336,21 @@ func (s *Session) sendAdmitted(msg *jsonrpc.Message, stream *Stream, b *backend.
 	if s.stateless && s.logLevel >= 0 {
 		g.requestLevel(conn, s.logLevel)
 	}
-	if conn.Modern() {
+	// A dual backend takes a stateless client's request in its era (see
+	// backend.EraDual), a session's as a legacy backend would.
+	modern := conn.Modern() || s.stateless && conn.Dual()
+	if modern {
 		params = s.modernCall(c, msg.Method, jsonrpc.Compact(params))
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), b.Config().Timeout)
 	defer cancel()
 	// The callback may run before Go returns; c.bcall is only needed to
 	// abandon the call, which can happen only after Go returned.
-	bcall, err := conn.Go(ctx, msg.Method, jsonrpc.Compact(params), c, c.deliver)
+	send := conn.Go
+	if modern {
+		send = conn.GoModern
+	}
+	bcall, err := send(ctx, msg.Method, jsonrpc.Compact(params), c, c.deliver)
 	if err != nil {
 		if c.end() {
 			if !fb.try(s, b, err) {

@@ -168,7 +168,7 @@ func (s *Session) discover(msg *jsonrpc.Message, stream *Stream) {
 // level a stateless request set only ever rises while the connection
 // lives, and never goes below what the sessions that see the backend want.
 func (g *Gateway) requestLevel(conn *backend.Conn, prio int) {
-	if conn.Server() == nil || conn.Server().Capabilities.Logging == nil || conn.Modern() {
+	if conn.Server() == nil || conn.Server().Capabilities.Logging == nil || conn.Modern() || conn.Dual() {
 		return // a 2026-07-28 backend gets the request's own level in _meta
 	}
 	g.levelMu.Lock()

@@ -332,3 +332,35 @@ func headerProxy(t *testing.T, target string) (string, *headerLog) {
 	t.Cleanup(ts.Close)
 	return ts.URL + u.Path, log
 }
+
+// A 2025 session's resources/subscribe reaches a modern backend as a
+// resourceSubscriptions of its subscriptions/listen stream, and the
+// updates announced there reach the session.
+func TestModernBackendResourceSubscription(t *testing.T) {
+	argv, env := modernserver.Stdio(t)
+	d := gateway(t, fmt.Sprintf(`
+[backends.m]
+command = %q
+args = [%q, %q]
+env = { NODE_PATH = %q }
+`, argv[0], argv[1], argv[2], env["NODE_PATH"]))
+	updated := make(chan string, 4)
+	cs := connect2025(t, d.URL, &mcp.ClientOptions{
+		ResourceUpdatedHandler: func(_ context.Context, req *mcp.ResourceUpdatedNotificationRequest) {
+			updated <- req.Params.URI
+		},
+	})
+	ctx := testutil.Context(t, 30*time.Second)
+	if err := cs.Subscribe(ctx, &mcp.SubscribeParams{URI: "note://one"}); err != nil {
+		t.Fatalf("subscribe: %v", err)
+	}
+	testutil.MustCallTool(t, cs, "m__touch", nil)
+	select {
+	case uri := <-updated:
+		if uri != "note://one" {
+			t.Errorf("updated %q, want note://one", uri)
+		}
+	case <-ctx.Done():
+		t.Fatal("no notifications/resources/updated reached the session")
+	}
+}

@@ -10,7 +10,8 @@
 // Tools: echo {text}; confirm {action}, which asks for an elicitation and
 // ask {question}, which asks for a sampling, both with an input_required
 // result; add_tool {name}, which registers a tool and announces it on
-// subscriptions/listen streams.
+// subscriptions/listen streams; touch, which announces an update of the
+// resource note://one to the streams subscribed to it.
 'use strict';
 const http = require('node:http');
 const { McpServer, createMcpHandler, inputRequired, inputResponse } = require('@modelcontextprotocol/server');
@@ -19,6 +20,7 @@ const z = require('zod');
 
 const added = []; // names registered by add_tool, for every instance
 let announce = () => {};
+let touched = () => {};
 
 // state is the requestState the client echoed, "" if none.
 function state(ctx) {
@@ -27,7 +29,12 @@ function state(ctx) {
 }
 
 function build() {
-	const server = new McpServer({ name: 'modern-fixture', version: '2.4.0' });
+	const server = new McpServer({ name: 'modern-fixture', version: '2.4.0' }, { capabilities: { resources: { subscribe: true } } });
+	server.registerResource('note', 'note://one', { mimeType: 'text/plain' }, async () => ({ contents: [{ uri: 'note://one', text: 'a note' }] }));
+	server.registerTool('touch', { description: 'Announces an update of note://one' }, async () => {
+		touched(server);
+		return { content: [{ type: 'text', text: 'touched' }] };
+	});
 	server.registerTool('echo', { description: 'Echo text', inputSchema: z.object({ text: z.string() }) },
 		async ({ text }) => ({ content: [{ type: 'text', text: 'echo: ' + text }] }));
 	server.registerTool('confirm', { description: 'Asks the user to confirm an action', inputSchema: z.object({ action: z.string() }) },
@@ -83,6 +90,7 @@ function addTool(server, name) {
 function serveHTTP() {
 	const handler = createMcpHandler(() => build());
 	announce = () => handler.notify.toolsChanged();
+	touched = () => handler.notify.resourceUpdated('note://one');
 	const srv = http.createServer(async (req, res) => {
 		try {
 			const chunks = [];
@@ -114,5 +122,6 @@ function serveHTTP() {
 if (process.argv[2] === 'http') {
 	serveHTTP();
 } else {
+	touched = (server) => server.server.sendResourceUpdated({ uri: 'note://one' });
 	serveStdio(() => build());
 }
