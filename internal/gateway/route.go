@@ -330,8 +330,8 @@ func (s *Session) sendAdmitted(msg *jsonrpc.Message, stream *Stream, b *backend.
 	if conn.Modern() {
 		params = s.modernCall(c, msg.Method, jsonrpc.Compact(params))
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), b.Config().Timeout)
-	defer cancel()
+	ctx := newSendContext(b.Config().Timeout)
+	defer ctx.stop()
 	// The callback may run before Go returns; c.bcall is only needed to
 	// abandon the call, which can happen only after Go returned.
 	bcall, err := conn.Go(ctx, msg.Method, jsonrpc.Compact(params), c, c.deliver)
