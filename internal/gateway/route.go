@@ -330,7 +330,8 @@ func (s *Session) sendAdmitted(msg *jsonrpc.Message, stream *Stream, b *backend.
 	if conn.Modern() {
 		params = s.modernCall(c, msg.Method, jsonrpc.Compact(params))
 	}
-	ctx := newSendContext(b.Config().Timeout)
+	ctx := &c.send // in the call: no allocation of its own
+	ctx.deadline = time.Now().Add(b.Config().Timeout)
 	defer ctx.stop()
 	// The callback may run before Go returns; c.bcall is only needed to
 	// abandon the call, which can happen only after Go returned.

@@ -11,15 +11,12 @@ import (
 // context.WithTimeout was made and stopped on every call for nothing: this
 // context takes its deadline when made and starts a timer only when Done
 // is first asked for. stop releases that timer, as a CancelFunc does.
+// Its zero value with deadline set is ready; it lives in the call.
 type sendContext struct {
 	deadline time.Time
 	once     sync.Once
 	ctx      context.Context // made by Done
 	cancel   context.CancelFunc
-}
-
-func newSendContext(timeout time.Duration) *sendContext {
-	return &sendContext{deadline: time.Now().Add(timeout)}
 }
 
 func (c *sendContext) timed() context.Context {
