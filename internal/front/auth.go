@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/mcpgate/mcpgate/internal/access"
+	"github.com/mcpgate/mcpgate/internal/config"
 	"github.com/mcpgate/mcpgate/internal/gateway"
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
 )
@@ -25,6 +26,11 @@ func (h *Handler) identify(w http.ResponseWriter, r *http.Request) *http.Request
 	peer := access.PeerFrom(r.Context())
 	c, refusal := h.opts.Clients().Identify(r, peer)
 	if refusal == nil {
+		if c.Name == config.AnonymousClient {
+			// The name is reserved for the client every caller is
+			// without auth; clientOf answers one just like it.
+			return r
+		}
 		return r.WithContext(context.WithValue(r.Context(), clientKey{}, c))
 	}
 	if h.opts.Refusals != nil {

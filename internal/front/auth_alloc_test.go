@@ -27,3 +27,28 @@ func TestIdentifyWithoutClients(t *testing.T) {
 		t.Errorf("identify without clients allocates %v times per request, want 0", n)
 	}
 }
+
+// TestIdentifyAuthNone: with auth = "none" every caller is the anonymous
+// client; identify records it as seen and lets the request through
+// without copying it.
+func TestIdentifyAuthNone(t *testing.T) {
+	cfg := &config.Config{}
+	cfg.Gateway.Auth = "none"
+	set, _ := access.NewSet(cfg, access.Options{})
+	h := &Handler{opts: Options{Clients: func() *access.Set { return set }}}
+	r := httptest.NewRequest("POST", "/mcp", nil)
+	w := httptest.NewRecorder()
+	got := h.identify(w, r)
+	if got == nil {
+		t.Fatal("identify refused a request with auth none")
+	}
+	if c := clientOf(got); c.Name != config.AnonymousClient || !c.Policy.Unrestricted() {
+		t.Errorf("clientOf = %q, want the unrestricted %q", c.Name, config.AnonymousClient)
+	}
+	if set.Client(config.AnonymousClient).LastSeen().IsZero() {
+		t.Error("the anonymous client's last request is not recorded")
+	}
+	if n := testing.AllocsPerRun(100, func() { clientOf(h.identify(w, r)) }); n != 0 {
+		t.Errorf("identify with auth none allocates %v times per request, want 0", n)
+	}
+}
