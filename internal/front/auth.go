@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/mcpgate/mcpgate/internal/access"
+	"github.com/mcpgate/mcpgate/internal/config"
 	"github.com/mcpgate/mcpgate/internal/gateway"
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
 )
@@ -20,11 +21,16 @@ type clientKey struct{}
 // identify returns nil.
 func (h *Handler) identify(w http.ResponseWriter, r *http.Request) *http.Request {
 	if h.opts.Clients == nil {
-		return r.WithContext(context.WithValue(r.Context(), clientKey{}, access.Anonymous()))
+		return r // clientOf answers anonymous: no copy of the request per call
 	}
 	peer := access.PeerFrom(r.Context())
 	c, refusal := h.opts.Clients().Identify(r, peer)
 	if refusal == nil {
+		if c.Name == config.AnonymousClient {
+			// The name is reserved for the client every caller is
+			// without auth; clientOf answers one just like it.
+			return r
+		}
 		return r.WithContext(context.WithValue(r.Context(), clientKey{}, c))
 	}
 	if h.opts.Refusals != nil {
@@ -46,8 +52,13 @@ func clientOf(r *http.Request) *access.Client {
 	if c, ok := r.Context().Value(clientKey{}).(*access.Client); ok {
 		return c
 	}
-	return access.Anonymous()
+	return anonymous
 }
+
+// anonymous is the client of a request when the gateway knows no clients.
+// A Client and its Policy are never changed once made, so one serves all
+// requests instead of two allocations per call.
+var anonymous = access.Anonymous()
 
 // limited answers 429 with Retry-After when the request's client exceeded
 // its rate_limit, and reports whether it did.

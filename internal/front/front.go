@@ -6,7 +6,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"mime"
 	"net"
@@ -146,7 +145,7 @@ func (h *Handler) post(w http.ResponseWriter, r *http.Request) {
 		h.httpError(w, http.StatusNotAcceptable, "the Accept header must list application/json and text/event-stream")
 		return
 	}
-	if ct := r.Header.Get("Content-Type"); ct != "" {
+	if ct := r.Header.Get("Content-Type"); ct != "" && ct != "application/json" { // the common case parses nothing
 		if mt, _, _ := mime.ParseMediaType(ct); mt != "application/json" {
 			h.httpError(w, http.StatusUnsupportedMediaType, "Content-Type must be application/json, not %q", ct)
 			return
@@ -161,7 +160,7 @@ func (h *Handler) post(w http.ResponseWriter, r *http.Request) {
 			h.release()
 		}
 	}()
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, h.opts.MaxMessageBytes))
+	body, err := readBody(http.MaxBytesReader(w, r.Body, h.opts.MaxMessageBytes), r.ContentLength, h.opts.MaxMessageBytes)
 	if err != nil {
 		var tooLarge *http.MaxBytesError
 		if errors.As(err, &tooLarge) {
@@ -525,15 +524,21 @@ func accepts(r *http.Request, mediaType string) bool {
 	values := r.Header.Values("Accept")
 	major, _, _ := strings.Cut(mediaType, "/")
 	for _, v := range values {
-		for _, part := range strings.Split(v, ",") {
+		for part := range strings.SplitSeq(v, ",") { // per request: no allocation
 			mt, _, _ := strings.Cut(strings.TrimSpace(part), ";")
 			mt = strings.TrimSpace(mt)
-			if mt == mediaType || mt == "*/*" || mt == major+"/*" {
+			if mt == mediaType || mt == "*/*" || isWildcardOf(mt, major) {
 				return true
 			}
 		}
 	}
 	return false
+}
+
+// isWildcardOf reports whether mt is major+"/*", without building it.
+func isWildcardOf(mt, major string) bool {
+	rest, ok := strings.CutPrefix(mt, major)
+	return ok && rest == "/*"
 }
 
 // isLocalHost reports whether host (without port) names this machine's

@@ -40,7 +40,8 @@ type call struct {
 	answering atomic.Bool // the backend sent something for the call: no fallback any more
 
 	ended atomic.Bool
-	once  sync.Once // guards the bookkeeping in end
+	once  sync.Once   // guards the bookkeeping in end
+	send  sendContext // bounds the sending of the request (sendAdmitted)
 
 	// For a modern backend's call of a 2025 session, which answers the
 	// backend's input_required results (see askClient): the request's

@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -37,9 +38,18 @@ type inputRequired struct {
 	RequestState json.RawMessage `json:"requestState"`
 }
 
+// inputRequiredValue is resultType's value in an InputRequiredResult.
+var inputRequiredValue = []byte(`"input_required"`)
+
 // isInputRequired reports whether result is an InputRequiredResult,
 // without decoding more than its resultType.
 func isInputRequired(result json.RawMessage) bool {
+	// Its value is compared as written, so a result without these bytes
+	// anywhere is none: one vectorised search instead of a scan of the
+	// result's members, on every tool call's result.
+	if !bytes.Contains(result, inputRequiredValue) {
+		return false
+	}
 	v, _, ok := jsonrpc.Lookup(result, "resultType")
 	return ok && string(v) == `"input_required"`
 }

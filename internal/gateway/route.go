@@ -342,8 +342,9 @@ func (s *Session) sendAdmitted(msg *jsonrpc.Message, stream *Stream, b *backend.
 	if modern {
 		params = s.modernCall(c, msg.Method, jsonrpc.Compact(params))
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), b.Config().Timeout)
-	defer cancel()
+	ctx := &c.send // in the call: no allocation of its own
+	ctx.deadline = time.Now().Add(b.Config().Timeout)
+	defer ctx.stop()
 	// The callback may run before Go returns; c.bcall is only needed to
 	// abandon the call, which can happen only after Go returned.
 	send := conn.Go

@@ -145,7 +145,9 @@ func (s *Stream) finish() {
 
 func (s *Stream) signal() {
 	close(s.wake)
-	s.wake = make(chan struct{})
+	if !s.finished { // a finished stream is never waited on: Wait returns at once
+		s.wake = make(chan struct{})
+	}
 }
 
 // Wait returns the events after seq after, blocking until there is one, the
