@@ -15,7 +15,9 @@ import (
 	"github.com/mcpgate/mcpgate/internal/testutil"
 )
 
-// inProcessGateway is inProcess's gateway, for stateless requests.
+// inProcessGateway runs a gateway in this process in front of the fake
+// server as backend "s", settled and with its catalog built. Everything
+// stops when the test ends.
 func inProcessGateway(t testing.TB) *gateway.Gateway {
 	t.Helper()
 	bins := testutil.Build(t)
@@ -35,7 +37,7 @@ func inProcessGateway(t testing.TB) *gateway.Gateway {
 	t.Cleanup(func() {
 		g.Close()
 		cancel()
-		<-done
+		<-done // Run returns once the child is reaped
 	})
 	<-b.Settled()
 	g.Refresh()

@@ -2,19 +2,15 @@ package gateway_test
 
 import (
 	"context"
-	"log/slog"
 	"runtime"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
-	"time"
 
 	"github.com/mcpgate/mcpgate/internal/backend"
-	"github.com/mcpgate/mcpgate/internal/config"
 	"github.com/mcpgate/mcpgate/internal/gateway"
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
-	"github.com/mcpgate/mcpgate/internal/testutil"
 )
 
 // oneBackend is a registry of one backend, set once it is made (the
@@ -44,28 +40,7 @@ func (r *oneBackend) Backend(name string) *backend.Backend {
 // ends.
 func inProcess(t testing.TB) *gateway.Session {
 	t.Helper()
-	bins := testutil.Build(t)
-	reg := &oneBackend{}
-	log := slog.New(slog.DiscardHandler)
-	g := gateway.New(reg, gateway.Options{Logger: log})
-	cfg := &config.Backend{Name: "s", Enabled: true, Transport: "stdio", Command: bins.Fake, Args: []string{"--name", "s"},
-		ToolPrefix: "s__", Timeout: time.Minute, RelayClientRequests: true}
-	b := backend.New(cfg, backend.Options{GracePeriod: time.Second, MaxMessageBytes: 64 << 20, Handler: g, Logger: log})
-	reg.b = b
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		b.Run(ctx)
-	}()
-	t.Cleanup(func() {
-		g.Close()
-		cancel()
-		<-done // Run returns once the child is reaped
-	})
-	<-b.Settled()
-	g.Refresh()
-	s, _, err := g.NewSession(nil, nil)
+	s, _, err := inProcessGateway(t).NewSession(nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
