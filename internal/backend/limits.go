@@ -272,21 +272,6 @@ func (b *Backend) callDone(outcome string, d time.Duration) {
 	}
 }
 
-// Then returns then wrapped so that the call's end also ends the
-// admission: ok is a result, anything else an error.
-func (a *Admission) Then(then func(ok bool)) func(ok bool) {
-	return func(ok bool) {
-		outcome := "error"
-		if ok {
-			outcome = "ok"
-		}
-		a.Done(outcome)
-		if then != nil {
-			then(ok)
-		}
-	}
-}
-
 // admitCLI admits a call of a cli backend's tool. There is no server to
 // check or restart, so no breaker and no start_wait; its call limits
 // (max_concurrent_calls, queue_timeout, rate_limit) apply to each

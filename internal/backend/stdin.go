@@ -35,15 +35,18 @@ type stdin struct {
 	raw  syscall.RawConn
 	kick chan struct{} // hands the pipe to the writer goroutine
 
-	mu       sync.Mutex
-	owner    int      // who writes: ownerNone, ownerCaller or ownerWriter
-	segs     [][]byte // messages not yet handed to write(2), each with its newline
-	queued   int      // messages in segs
-	free     []byte   // a small written segment, reused for the next one
-	lists    [][]byte // a written list of segments, reused for the next queue
-	room     chan struct{}
-	stopping bool // stdin is to be closed: no new message is accepted
-	failed   bool // a write failed: the child is gone, messages are dropped
+	mu     sync.Mutex
+	owner  int           // who writes: ownerNone, ownerCaller or ownerWriter
+	segs   [][]byte      // messages not yet handed to write(2), each with its newline
+	queued int           // messages in segs
+	free   []byte        // a small written segment, reused for the next one
+	lists  [][]byte      // a written list of segments, reused for the next queue
+	room   chan struct{} // closed when the queue has room again, if roomWanted
+	// roomWanted is set by a sender waiting for room: only then does
+	// signalRoom make a new channel, not on every write.
+	roomWanted bool
+	stopping   bool // stdin is to be closed: no new message is accepted
+	failed     bool // a write failed: the child is gone, messages are dropped
 
 	// Scratch of the non-blocking write, set under mu by the owner.
 	out     [][]byte // the segments being written
@@ -100,6 +103,7 @@ func (w *stdin) send(ctx context.Context, wait bool, exited <-chan struct{}, app
 			w.mu.Unlock()
 			return errQueueFull
 		}
+		w.roomWanted = true
 		room := w.room
 		w.mu.Unlock()
 		select {
@@ -227,6 +231,10 @@ func (w *stdin) fail() {
 }
 
 func (w *stdin) signalRoom() {
+	if !w.roomWanted {
+		return
+	}
+	w.roomWanted = false
 	close(w.room)
 	w.room = make(chan struct{})
 }

@@ -4,6 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -23,7 +26,22 @@ type metrics struct {
 	reg      *prometheus.Registry
 	calls    *prometheus.CounterVec
 	duration *prometheus.HistogramVec
+
+	// series holds each backend's (*backend.Backend → *callSeries) series
+	// once used: a call's end looks them up by pointer, not by hashing
+	// its labels.
+	series sync.Map
 }
+
+// callSeries are a backend's call series, each made when first used, so
+// that an outcome that never happened has no series.
+type callSeries struct {
+	name     string
+	outcomes [3]atomic.Pointer[prometheus.Counter] // ok, error, refused
+	duration atomic.Pointer[prometheus.Observer]
+}
+
+var outcomes = [3]string{"ok", "error", "refused"}
 
 func newMetrics(d *daemon) *metrics {
 	m := &metrics{
@@ -50,14 +68,49 @@ func newMetrics(d *daemon) *metrics {
 
 // observe records one finished call; it is the backends' OnCall.
 func (m *metrics) observe(b *backend.Backend, outcome string, d time.Duration) {
-	m.calls.WithLabelValues(b.Name(), outcome).Inc()
+	s := m.seriesOf(b)
+	s.counter(m, outcome).Inc()
 	if outcome != "refused" {
-		m.duration.WithLabelValues(b.Name()).Observe(d.Seconds())
+		obs := s.duration.Load()
+		if obs == nil {
+			o := m.duration.WithLabelValues(s.name)
+			obs = &o
+			s.duration.Store(obs)
+		}
+		(*obs).Observe(d.Seconds())
 	}
+}
+
+func (m *metrics) seriesOf(b *backend.Backend) *callSeries {
+	if s, ok := m.series.Load(b); ok {
+		return s.(*callSeries)
+	}
+	s, _ := m.series.LoadOrStore(b, &callSeries{name: b.Name()})
+	return s.(*callSeries)
+}
+
+// counter returns the backend's counter of calls that ended with outcome.
+func (s *callSeries) counter(m *metrics, outcome string) prometheus.Counter {
+	i := slices.Index(outcomes[:], outcome)
+	if i < 0 {
+		return m.calls.WithLabelValues(s.name, outcome)
+	}
+	if c := s.outcomes[i].Load(); c != nil {
+		return *c
+	}
+	c := m.calls.WithLabelValues(s.name, outcome)
+	s.outcomes[i].Store(&c)
+	return c
 }
 
 // forget drops the series of a backend a reload removed.
 func (m *metrics) forget(name string) {
+	m.series.Range(func(b, s any) bool {
+		if s.(*callSeries).name == name {
+			m.series.Delete(b)
+		}
+		return true
+	})
 	m.calls.DeletePartialMatch(prometheus.Labels{"backend": name})
 	m.duration.DeletePartialMatch(prometheus.Labels{"backend": name})
 }

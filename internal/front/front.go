@@ -140,7 +140,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 func (h *Handler) post(w http.ResponseWriter, r *http.Request) {
-	sse, plain := accepts(r, mcphttp.MediaSSE), accepts(r, "application/json")
+	sse, plain := acceptsAnswers(r)
 	if !sse && !plain {
 		h.httpError(w, http.StatusNotAcceptable, "the Accept header must list application/json and text/event-stream")
 		return
@@ -338,6 +338,10 @@ func (h *Handler) session(w http.ResponseWriter, r *http.Request) *gateway.Sessi
 	return sess
 }
 
+// contentTypeJSON is the Content-Type of a JSON answer, shared so that
+// setting it allocates nothing; net/http only reads it.
+var contentTypeJSON = []string{"application/json"}
+
 // answer writes the answer to POSTed requests: plain JSON when nothing but
 // the responses comes, else an event stream that starts as soon as the
 // first other message (progress, a log message, a request to the client)
@@ -345,10 +349,12 @@ func (h *Handler) session(w http.ResponseWriter, r *http.Request) *gateway.Sessi
 func (h *Handler) answer(w http.ResponseWriter, r *http.Request, sess *gateway.Session, st *gateway.Stream, batch bool) {
 	ctx := r.Context()
 	st.Attach()
-	var responses [][]byte
+	var room [1]gateway.Event // the common answer: one response, no allocation
+	var one [1][]byte
+	responses := one[:0]
 	var after int64
 	for {
-		events, done, err := st.Wait(ctx, after)
+		events, done, err := st.WaitAppend(ctx, after, room[:0])
 		if err != nil {
 			st.Detach(0) // nothing was streamed: the client cannot resume
 			return
@@ -373,7 +379,7 @@ func (h *Handler) answer(w http.ResponseWriter, r *http.Request, sess *gateway.S
 	st.Ack(after)
 	st.Detach(0)
 	sess.StreamDone(st)
-	w.Header().Set("Content-Type", "application/json")
+	w.Header()["Content-Type"] = contentTypeJSON
 	if sess.Stateless() && len(responses) > 0 {
 		w.WriteHeader(modernStatus(st.ErrorCode()))
 	}
@@ -520,6 +526,21 @@ func (h *Handler) httpError(w http.ResponseWriter, status int, format string, ar
 
 // accepts reports whether the Accept header admits mediaType. A missing
 // header admits nothing: MCP clients must send one.
+// acceptsAnswers is accepts of an event stream and of JSON, in one pass
+// over the Accept header.
+func acceptsAnswers(r *http.Request) (sse, plain bool) {
+	for _, v := range r.Header["Accept"] {
+		for part := range strings.SplitSeq(v, ",") { // per request: no allocation
+			mt, _, _ := strings.Cut(strings.TrimSpace(part), ";")
+			mt = strings.TrimSpace(mt)
+			all := mt == "*/*"
+			sse = sse || all || mt == mcphttp.MediaSSE || isWildcardOf(mt, "text")
+			plain = plain || all || mt == "application/json" || isWildcardOf(mt, "application")
+		}
+	}
+	return sse, plain
+}
+
 func accepts(r *http.Request, mediaType string) bool {
 	values := r.Header.Values("Accept")
 	major, _, _ := strings.Cut(mediaType, "/")

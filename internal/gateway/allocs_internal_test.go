@@ -95,11 +95,60 @@ func TestForwardedAgreesWithLookups(t *testing.T) {
 		`{"name":"a","name":"b","_meta":{"progressToken":3}}`, // a repeated name does not hide the token
 		`[1,2]`,
 	} {
-		name, tok, span, ok := forwarded(json.RawMessage(params))
+		f := forwarded(json.RawMessage(params))
 		wantName, _, _ := stringParam(json.RawMessage(params), "name")
 		wantTok, wantSpan, wantOK := jsonrpc.LookupPath(json.RawMessage(params), "_meta", "progressToken")
-		if name != wantName || ok != wantOK || string(tok) != string(wantTok) || span != wantSpan {
-			t.Errorf("forwarded(%s) = %q, %s, %v, %v; want %q, %s, %v, %v", params, name, tok, span, ok, wantName, wantTok, wantSpan, wantOK)
+		if f.name != wantName || f.hasToken != wantOK || string(f.token) != string(wantTok) || f.tokenSpan != wantSpan {
+			t.Errorf("forwarded(%s) = %q, %s, %v, %v; want %q, %s, %v, %v", params, f.name, f.token, f.tokenSpan, f.hasToken, wantName, wantTok, wantSpan, wantOK)
+		}
+	}
+}
+
+// toolCallParams reads in one pass what checkDecided, stringParam and
+// forwarded read in three, and what it read still holds for the params
+// with the tool renamed, the token before or after the name.
+func TestToolCallParamsAgreesWithThreePasses(t *testing.T) {
+	for _, params := range []string{
+		`{"name":"echo","arguments":{"a":1},"_meta":{"progressToken":"p-1"}}`,
+		`{"_meta":{"x":1,"progressToken":17},"name":"echo","arguments":{}}`,
+		`{"name":"echo"}`,
+		`{"name":7,"_meta":{}}`,
+		`{"_meta":{"progressToken":1,"progressToken":2},"name":"x"}`,
+		`{"name":"a","name":"b","_meta":{"progressToken":3}}`,
+		`{"name":"a","Arguments":{}}`,
+		`{"arguments":{"name":"inner"}}`,
+		`[1,2]`,
+		``,
+	} {
+		raw := json.RawMessage(params)
+		name, span, f, err := toolCallParams(raw)
+		decidedErr := checkDecided("tools/call", raw, true)
+		wantName, wantSpan, nameErr := stringParam(raw, "name")
+		switch {
+		case decidedErr != nil:
+			if err == nil || err.Error() != decidedErr.Error() {
+				t.Errorf("toolCallParams(%s) error %v, want checkDecided's %v", params, err, decidedErr)
+			}
+			continue
+		case nameErr != nil:
+			if err == nil || err.Error() != nameErr.Error() {
+				t.Errorf("toolCallParams(%s) error %v, want stringParam's %v", params, err, nameErr)
+			}
+			continue
+		case err != nil:
+			t.Errorf("toolCallParams(%s): %v", params, err)
+			continue
+		}
+		if want := forwarded(raw); name != wantName || span != wantSpan || !f.of(raw) ||
+			f.name != want.name || f.hasToken != want.hasToken || string(f.token) != string(want.token) || f.tokenSpan != want.tokenSpan {
+			t.Errorf("toolCallParams(%s) = %q, %v, %+v; want %q, %v, %+v", params, name, span, f, wantName, wantSpan, want)
+		}
+		for _, original := range []string{name, "x", "a_much_longer_name_at_the_backend"} {
+			renamedParams := renamed(raw, span, name, original)
+			got, want := f.renamed(renamedParams, span, original), forwarded(renamedParams)
+			if !got.of(renamedParams) || got.name != want.name || got.hasToken != want.hasToken || string(got.token) != string(want.token) || got.tokenSpan != want.tokenSpan {
+				t.Errorf("renamed to %q, toolCallParams(%s) gives %+v; forwarded of the renamed params %+v", original, params, got, want)
+			}
 		}
 	}
 }

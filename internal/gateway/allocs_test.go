@@ -3,8 +3,10 @@ package gateway_test
 import (
 	"context"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 
@@ -101,9 +103,14 @@ func BenchmarkToolCallInProcess(b *testing.B) {
 		b.ReportAllocs()
 		b.SetParallelism(32) // 64 goroutines on 2 CPUs
 		start := cpuTime()
+		var next atomic.Int64
 		b.RunParallel(func(pb *testing.PB) {
+			// Each goroutine its own id: a second request with the id of
+			// one in flight is refused, which would measure the refusal.
+			mine := *msg
+			mine.ID = strconv.AppendInt(nil, 1000+next.Add(1), 10)
 			for pb.Next() {
-				roundTrip(b, s, msg)
+				roundTrip(b, s, &mine)
 			}
 		})
 		b.ReportMetric(float64(cpuTime()-start)/float64(b.N), "cpu-ns/op")

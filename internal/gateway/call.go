@@ -30,12 +30,17 @@ type call struct {
 	clientToken json.RawMessage // the client's progress token
 	unsent      string          // why the call was given up before bcall was set; guarded by sess.mu
 
-	// then, if set, learns whether the backend accepted the request, and
-	// the size of its answer, once the call ends.
+	// adm is the call's admission, ended with the call; then, if set,
+	// learns whether the backend accepted the request, and the size of its
+	// answer, once the call ends. Both run in finish.
+	adm       *backend.Admission
 	then      func(ok bool, size int)
 	succeeded atomic.Bool
 	size      atomic.Int64 // bytes of the backend's result or error
 
+	// modern is set when the request went to the backend in the
+	// 2026-07-28 era: only then can its result be an InputRequiredResult.
+	modern    bool
 	fb        *fallback   // where the call may go when the backend dies before answering
 	answering atomic.Bool // the backend sent something for the call: no fallback any more
 
@@ -84,7 +89,7 @@ func (c *call) deliver(resp *jsonrpc.Message, err error) {
 		c.stream.push(jsonrpc.AppendRawError(nil, c.clientID, resp.Error), true)
 	default:
 		result := resp.Result
-		if c.tool != "" && !isInputRequired(result) { // a question to the client is no output
+		if c.tool != "" && !(c.modern && isInputRequired(result)) { // a question to the client is no output
 			result = c.sess.g.processOutput(c.b.Name(), c.tool, result)
 		}
 		result = c.servedBy(result)
@@ -177,6 +182,12 @@ func (c *call) cancel(reason string) {
 	}
 }
 
+// abandoned cancels the call of a stream its client abandoned.
+func (c *call) abandoned() {
+	c.cancel("the client disconnected")
+	c.sess.StreamDone(c.stream)
+}
+
 // giveUp abandons the backend's request. It reports false if the backend
 // answered meanwhile. A request still being sent is abandoned by forwardTo
 // as soon as it is.
@@ -211,9 +222,7 @@ func (c *call) end() bool {
 		return false
 	}
 	c.once.Do(func() {
-		if c.then != nil {
-			defer c.then(c.succeeded.Load(), int(c.size.Load()))
-		}
+		defer c.finish(c.succeeded.Load(), int(c.size.Load()))
 		s := c.sess
 		s.mu.Lock()
 		if s.calls[string(c.clientID)] == c {
@@ -226,6 +235,20 @@ func (c *call) end() bool {
 		c.forget()
 	})
 	return true
+}
+
+// finish ends the call's admission and tells then how it went.
+func (c *call) finish(ok bool, size int) {
+	if c.adm != nil {
+		outcome := "error"
+		if ok {
+			outcome = "ok"
+		}
+		c.adm.Done(outcome)
+	}
+	if c.then != nil {
+		c.then(ok, size)
+	}
 }
 
 // forget drops the call's progress token.

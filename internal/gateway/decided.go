@@ -75,27 +75,97 @@ func ambiguous(err error, where string) error {
 // forwardedKeys are the members of params a forwarded request needs.
 var forwardedKeys = []string{"name", "_meta"}
 
-// forwarded reads in one pass over params what forwarding a request needs:
-// the name member when it is a string, and _meta.progressToken with its
-// span in params. A member that is missing or ambiguous is not found.
-func forwarded(params json.RawMessage) (name string, token json.RawMessage, tokenSpan jsonrpc.Span, hasToken bool) {
+// forwardedParams is what forwarding a request reads from its params: the
+// name member when it is a string, and _meta.progressToken with its span
+// in params. Routing that read them already passes them on; they hold
+// for the params they were read from (see of) and no others.
+type forwardedParams struct {
+	params    json.RawMessage // what they were read from; nil: unknown
+	name      string
+	token     json.RawMessage
+	tokenSpan jsonrpc.Span
+	hasToken  bool
+}
+
+// of reports whether f was read from exactly params.
+func (f *forwardedParams) of(params json.RawMessage) bool {
+	return len(f.params) > 0 && len(f.params) == len(params) && &f.params[0] == &params[0]
+}
+
+// renamed returns f for params, which are f's params with the name at
+// span replaced by the JSON string of name (see the function renamed).
+func (f forwardedParams) renamed(params json.RawMessage, span jsonrpc.Span, name string) forwardedParams {
+	if f.params == nil || f.of(params) {
+		f.params = params
+		return f
+	}
+	if f.hasToken && f.tokenSpan.Start > span.Start {
+		shift := len(params) - len(f.params)
+		f.tokenSpan = jsonrpc.Span{Start: f.tokenSpan.Start + shift, End: f.tokenSpan.End + shift}
+		f.token = params[f.tokenSpan.Start:f.tokenSpan.End]
+	}
+	f.params, f.name = params, name
+	return f
+}
+
+// forwarded reads in one pass over params what forwarding a request needs.
+// A member that is missing or ambiguous is not found.
+func forwarded(params json.RawMessage) forwardedParams {
+	f := forwardedParams{params: params}
 	var values [2]json.RawMessage
 	var spans [2]jsonrpc.Span
 	if jsonrpc.FindEachSpan(params, forwardedKeys, values[:], spans[:]) != nil {
 		// One of them is ambiguous (a method whose name nobody decides
 		// on): each is looked up on its own, as before.
-		name, _, _ = stringParam(params, "name")
-		token, tokenSpan, hasToken = jsonrpc.LookupPath(params, "_meta", "progressToken")
-		return name, token, tokenSpan, hasToken
+		f.name, _, _ = stringParam(params, "name")
+		f.token, f.tokenSpan, f.hasToken = jsonrpc.LookupPath(params, "_meta", "progressToken")
+		return f
 	}
-	name, _ = jsonrpc.StringValue(values[0])
-	if values[1] == nil {
-		return name, nil, jsonrpc.Span{}, false
+	f.name, _ = jsonrpc.StringValue(values[0])
+	if values[1] != nil {
+		f.setToken(values[1], spans[1])
 	}
-	token, span, err := jsonrpc.Find(values[1], "progressToken")
+	return f
+}
+
+// setToken sets the progress token from params' _meta member, meta at
+// span; an ambiguous one is none.
+func (f *forwardedParams) setToken(meta json.RawMessage, span jsonrpc.Span) {
+	token, at, err := jsonrpc.Find(meta, "progressToken")
 	if err != nil || token == nil {
-		return name, nil, jsonrpc.Span{}, false
+		return
 	}
-	base := spans[1].Start
-	return name, token, jsonrpc.Span{Start: base + span.Start, End: base + span.End}, true
+	f.token, f.hasToken = token, true
+	f.tokenSpan = jsonrpc.Span{Start: span.Start + at.Start, End: span.Start + at.End}
+}
+
+// toolCallKeys are the members of a tools/call's params: those
+// checkDecided checks for it, in its order.
+var toolCallKeys = []string{"name", "arguments", "_meta"}
+
+// toolCallParams reads a tools/call's params in one pass: it refuses what
+// checkDecided refuses, returns the tool's name and its span, as
+// stringParam(params, "name") would, and what forwarding needs.
+func toolCallParams(params json.RawMessage) (string, jsonrpc.Span, forwardedParams, error) {
+	var values [3]json.RawMessage
+	var spans [3]jsonrpc.Span
+	if len(params) > 0 && params[0] == '{' {
+		if err := jsonrpc.FindEachSpan(params, toolCallKeys, values[:], spans[:]); err != nil {
+			return "", jsonrpc.Span{}, forwardedParams{}, ambiguous(err, "params")
+		}
+		if values[2] != nil {
+			if _, _, err := jsonrpc.Find(values[2], "progressToken"); err != nil {
+				return "", jsonrpc.Span{}, forwardedParams{}, ambiguous(err, "params._meta")
+			}
+		}
+	}
+	name, isString := jsonrpc.StringValue(values[0])
+	if !isString {
+		return "", spans[0], forwardedParams{}, jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "params.name must be a string")
+	}
+	f := forwardedParams{params: params, name: name}
+	if values[2] != nil {
+		f.setToken(values[2], spans[2])
+	}
+	return name, spans[0], f, nil
 }

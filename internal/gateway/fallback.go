@@ -30,12 +30,12 @@ type fallback struct {
 
 // callTool sends a tools/call to the tool's backend, with the backend's
 // fallbacks standing by.
-func (s *Session) callTool(msg *jsonrpc.Message, stream *Stream, tool *catalog.Entry, params json.RawMessage, then func(ok bool, size int)) {
+func (s *Session) callTool(msg *jsonrpc.Message, stream *Stream, tool *catalog.Entry, params json.RawMessage, known forwardedParams, then func(ok bool, size int)) {
 	var fb *fallback
 	if b := s.g.registry.Backend(tool.Backend); b != nil && len(b.Config().Fallback) > 0 {
 		fb = &fallback{msg: msg, stream: stream, tool: tool.Original, primary: b, tried: map[string]bool{b.Name(): true}}
 	}
-	s.forwardVia(msg, stream, tool.Backend, params, then, fb)
+	s.forwardVia(msg, stream, tool.Backend, params, known, then, fb)
 }
 
 // try sends the call to the first healthy fallback that has the tool, if
@@ -67,7 +67,7 @@ func (fb *fallback) try(s *Session, from *backend.Backend, err error) bool {
 		fb.primary.CountFallback()
 		s.g.log.Info("tools/call sent to a fallback backend", "backend", from.Name(), "fallback", name, "tool", fb.tool, "reason", err.Error(),
 			journal.MessageFallback.Attr())
-		s.forwardVia(fb.msg, fb.stream, name, params, nil, fb)
+		s.forwardVia(fb.msg, fb.stream, name, params, forwardedParams{}, nil, fb)
 		return true
 	}
 	return false

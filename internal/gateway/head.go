@@ -17,11 +17,9 @@ type RequestHead struct {
 	// Version, Capabilities and LogLevel are the members of params._meta
 	// that 2026-07-28 defines, nil when absent.
 	Version, Capabilities, LogLevel json.RawMessage
-	// Name is params.name and NameSpan where it is in params; URI is
-	// params.uri. Each is nil when absent.
-	Name     json.RawMessage
-	NameSpan jsonrpc.Span
-	URI      json.RawMessage
+	// Name is params.name and URI params.uri, each nil when absent.
+	Name json.RawMessage
+	URI  json.RawMessage
 	// Retry reports whether params carry requestState or inputResponses:
 	// a client's retry after an InputRequiredResult.
 	Retry bool
@@ -36,8 +34,7 @@ var headKeys = []string{"_meta", "name", "uri", "requestState", "inputResponses"
 func ScanHead(params []byte) RequestHead {
 	h := RequestHead{of: params}
 	var values [5]json.RawMessage
-	var spans [5]jsonrpc.Span
-	if err := jsonrpc.FindEachSpan(params, headKeys, values[:], spans[:]); err != nil {
+	if err := jsonrpc.FindEach(params, headKeys, values[:]); err != nil {
 		return RequestHead{Err: err, of: params}
 	}
 	if values[0] != nil {
@@ -47,7 +44,7 @@ func ScanHead(params []byte) RequestHead {
 		}
 		h.Version, h.Capabilities, h.LogLevel = meta[0], meta[1], meta[2]
 	}
-	h.Name, h.NameSpan, h.URI = values[1], spans[1], values[2]
+	h.Name, h.URI = values[1], values[2]
 	h.Retry = values[3] != nil || values[4] != nil
 	return h
 }
@@ -59,18 +56,4 @@ var metaKeys = []string{MetaProtocolVersion, MetaClientCapabilities, MetaLogLeve
 func (s *Session) headOf(params []byte) (*RequestHead, bool) {
 	of := s.head.of
 	return &s.head, len(of) > 0 && len(of) == len(params) && &of[0] == &params[0] && s.head.Err == nil
-}
-
-// nameParam is stringParam(params, "name"), from the head when the front
-// scanned it.
-func (s *Session) nameParam(params json.RawMessage) (string, jsonrpc.Span, error) {
-	h, ok := s.headOf(params)
-	if !ok {
-		return stringParam(params, "name")
-	}
-	value, isString := jsonrpc.StringValue(h.Name)
-	if !isString {
-		return "", h.NameSpan, jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "params.name must be a string")
-	}
-	return value, h.NameSpan, nil
 }

@@ -36,10 +36,12 @@ func (s *Session) HandleRequest(msg *jsonrpc.Message, stream *Stream) {
 			return
 		}
 	}
-	if err := checkDecided(msg.Method, msg.Params, true); err != nil {
-		s.ambiguous(msg.Method, err)
-		fail(err)
-		return
+	if msg.Method != "tools/call" { // checked with its name below, in the same pass
+		if err := checkDecided(msg.Method, msg.Params, true); err != nil {
+			s.ambiguous(msg.Method, err)
+			fail(err)
+			return
+		}
 	}
 	cat := g.Catalog()
 	switch msg.Method {
@@ -64,8 +66,13 @@ func (s *Session) HandleRequest(msg *jsonrpc.Message, stream *Stream) {
 		templates := visibleResources(s.policy(), cat.Templates)
 		s.page(msg, stream, "resourceTemplates", len(templates), func(i int) []byte { return templates[i].Raw })
 	case "tools/call":
-		name, span, err := s.nameParam(msg.Params)
+		// One pass over params: the checks of checkDecided, the name, and
+		// what forwarding needs (see toolCallParams).
+		name, span, known, err := toolCallParams(msg.Params)
 		if err != nil {
+			if jsonrpc.AsError(err).Code == jsonrpc.CodeInvalidRequest {
+				s.ambiguous(msg.Method, err)
+			}
 			fail(err)
 			return
 		}
@@ -87,7 +94,8 @@ func (s *Session) HandleRequest(msg *jsonrpc.Message, stream *Stream) {
 		if s.callLocal(msg, stream, tool, audit) {
 			return
 		}
-		s.callTool(msg, stream, tool, renamed(msg.Params, span, name, tool.Original), audit)
+		params := renamed(msg.Params, span, name, tool.Original)
+		s.callTool(msg, stream, tool, params, known.renamed(params, span, tool.Original), audit)
 	case "prompts/get":
 		name, span, err := stringParam(msg.Params, "name")
 		if err != nil {
@@ -200,13 +208,13 @@ func (s *Session) forwardTo(msg *jsonrpc.Message, stream *Stream, name string, p
 // ended: true if the backend answered with a result. Then is also called
 // (with false) when the request could not be sent.
 func (s *Session) forwardThen(msg *jsonrpc.Message, stream *Stream, name string, params json.RawMessage, then func(ok bool, size int)) {
-	s.forwardVia(msg, stream, name, params, then, nil)
+	s.forwardVia(msg, stream, name, params, forwardedParams{}, then, nil)
 }
 
 // forwardVia is forwardThen for a call that fb, if not nil, may send to a
 // fallback backend. The backend admits the call first: at once, or after
 // a wait (start_wait, max_concurrent_calls) on a goroutine of its own.
-func (s *Session) forwardVia(msg *jsonrpc.Message, stream *Stream, name string, params json.RawMessage, then func(ok bool, size int), fb *fallback) {
+func (s *Session) forwardVia(msg *jsonrpc.Message, stream *Stream, name string, params json.RawMessage, known forwardedParams, then func(ok bool, size int), fb *fallback) {
 	b := s.g.registry.Backend(name)
 	if b == nil {
 		if then != nil {
@@ -226,21 +234,21 @@ func (s *Session) forwardVia(msg *jsonrpc.Message, stream *Stream, name string, 
 			go func() {
 				inst, err := s.bindInstance(b)
 				if err != nil {
-					s.sendAdmitted(msg, stream, b, nil, err, params, then, fb)
+					s.sendAdmitted(msg, stream, b, nil, err, params, known, then, fb)
 					return
 				}
-				s.admit(msg, stream, inst, params, then, fb)
+				s.admit(msg, stream, inst, params, known, then, fb)
 			}()
 			return
 		}
 		b = inst // the session's own instance
 	}
-	s.admit(msg, stream, b, params, then, fb)
+	s.admit(msg, stream, b, params, known, then, fb)
 }
 
 // admit has the backend (or instance) admit the call, waiting on a
 // goroutine of its own if need be, and sends it.
-func (s *Session) admit(msg *jsonrpc.Message, stream *Stream, b *backend.Backend, params json.RawMessage, then func(ok bool, size int), fb *fallback) {
+func (s *Session) admit(msg *jsonrpc.Message, stream *Stream, b *backend.Backend, params json.RawMessage, known forwardedParams, then func(ok bool, size int), fb *fallback) {
 	b.Wake() // an idle backend starts on its first call (start = "on-demand")
 	adm, err := b.Admit(context.Background(), false)
 	if errors.Is(err, backend.ErrWouldWait) {
@@ -253,16 +261,16 @@ func (s *Session) admit(msg *jsonrpc.Message, stream *Stream, b *backend.Backend
 			defer s.g.callEnded()
 			defer cancel()
 			adm, err := b.Admit(ctx, true)
-			s.sendAdmitted(msg, stream, b, adm, err, params, then, fb)
+			s.sendAdmitted(msg, stream, b, adm, err, params, known, then, fb)
 		}()
 		return
 	}
-	s.sendAdmitted(msg, stream, b, adm, err, params, then, fb)
+	s.sendAdmitted(msg, stream, b, adm, err, params, known, then, fb)
 }
 
 // sendAdmitted forwards a request the backend admitted, or answers with why it did
 // not (or lets fb try a fallback).
-func (s *Session) sendAdmitted(msg *jsonrpc.Message, stream *Stream, b *backend.Backend, adm *backend.Admission, admitErr error, params json.RawMessage, then func(ok bool, size int), fb *fallback) {
+func (s *Session) sendAdmitted(msg *jsonrpc.Message, stream *Stream, b *backend.Backend, adm *backend.Admission, admitErr error, params json.RawMessage, known forwardedParams, then func(ok bool, size int), fb *fallback) {
 	g := s.g
 	name := b.Name()
 	answer := func(code int, err error) {
@@ -287,21 +295,16 @@ func (s *Session) sendAdmitted(msg *jsonrpc.Message, stream *Stream, b *backend.
 		fail(CodeBackendUnavailable, admitErr)
 		return
 	}
-	if inner := then; true {
-		done := adm.Then(nil) // the call's end also ends its admission
-		then = func(ok bool, size int) {
-			done(ok)
-			if inner != nil {
-				inner(ok, size)
-			}
-		}
-	}
 	conn := adm.Conn
 	if s.stateless {
 		conn = conn.ForModern() // a dual stdio server's process of that era
 	}
-	c := &call{sess: s, clientID: msg.ID, stream: stream, b: b, conn: conn, then: then, started: time.Now(), fb: fb}
-	toolName, tok, span, hasToken := forwarded(params) // one pass over params
+	// The call's end also ends its admission (see call.finish).
+	c := &call{sess: s, clientID: msg.ID, stream: stream, b: b, conn: conn, adm: adm, then: then, started: time.Now(), fb: fb}
+	if !known.of(params) {
+		known = forwarded(params) // one pass over params
+	}
+	toolName, tok, span, hasToken := known.name, known.token, known.tokenSpan, known.hasToken
 	if msg.Method == "tools/call" {
 		c.tool = toolName // for the output pipeline
 	}
@@ -316,22 +319,21 @@ func (s *Session) sendAdmitted(msg *jsonrpc.Message, stream *Stream, b *backend.
 	if s.closed {
 		s.mu.Unlock()
 		c.forget()
-		fail(CodeBackendUnavailable, errors.New("the session has ended"))
+		c.finish(false, 0)
+		answer(CodeBackendUnavailable, errors.New("the session has ended"))
 		return
 	}
 	if _, dup := s.calls[key]; dup {
 		s.mu.Unlock()
 		c.forget()
-		fail(jsonrpc.CodeInvalidRequest, fmt.Errorf("request id %s is already in use by a request in flight", key))
+		c.finish(false, 0)
+		answer(jsonrpc.CodeInvalidRequest, fmt.Errorf("request id %s is already in use by a request in flight", key))
 		return
 	}
 	s.calls[key] = c
 	s.mu.Unlock()
 	g.inflight.Add(1)
-	stream.onAbandon(func() {
-		c.cancel("the client disconnected")
-		s.StreamDone(stream)
-	})
+	stream.onAbandonCall(c)
 
 	if s.stateless && s.logLevel >= 0 {
 		g.requestLevel(conn, s.logLevel)
@@ -339,11 +341,12 @@ func (s *Session) sendAdmitted(msg *jsonrpc.Message, stream *Stream, b *backend.
 	// A dual backend takes a stateless client's request in its era (see
 	// backend.EraDual), a session's as a legacy backend would.
 	modern := conn.Modern() || s.stateless && conn.Dual()
+	c.modern = modern
 	if modern {
 		params = s.modernCall(c, msg.Method, jsonrpc.Compact(params))
 	}
 	ctx := &c.send // in the call: no allocation of its own
-	ctx.deadline = time.Now().Add(b.Config().Timeout)
+	ctx.deadline = c.started.Add(b.Config().Timeout)
 	defer ctx.stop()
 	// The callback may run before Go returns; c.bcall is only needed to
 	// abandon the call, which can happen only after Go returned.

@@ -218,7 +218,7 @@ func (s *Session) NewStream(requests int, eventStream bool) *Stream {
 	st := newStream(s.nextStream, false, s.g.opts.MaxStreamEvents)
 	st.finalsLeft = requests
 	st.jsonOnly = !eventStream
-	st.forget = func() { s.StreamDone(st) }
+	st.owner = s
 	if s.closed {
 		st.finish()
 		return st

@@ -41,22 +41,27 @@ type Stream struct {
 	takeover func() // stops the connection currently writing a standalone stream
 
 	mu        sync.Mutex
-	events    []Event // the retained window, consecutive seqs, oldest first
-	finals    []Event // responses older than the window, kept for resumption
-	maxEvents int     // bound of the window
-	next      int64   // seq of the next event
-	acked     int64   // events up to this seq were written to some connection
-	finished  bool    // no more events will come
+	events    []Event  // the retained window, consecutive seqs, oldest first
+	inline    [1]Event // room for the first event: the one response of most streams, no allocation
+	finals    []Event  // responses older than the window, kept for resumption
+	maxEvents int      // bound of the window
+	next      int64    // seq of the next event
+	acked     int64    // events up to this seq were written to some connection
+	finished  bool     // no more events will come
 	wake      chan struct{}
 	attached  int         // connections currently writing this stream
 	orphan    *time.Timer // runs abandon and forget when no connection comes back
 	abandon   []func()    // cancel the requests of an abandoned stream
+	// firstCall is the first call whose request the stream answers,
+	// cancelled with the hooks in abandon: the common stream of one
+	// request registers no hook of its own (see onAbandonCall).
+	firstCall *call
 	// divert, if set, takes what is pushed after the stream's answer, and
 	// a drop (nil, true): see divertAfter.
 	divert func(data []byte, final bool)
-	// forget removes a request's stream from its session once no client
-	// can resume it any more.
-	forget func()
+	// owner is the session of a request's stream, which forgets the
+	// stream once no client can resume it any more; nil for other streams.
+	owner *Session
 }
 
 // DefaultMaxStreamEvents is how many events a stream keeps for resumption
@@ -67,7 +72,9 @@ func newStream(key int64, standalone bool, maxEvents int) *Stream {
 	if maxEvents <= 0 {
 		maxEvents = DefaultMaxStreamEvents
 	}
-	return &Stream{Key: key, standalone: standalone, next: 1, finalsLeft: 1, maxEvents: maxEvents, wake: make(chan struct{})}
+	s := &Stream{Key: key, standalone: standalone, next: 1, finalsLeft: 1, maxEvents: maxEvents, wake: make(chan struct{})}
+	s.events = s.inline[:0]
+	return s
 }
 
 // push appends a message. It reports false when the stream has ended or
@@ -154,6 +161,12 @@ func (s *Stream) signal() {
 // stream has ended, or ctx ends. done is true when the stream has ended and
 // the returned events are its last.
 func (s *Stream) Wait(ctx context.Context, after int64) (events []Event, done bool, err error) {
+	return s.WaitAppend(ctx, after, nil)
+}
+
+// WaitAppend is Wait appending the events to events: a caller with room
+// for them allocates nothing.
+func (s *Stream) WaitAppend(ctx context.Context, after int64, events []Event) ([]Event, bool, error) {
 	for {
 		s.mu.Lock()
 		for _, e := range s.finals {
@@ -250,15 +263,15 @@ func (s *Stream) Attach() {
 func (s *Stream) Detach(grace time.Duration) {
 	s.mu.Lock()
 	s.attached--
-	if s.attached > 0 || s.standalone || s.orphan != nil || (s.finished && s.forget == nil) {
+	if s.attached > 0 || s.standalone || s.orphan != nil || (s.finished && s.owner == nil) {
 		s.mu.Unlock()
 		return
 	}
 	if s.finished && grace == 0 {
 		// The common case of a plain JSON answer: no timer on the hot path.
-		forget := s.forget
-		s.mu.Unlock() // forget takes the session's lock
-		forget()
+		owner := s.owner
+		s.mu.Unlock() // StreamDone takes the session's lock
+		owner.StreamDone(s)
 		return
 	}
 	defer s.mu.Unlock()
@@ -271,15 +284,18 @@ func (s *Stream) Detach(grace time.Duration) {
 		}
 		s.orphan = nil
 		abandoned := !s.finished
-		hooks, forget := s.abandon, s.forget
+		hooks, first, owner := s.abandon, s.firstCall, s.owner
 		s.mu.Unlock()
 		if abandoned {
+			if first != nil {
+				first.abandoned()
+			}
 			for _, fn := range hooks {
 				fn()
 			}
 		}
-		if forget != nil {
-			forget()
+		if owner != nil {
+			owner.StreamDone(s)
 		}
 	})
 	s.orphan = timer
@@ -289,6 +305,20 @@ func (s *Stream) Detach(grace time.Duration) {
 func (s *Stream) onAbandon(fn func()) {
 	s.mu.Lock()
 	s.abandon = append(s.abandon, fn)
+	s.mu.Unlock()
+}
+
+// onAbandonCall registers c to be cancelled when the stream is abandoned,
+// as onAbandon(c.abandoned) would, without a hook of its own for the
+// stream's first call.
+func (s *Stream) onAbandonCall(c *call) {
+	s.mu.Lock()
+	if s.firstCall == nil {
+		s.firstCall = c
+		s.mu.Unlock()
+		return
+	}
+	s.abandon = append(s.abandon, c.abandoned)
 	s.mu.Unlock()
 }
 
