@@ -342,7 +342,7 @@ func TestParseHead(t *testing.T) {
 
 // TestValidStringFindsEverySpecialByte puts a quote, a backslash escape or
 // a control character at every offset of a string longer than a word, so
-// that skipPlain's word-at-a-time scan meets it in each lane.
+// that indexControl's word-at-a-time scan meets it in each lane.
 func TestValidStringFindsEverySpecialByte(t *testing.T) {
 	for _, c := range []struct {
 		insert string

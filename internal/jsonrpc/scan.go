@@ -1,6 +1,7 @@
 package jsonrpc
 
 import (
+	"bytes"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
@@ -286,61 +287,77 @@ func validContainer(data []byte, i, depth int) (int, error) {
 
 // validString validates the string starting at data[i] and returns the
 // index just past its closing quote.
+//
+// Strings are most of a message's bytes, and this is where validating them
+// spends its time. A long string is not read byte by byte: its closing
+// quote and its escapes are found with vectorised searches, and the runs
+// between them are only checked for control characters, a word at a time.
+// Every byte is searched a bounded number of times, whatever the escapes.
 func validString(data []byte, i int) (int, error) {
-	for i++; i < len(data); i++ {
-		i = skipPlain(data, i)
+	i++
+	q := -1 // the next quote at or after i, or len(data) if there is none
+	for {
+		if q < i {
+			if q = bytes.IndexByte(data[i:], '"'); q < 0 {
+				q = len(data)
+			} else {
+				q += i
+			}
+		}
+		run := q // the plain run [i, run) ends at the next escape or q
+		if k := bytes.IndexByte(data[i:q], '\\'); k >= 0 {
+			run = i + k
+		}
+		if c := indexControl(data[i:run]); c >= 0 {
+			return 0, syntaxError(data, i+c, "control character in a string")
+		}
+		if run == q {
+			if q == len(data) {
+				return 0, syntaxError(data, q, "unterminated string")
+			}
+			return q + 1, nil
+		}
+		i = run + 1 // the escaped byte
 		if i >= len(data) {
-			break
+			return 0, syntaxError(data, i, "unterminated escape")
 		}
-		switch c := data[i]; {
-		case c == '"':
-			return i + 1, nil
-		case c < 0x20:
-			return 0, syntaxError(data, i, "control character in a string")
-		case c == '\\':
-			i++
-			if i >= len(data) {
-				return 0, syntaxError(data, i, "unterminated escape")
+		switch data[i] {
+		case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
+		case 'u':
+			if i+4 >= len(data) {
+				return 0, syntaxError(data, len(data), "")
 			}
-			switch data[i] {
-			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
-			case 'u':
-				if i+4 >= len(data) {
-					return 0, syntaxError(data, len(data), "")
+			for _, h := range data[i+1 : i+5] {
+				if !isHex(h) {
+					return 0, syntaxError(data, i, "invalid \\u escape")
 				}
-				for _, h := range data[i+1 : i+5] {
-					if !isHex(h) {
-						return 0, syntaxError(data, i, "invalid \\u escape")
-					}
-				}
-				i += 4
-			default:
-				return 0, syntaxError(data, i, "invalid escape")
 			}
+			i += 4
+		default:
+			return 0, syntaxError(data, i, "invalid escape")
 		}
+		i++
 	}
-	return 0, syntaxError(data, i, "unterminated string")
 }
 
-// skipPlain returns the index of the first 8-byte word at or after i that
-// holds a quote, a backslash or a control character, or of the tail
-// shorter than a word: the bytes before it need no look of their own.
-// Strings are most of a message's bytes, and this is where validating
-// them spends its time.
-func skipPlain(data []byte, i int) int {
+// indexControl returns the index of the first control character (below
+// 0x20) in b, or -1. Most words hold none: one test each.
+func indexControl(b []byte) int {
 	const ones, highs = 0x0101010101010101, 0x8080808080808080
-	for i+8 <= len(data) {
-		w := binary.LittleEndian.Uint64(data[i:])
-		quote, backslash := w^(ones*'"'), w^(ones*'\\')
-		// A byte of x is below n (n ≤ 0x80) exactly when some byte of
-		// (x - ones*n) &^ x has its high bit set.
-		special := (w-ones*0x20)&^w | (quote-ones)&^quote | (backslash-ones)&^backslash
-		if special&highs != 0 {
+	i := 0
+	for ; i+8 <= len(b); i += 8 {
+		// A byte of w is below 0x20 exactly when some byte of
+		// (w - ones*0x20) &^ w has its high bit set.
+		if w := binary.LittleEndian.Uint64(b[i:]); (w-ones*0x20)&^w&highs != 0 {
+			break
+		}
+	}
+	for ; i < len(b); i++ {
+		if b[i] < 0x20 {
 			return i
 		}
-		i += 8
 	}
-	return i
+	return -1
 }
 
 func isHex(c byte) bool {

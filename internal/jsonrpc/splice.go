@@ -287,18 +287,25 @@ func skipString(b []byte, i int) (int, error) {
 	if i >= len(b) || b[i] != '"' {
 		return 0, errSyntax
 	}
-	for i++; i < len(b); i++ {
-		if i = skipPlain(b, i); i >= len(b) {
-			break
+	i++
+	for {
+		q := bytes.IndexByte(b[i:], '"')
+		if q < 0 {
+			return 0, errSyntax
 		}
-		switch b[i] {
-		case '\\':
-			i++
-		case '"':
-			return i + 1, nil
+		q += i
+		// Each backslash before it escapes the byte after it, which may be
+		// this quote: then the string goes on to a later one.
+		for {
+			k := bytes.IndexByte(b[i:q], '\\')
+			if k < 0 {
+				return q + 1, nil
+			}
+			if i += k + 2; i > q {
+				break
+			}
 		}
 	}
-	return 0, errSyntax
 }
 
 // skipValue returns the index just past the value starting at b[i].
