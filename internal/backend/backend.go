@@ -122,6 +122,10 @@ type Backend struct {
 	mu    sync.Mutex
 	st    Status
 	conn  *Conn
+	// hot is st.State and conn as of their last change, published under mu
+	// by publishLocked: what every call reads (Admit, Wake, Conn) takes no
+	// lock of the backend's.
+	hot atomic.Pointer[hotState]
 	lists atomic.Pointer[Lists]
 
 	settled     chan struct{} // closed when the first start attempt is decided
@@ -191,6 +195,7 @@ func New(cfg *config.Backend, opts Options) *Backend {
 	if cfg.IsRemote() {
 		b.st.URL = DisplayURL(cfg)
 	}
+	b.publishLocked()
 	b.lists.Store(&Lists{})
 	if cfg.Pooled() && opts.Instance == 0 {
 		b.lc.pool = newPool(b)
@@ -219,12 +224,33 @@ func (b *Backend) Lists() *Lists { return b.lists.Load() }
 // Conn returns the connection to the running child if it has finished its
 // handshake, or nil.
 func (b *Backend) Conn() *Conn {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.st.State != Healthy && b.st.State != Unhealthy {
+	h := b.hotState()
+	if h.state != Healthy && h.state != Unhealthy {
 		return nil
 	}
-	return b.conn
+	return h.conn
+}
+
+// hotState returns hot, or a stopped backend's before anything was published.
+func (b *Backend) hotState() hotState {
+	if h := b.hot.Load(); h != nil {
+		return *h
+	}
+	return hotState{state: Stopped}
+}
+
+// hotState is a backend's state and connection, as one value.
+type hotState struct {
+	state State
+	conn  *Conn
+}
+
+// publishLocked publishes st.State and conn to readers of hot. It runs
+// under mu, after every change of either.
+func (b *Backend) publishLocked() {
+	if h := b.hot.Load(); h == nil || h.state != b.st.State || h.conn != b.conn {
+		b.hot.Store(&hotState{state: b.st.State, conn: b.conn})
+	}
 }
 
 // Served returns the lists the backend last served while it ran, whatever
@@ -528,6 +554,7 @@ func (s *supervision) stopConnKeeping(conn *Conn, why string, keep bool) {
 	b.mu.Lock()
 	if b.conn == conn {
 		b.conn = nil
+		b.publishLocked()
 	}
 	b.mu.Unlock()
 	b.update(func(st *Status) { st.PID = 0; st.LastExit = conn.exit })
@@ -597,6 +624,7 @@ func (s *supervision) crashed(ctx context.Context, started time.Time, startErr e
 	conn := b.conn
 	if conn != nil {
 		b.conn = nil
+		b.publishLocked()
 	}
 	b.mu.Unlock()
 
@@ -722,6 +750,7 @@ func (b *Backend) setState(state State, update func(*Status)) {
 		update(&b.st)
 	}
 	b.st.clearCause()
+	b.publishLocked()
 	b.mu.Unlock()
 	b.changed()
 }
@@ -738,6 +767,7 @@ func (b *Backend) update(fn func(*Status)) {
 	b.mu.Lock()
 	fn(&b.st)
 	b.st.clearCause()
+	b.publishLocked()
 	b.mu.Unlock()
 	b.changed()
 }

@@ -37,6 +37,7 @@ func (b *Backend) connect() (*Conn, error) {
 	}
 	b.mu.Lock()
 	b.conn = conn
+	b.publishLocked()
 	b.mu.Unlock()
 	conn.start()
 	b.setState(Starting, func(st *Status) { st.PID = conn.PID() })

@@ -205,9 +205,8 @@ func (b *Backend) admit(ctx context.Context, wait bool) (*Admission, error) {
 		if wait && deadline != nil {
 			changes = b.changes()
 		}
-		b.mu.Lock()
-		state, conn := b.st.State, b.conn
-		b.mu.Unlock()
+		h := b.hotState()
+		state, conn := h.state, h.conn
 		if open, retryAt := b.circuitOpen(); open {
 			return nil, b.circuitError(retryAt)
 		}

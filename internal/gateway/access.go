@@ -220,17 +220,27 @@ func (s *Session) audited(msg *jsonrpc.Message, backend, what, name string) func
 		case !ok:
 			outcome = "failed" // no answer: timeout, cancelled, backend gone
 		}
-		s.g.log.LogAttrs(context.Background(), slog.LevelInfo, "audit: "+client+" "+msg.Method+" "+name+": "+outcome,
+		// The handler directly, as Logger.LogAttrs would call it, without
+		// the caller's program counter: that stack walk would cost more
+		// than the entry.
+		h := s.g.log.Handler()
+		if !h.Enabled(context.Background(), slog.LevelInfo) {
+			return
+		}
+		now := time.Now()
+		r := slog.NewRecord(now, slog.LevelInfo, "audit: "+client+" "+msg.Method+" "+name+": "+outcome, 0)
+		r.AddAttrs(
 			slog.String("client", client),
 			slog.String("session", s.ID),
 			slog.String("backend", backend),
 			slog.String(what, name),
 			slog.String("method", msg.Method),
-			slog.Int64("duration_usec", time.Since(start).Microseconds()),
+			slog.Int64("duration_usec", now.Sub(start).Microseconds()),
 			slog.String("outcome", outcome),
 			slog.Int("request_bytes", len(msg.Params)),
 			slog.Int("response_bytes", size),
 			journal.MessageAudit.Attr())
+		h.Handle(context.Background(), r)
 	}
 }
 
