@@ -278,8 +278,9 @@ func (c *Conn) dispatch(msg *jsonrpc.Message) {
 			c.log.Warn(fmt.Sprintf("backend %q: dropped a response with an unknown id", c.b.name), "id", string(msg.ID))
 			return
 		}
-		c.touch()
-		c.b.heardFrom()
+		now := time.Now().UnixNano()
+		c.touchAt(now)
+		c.b.mon.heard.Store(now) // heardFrom
 		call.deliver(msg, nil)
 	case msg.IsNotification():
 		if msg.Method == "notifications/progress" {

@@ -180,8 +180,10 @@ func (s *supervision) checkIdle(conn *Conn) bool {
 
 // touch records activity on the connection, and on the one a companion
 // serves, for idle_stop.
-func (c *Conn) touch() {
-	now := time.Now().UnixNano()
+func (c *Conn) touch() { c.touchAt(time.Now().UnixNano()) }
+
+// touchAt is touch at now, in Unix nanoseconds.
+func (c *Conn) touchAt(now int64) {
 	c.lastActive.Store(now)
 	if o := c.owner.Load(); o != nil {
 		o.lastActive.Store(now)
