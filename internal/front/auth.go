@@ -23,8 +23,12 @@ func (h *Handler) identify(w http.ResponseWriter, r *http.Request) *http.Request
 	if h.opts.Clients == nil {
 		return r // clientOf answers anonymous: no copy of the request per call
 	}
-	peer := access.PeerFrom(r.Context())
-	c, refusal := h.opts.Clients().Identify(r, peer)
+	set := h.opts.Clients()
+	var peer access.Peer // auth = "none" needs none, and refuses no one
+	if set.Required() {
+		peer = access.PeerFrom(r.Context())
+	}
+	c, refusal := set.Identify(r, peer)
 	if refusal == nil {
 		if c.Name == config.AnonymousClient {
 			// The name is reserved for the client every caller is
