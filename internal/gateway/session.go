@@ -215,7 +215,7 @@ func (s *Session) NewStream(requests int, eventStream bool) *Stream {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.nextStream++
-	st := newStream(s.nextStream, false, s.g.opts.MaxStreamEvents)
+	st := newRequestStream(s.nextStream, s.g.opts.MaxStreamEvents)
 	st.finalsLeft = requests
 	st.jsonOnly = !eventStream
 	st.owner = s

@@ -41,13 +41,12 @@ type Stream struct {
 	takeover func() // stops the connection currently writing a standalone stream
 
 	mu        sync.Mutex
-	events    []Event  // the retained window, consecutive seqs, oldest first
-	inline    [1]Event // room for the first event: the one response of most streams, no allocation
-	finals    []Event  // responses older than the window, kept for resumption
-	maxEvents int      // bound of the window
-	next      int64    // seq of the next event
-	acked     int64    // events up to this seq were written to some connection
-	finished  bool     // no more events will come
+	events    []Event // the retained window, consecutive seqs, oldest first
+	finals    []Event // responses older than the window, kept for resumption
+	maxEvents int     // bound of the window
+	next      int64   // seq of the next event
+	acked     int64   // events up to this seq were written to some connection
+	finished  bool    // no more events will come
 	wake      chan struct{}
 	attached  int         // connections currently writing this stream
 	orphan    *time.Timer // runs abandon and forget when no connection comes back
@@ -72,9 +71,26 @@ func newStream(key int64, standalone bool, maxEvents int) *Stream {
 	if maxEvents <= 0 {
 		maxEvents = DefaultMaxStreamEvents
 	}
-	s := &Stream{Key: key, standalone: standalone, next: 1, finalsLeft: 1, maxEvents: maxEvents, wake: make(chan struct{})}
-	s.events = s.inline[:0]
-	return s
+	return &Stream{Key: key, standalone: standalone, next: 1, finalsLeft: 1, maxEvents: maxEvents, wake: make(chan struct{})}
+}
+
+// requestStream is a request's stream with room for its first event: the
+// one response of most requests is pushed without an allocation. A
+// session's standalone stream, which lives as long as the session, does
+// without it.
+type requestStream struct {
+	Stream
+	inline [1]Event
+}
+
+// newRequestStream is newStream of a request's stream.
+func newRequestStream(key int64, maxEvents int) *Stream {
+	if maxEvents <= 0 {
+		maxEvents = DefaultMaxStreamEvents
+	}
+	rs := &requestStream{Stream: Stream{Key: key, next: 1, finalsLeft: 1, maxEvents: maxEvents, wake: make(chan struct{})}}
+	rs.events = rs.inline[:0]
+	return &rs.Stream
 }
 
 // push appends a message. It reports false when the stream has ended or
