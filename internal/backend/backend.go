@@ -119,13 +119,13 @@ type Backend struct {
 	misbehaved *journal.Limiter // warnings a server's output causes; see warnServer
 	skipProbe  atomic.Bool      // the last child ended during server/discover
 
-	mu    sync.Mutex
-	st    Status
-	conn  *Conn
+	mu   sync.Mutex
+	st   Status
+	conn *Conn
 	// hot is st.State and conn as of their last change, published under mu
 	// by publishLocked: what every call reads (Admit, Wake, Conn) takes no
 	// lock of the backend's.
-	hot atomic.Pointer[hotState]
+	hot   atomic.Pointer[hotState]
 	lists atomic.Pointer[Lists]
 
 	settled     chan struct{} // closed when the first start attempt is decided
