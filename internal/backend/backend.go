@@ -224,15 +224,15 @@ func (b *Backend) Lists() *Lists { return b.lists.Load() }
 // Conn returns the connection to the running child if it has finished its
 // handshake, or nil.
 func (b *Backend) Conn() *Conn {
-	h := b.hotState()
+	h := b.loadHot()
 	if h.state != Healthy && h.state != Unhealthy {
 		return nil
 	}
 	return h.conn
 }
 
-// hotState returns hot, or a stopped backend's before anything was published.
-func (b *Backend) hotState() hotState {
+// loadHot returns hot, or a stopped backend's before anything was published.
+func (b *Backend) loadHot() hotState {
 	if h := b.hot.Load(); h != nil {
 		return *h
 	}

@@ -205,7 +205,7 @@ func (b *Backend) admit(ctx context.Context, wait bool) (*Admission, error) {
 		if wait && deadline != nil {
 			changes = b.changes()
 		}
-		h := b.hotState()
+		h := b.loadHot()
 		state, conn := h.state, h.conn
 		if open, retryAt := b.circuitOpen(); open {
 			return nil, b.circuitError(retryAt)

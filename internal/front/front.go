@@ -524,8 +524,6 @@ func (h *Handler) httpError(w http.ResponseWriter, status int, format string, ar
 	h.rpcError(w, status, nil, jsonrpc.CodeInvalidRequest, format, args...)
 }
 
-// accepts reports whether the Accept header admits mediaType. A missing
-// header admits nothing: MCP clients must send one.
 // acceptsAnswers is accepts of an event stream and of JSON, in one pass
 // over the Accept header.
 func acceptsAnswers(r *http.Request) (sse, plain bool) {
@@ -541,6 +539,8 @@ func acceptsAnswers(r *http.Request) (sse, plain bool) {
 	return sse, plain
 }
 
+// accepts reports whether the Accept header admits mediaType. A missing
+// header admits nothing: MCP clients must send one.
 func accepts(r *http.Request, mediaType string) bool {
 	values := r.Header.Values("Accept")
 	major, _, _ := strings.Cut(mediaType, "/")

@@ -96,8 +96,7 @@ func (f *forwardedParams) of(params json.RawMessage) bool {
 // span replaced by the JSON string of name (see the function renamed).
 func (f forwardedParams) renamed(params json.RawMessage, span jsonrpc.Span, name string) forwardedParams {
 	if f.params == nil || f.of(params) {
-		f.params = params
-		return f
+		return f // unknown, or not renamed
 	}
 	if f.hasToken && f.tokenSpan.Start > span.Start {
 		shift := len(params) - len(f.params)
