@@ -267,6 +267,19 @@ func (c *cli) dial() (*dbusapi.Client, int) {
 	return client, exitOK
 }
 
+// withClient dials the running gateway and runs fn with a context of
+// timeout; it returns fn's exit code, or the one for a failed dial.
+func (c *cli) withClient(timeout time.Duration, fn func(ctx context.Context, client *dbusapi.Client) int) int {
+	client, code := c.dial()
+	if client == nil {
+		return code
+	}
+	defer client.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	return fn(ctx, client)
+}
+
 // fail reports err and returns the exit code it calls for.
 func (c *cli) fail(err error) int {
 	code := exitCode(err)
@@ -322,42 +335,32 @@ func colour(w io.Writer) bool {
 }
 
 func (c *cli) control(verb, name string) int {
-	client, code := c.dial()
-	if client == nil {
-		return code
-	}
-	defer client.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), changeTimeout)
-	defer cancel()
-	var err error
-	switch verb {
-	case "start":
-		err = client.StartBackend(ctx, name)
-	case "stop":
-		err = client.StopBackend(ctx, name)
-	case "restart":
-		err = client.RestartBackend(ctx, name)
-	}
-	if err != nil {
-		return c.fail(err)
-	}
-	return exitOK
+	return c.withClient(changeTimeout, func(ctx context.Context, client *dbusapi.Client) int {
+		var err error
+		switch verb {
+		case "start":
+			err = client.StartBackend(ctx, name)
+		case "stop":
+			err = client.StopBackend(ctx, name)
+		case "restart":
+			err = client.RestartBackend(ctx, name)
+		}
+		if err != nil {
+			return c.fail(err)
+		}
+		return exitOK
+	})
 }
 
 func (c *cli) reload(_ []string) int {
-	client, code := c.dial()
-	if client == nil {
-		return code
-	}
-	defer client.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), changeTimeout)
-	defer cancel()
-	if err := client.Reload(ctx); err != nil {
-		if dbusapi.ErrorName(err) == dbusapi.ErrorInvalidConfig {
-			fmt.Fprintf(c.stderr, "mcpgatectl: reload refused, the running configuration stays in effect:\n%s\n", err)
-			return exitFailed
+	return c.withClient(changeTimeout, func(ctx context.Context, client *dbusapi.Client) int {
+		if err := client.Reload(ctx); err != nil {
+			if dbusapi.ErrorName(err) == dbusapi.ErrorInvalidConfig {
+				fmt.Fprintf(c.stderr, "mcpgatectl: reload refused, the running configuration stays in effect:\n%s\n", err)
+				return exitFailed
+			}
+			return c.fail(err)
 		}
-		return c.fail(err)
-	}
-	return exitOK
+		return exitOK
+	})
 }

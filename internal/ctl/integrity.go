@@ -42,44 +42,39 @@ func (c *cli) integrity(args []string) int {
 
 // integrityList prints the pending changes of every backend, or of one.
 func (c *cli) integrityList(pos []string) int {
-	client, code := c.dial()
-	if client == nil {
-		return code
-	}
-	defer client.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), readTimeout)
-	defer cancel()
-	var names []string
-	if len(pos) == 1 {
-		names = pos
-	} else {
-		refs, err := client.ListBackends(ctx)
-		if err != nil {
-			return c.fail(err)
+	return c.withClient(readTimeout, func(ctx context.Context, client *dbusapi.Client) int {
+		var names []string
+		if len(pos) == 1 {
+			names = pos
+		} else {
+			refs, err := client.ListBackends(ctx)
+			if err != nil {
+				return c.fail(err)
+			}
+			for _, r := range refs {
+				names = append(names, r.Name)
+			}
 		}
-		for _, r := range refs {
-			names = append(names, r.Name)
+		rows := []pendingJSON{}
+		for _, name := range names {
+			changes, err := client.PendingChanges(ctx, name)
+			if dbusapi.ErrorName(err) == dbusapi.ErrorNoSuchBackend && len(pos) == 0 {
+				continue // removed by a reload meanwhile
+			}
+			if err != nil {
+				return c.fail(err)
+			}
+			for _, ch := range changes {
+				rows = append(rows, pendingJSON{name, ch})
+			}
 		}
-	}
-	rows := []pendingJSON{}
-	for _, name := range names {
-		changes, err := client.PendingChanges(ctx, name)
-		if dbusapi.ErrorName(err) == dbusapi.ErrorNoSuchBackend && len(pos) == 0 {
-			continue // removed by a reload meanwhile
+		if c.opts.json {
+			c.printJSON(rows)
+			return exitOK
 		}
-		if err != nil {
-			return c.fail(err)
-		}
-		for _, ch := range changes {
-			rows = append(rows, pendingJSON{name, ch})
-		}
-	}
-	if c.opts.json {
-		c.printJSON(rows)
+		printPending(c.stdout, rows)
 		return exitOK
-	}
-	printPending(c.stdout, rows)
-	return exitOK
+	})
 }
 
 func printPending(w io.Writer, rows []pendingJSON) {
@@ -112,54 +107,44 @@ func shown(name string) string {
 
 // integrityDecide shows, approves or rejects a backend's pending changes.
 func (c *cli) integrityDecide(verb, name string, items []string) int {
-	client, code := c.dial()
-	if client == nil {
-		return code
-	}
-	defer client.Close()
 	timeout := changeTimeout
 	if verb == "diff" {
 		timeout = readTimeout
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
-	defer cancel()
-	var keys []string
-	var err error
-	switch verb {
-	case "diff":
-		var d string
-		if d, err = client.DiffChanges(ctx, name, items); err == nil {
-			fmt.Fprint(c.stdout, d)
-			return exitOK
+	return c.withClient(timeout, func(ctx context.Context, client *dbusapi.Client) int {
+		var keys []string
+		var err error
+		switch verb {
+		case "diff":
+			var d string
+			if d, err = client.DiffChanges(ctx, name, items); err == nil {
+				fmt.Fprint(c.stdout, d)
+				return exitOK
+			}
+		case "approve":
+			keys, err = client.ApproveChanges(ctx, name, items)
+		case "reject":
+			keys, err = client.RejectChanges(ctx, name, items)
 		}
-	case "approve":
-		keys, err = client.ApproveChanges(ctx, name, items)
-	case "reject":
-		keys, err = client.RejectChanges(ctx, name, items)
-	}
-	if err != nil {
-		return c.fail(err)
-	}
-	done := map[string]string{"approve": "approved", "reject": "rejected"}[verb]
-	for _, k := range keys {
-		fmt.Fprintf(c.stdout, "%s %s\n", done, shown(k))
-	}
-	return exitOK
+		if err != nil {
+			return c.fail(err)
+		}
+		done := map[string]string{"approve": "approved", "reject": "rejected"}[verb]
+		for _, k := range keys {
+			fmt.Fprintf(c.stdout, "%s %s\n", done, shown(k))
+		}
+		return exitOK
+	})
 }
 
 func (c *cli) integrityReset() int {
-	client, code := c.dial()
-	if client == nil {
-		return code
-	}
-	defer client.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), changeTimeout)
-	defer cancel()
-	if err := client.ResetIntegrity(ctx); err != nil {
-		return c.fail(err)
-	}
-	fmt.Fprintln(c.stdout, "The unreadable state file was moved aside; a new baseline is recorded from what the backends offer now.")
-	return exitOK
+	return c.withClient(changeTimeout, func(ctx context.Context, client *dbusapi.Client) int {
+		if err := client.ResetIntegrity(ctx); err != nil {
+			return c.fail(err)
+		}
+		fmt.Fprintln(c.stdout, "The unreadable state file was moved aside; a new baseline is recorded from what the backends offer now.")
+		return exitOK
+	})
 }
 
 // pendingSummary is the Integrity line of "status NAME".

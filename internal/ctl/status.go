@@ -26,53 +26,48 @@ type statusJSON struct {
 }
 
 func (c *cli) status(args []string) int {
-	client, code := c.dial()
-	if client == nil {
-		return code
-	}
-	defer client.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), readTimeout)
-	defer cancel()
-	if len(args) == 1 {
-		b, err := client.Backend(ctx, args[0])
+	return c.withClient(readTimeout, func(ctx context.Context, client *dbusapi.Client) int {
+		if len(args) == 1 {
+			b, err := client.Backend(ctx, args[0])
+			if err != nil {
+				return c.fail(err)
+			}
+			if c.opts.json {
+				c.printJSON(b)
+			} else {
+				printBackend(c.stdout, b, time.Now(), colour(c.stdout))
+			}
+			if b.State != "healthy" {
+				return exitNotHealthy
+			}
+			return exitOK
+		}
+		m, err := client.Manager(ctx)
 		if err != nil {
 			return c.fail(err)
+		}
+		refs, err := client.ListBackends(ctx)
+		if err != nil {
+			return c.fail(err)
+		}
+		out := statusJSON{Gateway: m, Backends: []dbusapi.BackendStatus{}}
+		for _, ref := range refs {
+			b, err := client.Backend(ctx, ref.Name)
+			if dbusapi.ErrorName(err) == dbusapi.ErrorNoSuchBackend {
+				continue // removed by a reload meanwhile
+			}
+			if err != nil {
+				return c.fail(err)
+			}
+			out.Backends = append(out.Backends, b)
 		}
 		if c.opts.json {
-			c.printJSON(b)
+			c.printJSON(out)
 		} else {
-			printBackend(c.stdout, b, time.Now(), colour(c.stdout))
-		}
-		if b.State != "healthy" {
-			return exitNotHealthy
+			printOverview(c.stdout, out, colour(c.stdout))
 		}
 		return exitOK
-	}
-	m, err := client.Manager(ctx)
-	if err != nil {
-		return c.fail(err)
-	}
-	refs, err := client.ListBackends(ctx)
-	if err != nil {
-		return c.fail(err)
-	}
-	out := statusJSON{Gateway: m, Backends: []dbusapi.BackendStatus{}}
-	for _, ref := range refs {
-		b, err := client.Backend(ctx, ref.Name)
-		if dbusapi.ErrorName(err) == dbusapi.ErrorNoSuchBackend {
-			continue // removed by a reload meanwhile
-		}
-		if err != nil {
-			return c.fail(err)
-		}
-		out.Backends = append(out.Backends, b)
-	}
-	if c.opts.json {
-		c.printJSON(out)
-	} else {
-		printOverview(c.stdout, out, colour(c.stdout))
-	}
-	return exitOK
+	})
 }
 
 func (c *cli) printJSON(v any) {
@@ -310,32 +305,27 @@ func ago(d time.Duration) string {
 }
 
 func (c *cli) tools(_ []string) int {
-	client, code := c.dial()
-	if client == nil {
-		return code
-	}
-	defer client.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), readTimeout)
-	defer cancel()
-	tools, err := client.ListTools(ctx)
-	if err != nil {
-		return c.fail(err)
-	}
-	if c.opts.json {
-		if tools == nil {
-			tools = []dbusapi.Tool{}
+	return c.withClient(readTimeout, func(ctx context.Context, client *dbusapi.Client) int {
+		tools, err := client.ListTools(ctx)
+		if err != nil {
+			return c.fail(err)
 		}
-		c.printJSON(tools)
+		if c.opts.json {
+			if tools == nil {
+				tools = []dbusapi.Tool{}
+			}
+			c.printJSON(tools)
+			return exitOK
+		}
+		tw := tabwriter.NewWriter(c.stdout, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(tw, "TOOL\tBACKEND\tDESCRIPTION")
+		for _, t := range tools {
+			desc, _, _ := strings.Cut(t.Description, "\n")
+			fmt.Fprintf(tw, "%s\t%s\t%s\n", t.Name, t.Backend, desc)
+		}
+		tw.Flush()
 		return exitOK
-	}
-	tw := tabwriter.NewWriter(c.stdout, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "TOOL\tBACKEND\tDESCRIPTION")
-	for _, t := range tools {
-		desc, _, _ := strings.Cut(t.Description, "\n")
-		fmt.Fprintf(tw, "%s\t%s\t%s\n", t.Name, t.Backend, desc)
-	}
-	tw.Flush()
-	return exitOK
+	})
 }
 
 // printInstances lists the instances of a backend with instance =
