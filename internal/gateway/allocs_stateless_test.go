@@ -64,15 +64,7 @@ func statelessRoundTrip(t testing.TB, g *gateway.Gateway, msg *jsonrpc.Message) 
 	head := gateway.ScanHead(msg.Params)
 	s := g.StatelessRequest(gateway.RequestMeta{Protocol: "2026-07-28", Capabilities: head.Capabilities, Head: head}, anonymous)
 	defer s.End()
-	st := s.NewStream(1, false)
-	st.Attach()
-	s.HandleRequest(msg, st)
-	events, _, err := st.Wait(context.Background(), 0)
-	if err != nil || len(events) != 1 {
-		t.Fatalf("no answer: %v", err)
-	}
-	st.Detach(0)
-	return events[0].Data
+	return roundTrip(t, s, msg)
 }
 
 // Allocation budget of a stateless tools/call through the gateway: what a
