@@ -12,7 +12,6 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/mcpgate/mcpgate/internal/testing/modernserver"
 	"github.com/mcpgate/mcpgate/internal/testutil"
 )
 
@@ -24,13 +23,7 @@ import (
 // the input_required result with the requestState of the server behind it
 // unchanged, whose retry reaches that server untouched.
 func TestDualBackendServesBothEras(t *testing.T) {
-	argv, env := modernserver.Stdio(t)
-	inner := gateway(t, fmt.Sprintf(`
-[backends.m]
-command = %q
-args = [%q, %q]
-env = { NODE_PATH = %q }
-`, argv[0], argv[1], argv[2], env["NODE_PATH"]))
+	inner := gateway(t, modernStdioBackend(t, "m"))
 	upstream, seen := headerProxy(t, inner.URL)
 	d, bus, _ := gatewayOnBus(t, fmt.Sprintf(`
 [backends.a]

@@ -48,20 +48,14 @@ func connect2025(t *testing.T, url string, opts *mcp.ClientOptions) *mcp.ClientS
 // a sampling request on the session, and the calls complete with the
 // answers and the echoed requestState.
 func TestModernBackendsServeA2025Session(t *testing.T) {
-	argv, env := modernserver.Stdio(t)
 	remote, seen := headerProxy(t, modernserver.HTTP(t))
-	d, bus, _ := gatewayOnBus(t, fmt.Sprintf(`
-[backends.m]
-command = %q
-args = [%q, %q]
-env = { NODE_PATH = %q }
-
+	d, bus, _ := gatewayOnBus(t, fmt.Sprintf(`%s
 [backends.r]
 url = %q
 
 [backends.fake]
 command = "FAKE"
-`, argv[0], argv[1], argv[2], env["NODE_PATH"], remote))
+`, modernStdioBackend(t, "m"), remote))
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	for name, want := range map[string][2]string{"m": {"modern", "2026-07-28"}, "r": {"modern", "2026-07-28"}, "fake": {"legacy", "2025-11-25"}} {
@@ -142,13 +136,7 @@ command = "FAKE"
 // backend sent it, requestState and all, and its retry with the answers
 // reaches the backend, which completes the call.
 func TestModernBackendInputRequiredReachesA2026Client(t *testing.T) {
-	argv, env := modernserver.Stdio(t)
-	d := gateway(t, fmt.Sprintf(`
-[backends.m]
-command = %q
-args = [%q, %q]
-env = { NODE_PATH = %q }
-`, argv[0], argv[1], argv[2], env["NODE_PATH"]))
+	d := gateway(t, modernStdioBackend(t, "m"))
 	const caps = `"io.modelcontextprotocol/clientCapabilities":{"elicitation":{}}`
 	body := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28",` + caps + `},"name":"m__confirm","arguments":{"action":"deploy"}}}`
 	resp, answer := exchange(t, http.DefaultClient, d.URL, body, "Mcp-Protocol-Version", "2026-07-28", "Mcp-Method", "tools/call", "Mcp-Name", "m__confirm")
@@ -176,13 +164,7 @@ env = { NODE_PATH = %q }
 // Go SDK client would also cope with the raw result on its own, so this
 // test reads the wire.)
 func TestModernBackendInputRequiredBecomesSessionRequests(t *testing.T) {
-	argv, env := modernserver.Stdio(t)
-	d := gateway(t, fmt.Sprintf(`
-[backends.m]
-command = %q
-args = [%q, %q]
-env = { NODE_PATH = %q }
-`, argv[0], argv[1], argv[2], env["NODE_PATH"]))
+	d := gateway(t, modernStdioBackend(t, "m"))
 	resp, body := exchange(t, http.DefaultClient, d.URL, `{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{"elicitation":{}},"clientInfo":{"name":"raw","version":"1"}}}`)
 	session := resp.Header.Get("Mcp-Session-Id")
 	if resp.StatusCode != http.StatusOK || session == "" {
@@ -337,13 +319,7 @@ func headerProxy(t *testing.T, target string) (string, *headerLog) {
 // resourceSubscriptions of its subscriptions/listen stream, and the
 // updates announced there reach the session.
 func TestModernBackendResourceSubscription(t *testing.T) {
-	argv, env := modernserver.Stdio(t)
-	d := gateway(t, fmt.Sprintf(`
-[backends.m]
-command = %q
-args = [%q, %q]
-env = { NODE_PATH = %q }
-`, argv[0], argv[1], argv[2], env["NODE_PATH"]))
+	d := gateway(t, modernStdioBackend(t, "m"))
 	updated := make(chan string, 4)
 	cs := connect2025(t, d.URL, &mcp.ClientOptions{
 		ResourceUpdatedHandler: func(_ context.Context, req *mcp.ResourceUpdatedNotificationRequest) {
@@ -363,4 +339,11 @@ env = { NODE_PATH = %q }
 	case <-ctx.Done():
 		t.Fatal("no notifications/resources/updated reached the session")
 	}
+}
+
+// modernStdioBackend is the configuration of a backend named name that
+// runs modernserver's stdio server, which speaks 2026-07-28 only.
+func modernStdioBackend(t testing.TB, name string) string {
+	argv, env := modernserver.Stdio(t)
+	return fmt.Sprintf("\n[backends.%s]\ncommand = %q\nargs = [%q, %q]\nenv = { NODE_PATH = %q }\n", name, argv[0], argv[1], argv[2], env["NODE_PATH"])
 }
