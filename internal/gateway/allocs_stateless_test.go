@@ -1,7 +1,6 @@
 package gateway_test
 
 import (
-	"context"
 	"log/slog"
 	"strings"
 	"testing"
@@ -21,25 +20,15 @@ import (
 func inProcessGateway(t testing.TB) *gateway.Gateway {
 	t.Helper()
 	bins := testutil.Build(t)
-	reg := &oneBackend{}
+	reg := &swappable{}
 	log := slog.New(slog.DiscardHandler)
 	g := gateway.New(reg, gateway.Options{Logger: log})
 	cfg := &config.Backend{Name: "s", Enabled: true, Transport: "stdio", Command: bins.Fake, Args: []string{"--name", "s"},
 		ToolPrefix: "s__", Timeout: time.Minute, RelayClientRequests: true}
 	b := backend.New(cfg, backend.Options{GracePeriod: time.Second, MaxMessageBytes: 64 << 20, Handler: g, Logger: log})
 	reg.b = b
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		b.Run(ctx)
-	}()
-	t.Cleanup(func() {
-		g.Close()
-		cancel()
-		<-done // Run returns once the child is reaped
-	})
-	<-b.Settled()
+	runBackend(t, b)
+	t.Cleanup(g.Close) // cleanups run last first: the gateway closes before the backend stops
 	g.Refresh()
 	return g
 }

@@ -5,37 +5,13 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
 
-	"github.com/mcpgate/mcpgate/internal/backend"
 	"github.com/mcpgate/mcpgate/internal/gateway"
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
 )
-
-// oneBackend is a registry of one backend, set once it is made (the
-// backend needs the gateway as its handler, the gateway the registry).
-type oneBackend struct {
-	mu sync.Mutex
-	b  *backend.Backend
-}
-
-func (r *oneBackend) Backends() []*backend.Backend {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return []*backend.Backend{r.b}
-}
-
-func (r *oneBackend) Backend(name string) *backend.Backend {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.b.Name() == name {
-		return r.b
-	}
-	return nil
-}
 
 // inProcess runs a gateway in this process in front of the fake server as
 // backend "s", and returns a session on it. Everything stops when the test

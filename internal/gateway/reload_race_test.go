@@ -14,8 +14,8 @@ import (
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
 )
 
-// swappable is a registry whose one backend a test replaces, as a reload
-// does, without the catalog being rebuilt yet.
+// swappable is a registry of one backend, which a test may replace, as a
+// reload does, without the catalog being rebuilt yet.
 type swappable struct {
 	mu sync.Mutex
 	b  *backend.Backend
@@ -44,6 +44,13 @@ func runCLIBackend(t *testing.T, tools ...string) *backend.Backend {
 		cfg.Tools[name] = &config.CLITool{Name: name, Command: []string{"true"}, Timeout: time.Minute, InputSchema: map[string]any{"type": "object"}}
 	}
 	b := backend.New(cfg, backend.Options{Logger: slog.New(slog.DiscardHandler)})
+	runBackend(t, b)
+	return b
+}
+
+// runBackend runs b until the test ends, when it stops b and waits for Run
+// to return (a child is reaped by then), and returns once b settled.
+func runBackend(t testing.TB, b *backend.Backend) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {
@@ -55,7 +62,6 @@ func runCLIBackend(t *testing.T, tools ...string) *backend.Backend {
 		<-done
 	})
 	<-b.Settled()
-	return b
 }
 
 // A call routed by a catalog that still lists a cli tool which a reload
