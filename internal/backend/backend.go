@@ -231,6 +231,10 @@ func (b *Backend) Conn() *Conn {
 	return h.conn
 }
 
+// State returns the backend's state, as Status().State would, without
+// copying its status under its lock: what a call reads of it.
+func (b *Backend) State() State { return b.loadHot().state }
+
 // loadHot returns hot, or a stopped backend's before anything was published.
 func (b *Backend) loadHot() hotState {
 	if h := b.hot.Load(); h != nil {
@@ -583,7 +587,7 @@ func (s *supervision) obey(cmd command) {
 func (s *supervision) idleCommand(cmd command) {
 	switch cmd.op {
 	case opDemand:
-		if s.b.Status().State != Idle {
+		if s.b.State() != Idle {
 			cmd.done <- ErrStopped // stopped by the operator, or failed
 			return
 		}

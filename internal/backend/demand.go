@@ -56,7 +56,7 @@ func (b *Backend) Catalog() (*Lists, *ServerInfo) {
 // start_wait. A backend in any other state is left alone; one stopped by
 // the operator stays stopped.
 func (b *Backend) Wake() {
-	if b.loadHot().state != Idle {
+	if b.State() != Idle {
 		return
 	}
 	go func() {

@@ -69,7 +69,7 @@ func (l *limiter) acquire(ctx context.Context, wait bool, b *Backend) error {
 	l.mu.Lock()
 	if ok, next := l.allow(time.Now()); !ok {
 		l.mu.Unlock()
-		return &RefusedError{Backend: b.name, State: b.Status().State, RetryAfter: next, Busy: true,
+		return &RefusedError{Backend: b.name, State: b.State(), RetryAfter: next, Busy: true,
 			Msg: fmt.Sprintf("backend %q: rate_limit %s reached; the next call is allowed in %s", b.name, l.rate, next.Round(time.Millisecond))}
 	}
 	if l.max == 0 || (l.inflight < l.max && len(l.queue) == 0) {
@@ -108,7 +108,7 @@ func (l *limiter) acquire(ctx context.Context, wait bool, b *Backend) error {
 			if why != nil {
 				return why
 			}
-			return &RefusedError{Backend: b.name, State: b.Status().State, Busy: true,
+			return &RefusedError{Backend: b.name, State: b.State(), Busy: true,
 				Msg: fmt.Sprintf("backend %q: waited %s (queue_timeout) for one of its max_concurrent_calls = %d slots, with %d calls in line; raise max_concurrent_calls or queue_timeout, or call less at once",
 					b.name, l.queueTimeout, l.max, queued)}
 		}
@@ -276,7 +276,7 @@ func (b *Backend) callDone(outcome string, d time.Duration) {
 // (max_concurrent_calls, queue_timeout, rate_limit) apply to each
 // invocation. The Admission has no Conn.
 func (b *Backend) admitCLI(ctx context.Context, wait bool, start time.Time) (*Admission, error) {
-	if b.Status().State != Healthy {
+	if b.State() != Healthy {
 		return nil, ErrNotRunning
 	}
 	if err := b.lim.acquire(ctx, wait, b); err != nil {

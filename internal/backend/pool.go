@@ -92,7 +92,7 @@ func (b *Backend) instanceLabel() string {
 // Serves reports whether inst is a live instance of b's pool: not stopped,
 // and not left over from a pool that a reload replaced.
 func (b *Backend) Serves(inst *Backend) bool {
-	return b.lc.pool != nil && inst.lc.parent == b.lc.pool && inst.Status().State != Stopped
+	return b.lc.pool != nil && inst.lc.parent == b.lc.pool && inst.State() != Stopped
 }
 
 // Owner returns the session an instance is bound to, or nil.
@@ -210,7 +210,7 @@ func (p *pool) dispatch() {
 func (p *pool) idleInstance() *Backend {
 	var best *Backend
 	for ib, in := range p.insts {
-		if in.bound || in.stopping || ib.Status().State != Healthy {
+		if in.bound || in.stopping || ib.State() != Healthy {
 			continue
 		}
 		if best == nil || ib.opts.Instance < best.opts.Instance {

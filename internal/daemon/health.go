@@ -30,7 +30,7 @@ func (d *daemon) health() (ok bool, reason string) {
 
 // backendServes reports whether b counts towards the host's health.
 func backendServes(b *backend.Backend) bool {
-	switch b.Status().State {
+	switch b.State() {
 	case backend.Healthy:
 		return b.Health().CircuitOpen.IsZero()
 	case backend.Idle:

@@ -122,7 +122,7 @@ func (d *daemon) busy() bool {
 		return true
 	}
 	for _, b := range d.sup.Backends() {
-		switch b.Status().State {
+		switch b.State() {
 		case backend.Starting, backend.Healthy, backend.Unhealthy:
 			return true
 		}

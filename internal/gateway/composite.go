@@ -48,7 +48,7 @@ func (g *Gateway) compositeWarnings(cat *catalog.Catalog) []string {
 		return nil // a stopping gateway's catalog empties: no news
 	}
 	for _, b := range g.registry.Backends() {
-		if b.Status().State == backend.Starting {
+		if b.State() == backend.Starting {
 			return nil
 		}
 	}

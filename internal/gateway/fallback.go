@@ -51,7 +51,7 @@ func (fb *fallback) try(s *Session, from *backend.Backend, err error) bool {
 			continue
 		}
 		b := s.g.registry.Backend(name)
-		if b == nil || b.Status().State != backend.Healthy {
+		if b == nil || b.State() != backend.Healthy {
 			continue
 		}
 		entry := toolOf(cat, name, fb.tool)

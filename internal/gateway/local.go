@@ -134,7 +134,7 @@ func (s *Session) callCLI(msg *jsonrpc.Message, stream *Stream, b *backend.Backe
 		}
 		stream.push(jsonrpc.AppendError(nil, msg.ID, jsonrpc.AsError(err)), true)
 	}
-	if b.Status().State != backend.Healthy {
+	if b.State() != backend.Healthy {
 		refuse(jsonrpc.Errorf(CodeBackendUnavailable, "%v", unavailable(b)))
 		return
 	}

@@ -184,7 +184,7 @@ func (g *Gateway) initializeResult(s *Session) json.RawMessage {
 func starting(b *backend.Backend) bool {
 	select {
 	case <-b.Settled():
-		return b.Status().State == backend.Starting
+		return b.State() == backend.Starting
 	default:
 		return true
 	}

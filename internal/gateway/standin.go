@@ -22,7 +22,7 @@ func (g *Gateway) standInSources() ([]catalog.Source, map[string][]string) {
 		if len(cfg.Fallback) == 0 || served == nil {
 			continue
 		}
-		if st := b.Status().State; st != backend.Stopped && st != backend.Failed {
+		if st := b.State(); st != backend.Stopped && st != backend.Failed {
 			continue
 		}
 		if _, server := b.Catalog(); server != nil {
@@ -47,7 +47,7 @@ func (g *Gateway) standInSources() ([]catalog.Source, map[string][]string) {
 func (g *Gateway) fallbackHas(fallbacks []string, name string) bool {
 	for _, fname := range fallbacks {
 		fb := g.registry.Backend(fname)
-		if fb == nil || fb.Status().State != backend.Healthy {
+		if fb == nil || fb.State() != backend.Healthy {
 			continue
 		}
 		for _, raw := range fb.Lists().Tools {
