@@ -9,6 +9,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/mcpgate/mcpgate/internal/access"
 	"github.com/mcpgate/mcpgate/internal/gateway"
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
 )
@@ -123,5 +124,39 @@ func TestLargeResultIsHeldOnce(t *testing.T) {
 	// (jsonrpc's spillAbove); the rest is allocated once.
 	if allocated > uint64(size)+2<<20+uint64(size)/16 {
 		t.Errorf("%d bytes allocated for a response of %d bytes: the result is held more than once", allocated, size)
+	}
+}
+
+// TestIdleSessionMemoryBudget holds what an idle session keeps on the
+// heap: the session, its standalone stream and its entry in the session
+// table. Its maps are made when first written, and what only a stateless
+// request's context needs is not in it. A change that makes an idle
+// session keep more fails here; one that keeps less should lower the
+// budget.
+func TestIdleSessionMemoryBudget(t *testing.T) {
+	g := inProcessGateway(t)
+	client := access.Anonymous() // as the front passes every session of auth = "none"
+	heap := func() uint64 {
+		runtime.GC()
+		runtime.GC() // the second also frees what the first finalized
+		var m runtime.MemStats
+		runtime.ReadMemStats(&m)
+		return m.HeapAlloc
+	}
+	const n, budget = 10000, 900
+	sessions := make([]*gateway.Session, 0, n)
+	before := heap()
+	for range n {
+		s, _, err := g.NewSession([]byte(`{"protocolVersion":"2025-06-18","capabilities":{}}`), client)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sessions = append(sessions, s)
+	}
+	got := float64(heap()-before)/n - 8 // a pointer of sessions' own
+	runtime.KeepAlive(sessions)
+	t.Logf("an idle session keeps %.0f bytes (budget %d)", got, budget)
+	if got > budget {
+		t.Errorf("an idle session keeps %.0f bytes of heap, over its budget of %d", got, budget)
 	}
 }

@@ -219,10 +219,10 @@ func (t *Continuations) askAfterBurst(cont *continuation) {
 func (t *Continuations) start(in *Input) (*continuation, string) {
 	s := in.Session
 	c := latestCall(in.Conn, s)
-	if c == nil || c.stream != in.Stream || s.request == nil {
+	if c == nil || c.stream != in.Stream || s.one == nil || s.one.request == nil {
 		return nil, "no call of the client is in flight"
 	}
-	binding := requestBinding(s.request)
+	binding := requestBinding(s.one.request)
 	if binding == "" {
 		return nil, "only tools/call, prompts/get and resources/read can ask the client for input"
 	}

@@ -79,7 +79,7 @@ func (t *Continuations) HandleRetry(s *Session, msg *jsonrpc.Message, stream *St
 	// The call goes on for this request: when the client goes away, the
 	// request's end cancels it at the backend.
 	s.mu.Lock()
-	s.calls[string(msg.ID)] = cont.call
+	put(&s.calls, string(msg.ID), cont.call)
 	s.mu.Unlock()
 	return true
 }

@@ -49,7 +49,7 @@ func (g *Gateway) Notification(b *backend.Backend, conn *backend.Conn, msg *json
 			owner, subscribed := s.subs[uri]
 			s.mu.Unlock()
 			if subscribed && owner == b.Name() && (dedicated == nil || dedicated == s) {
-				if s.listenTag != nil {
+				if s.listenTag() != nil {
 					s.standalone.push(s.notification(msg.Method, msg.Params), false)
 					return
 				}

@@ -54,6 +54,9 @@ var metaKeys = []string{MetaProtocolVersion, MetaClientCapabilities, MetaLogLeve
 // headOf returns the head of params if the front scanned it: the
 // stateless request's own params, not those of a composite's step.
 func (s *Session) headOf(params []byte) (*RequestHead, bool) {
-	of := s.head.of
-	return &s.head, len(of) > 0 && len(of) == len(params) && &of[0] == &params[0] && s.head.Err == nil
+	if s.one == nil {
+		return nil, false
+	}
+	h := &s.one.head
+	return h, len(h.of) > 0 && len(h.of) == len(params) && &h.of[0] == &params[0] && h.Err == nil
 }

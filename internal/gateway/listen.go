@@ -76,8 +76,8 @@ func (s *Session) listen(msg *jsonrpc.Message, stream *Stream, cat *catalog.Cata
 func (s *Session) init2026Listener(id json.RawMessage, stream *Stream, want *listenFilter) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.listenID = id
-	s.listenTag = append(append([]byte(`{"_meta":{"`+MetaSubscriptionID+`":`), id...), "}}"...)
+	s.one.listenID = id
+	s.one.listenTag = append(append([]byte(`{"_meta":{"`+MetaSubscriptionID+`":`), id...), "}}"...)
 	s.standalone = stream
 	s.subs = map[string]string{}
 	s.offered = offeredCaps{tools: want.ToolsListChanged, prompts: want.PromptsListChanged, resources: want.ResourcesListChanged}
@@ -124,10 +124,11 @@ func (g *Gateway) eachListener(fn func(*Session)) {
 // notification builds a notification for the session: tagged with the
 // subscription id on a listener's stream.
 func (s *Session) notification(method string, params json.RawMessage) []byte {
-	if s.listenTag == nil {
+	tag := s.listenTag()
+	if tag == nil {
 		return jsonrpc.AppendNotification(nil, method, params)
 	}
-	return jsonrpc.AppendNotification(nil, method, tagged(params, s.listenTag))
+	return jsonrpc.AppendNotification(nil, method, tagged(params, tag))
 }
 
 // tagged puts the subscription id of tag (`{"_meta":{...}}`) into params,
@@ -170,9 +171,9 @@ func (s *Session) endListener(why string) {
 	}
 	s.g.log.Debug(fmt.Sprintf("ended a subscriptions/listen stream of client %q: %s", s.Client().Name, why), "client", s.Client().Name)
 	s.mu.Lock()
-	stream, id := s.standalone, s.listenID
+	stream, id := s.standalone, s.one.listenID
 	s.mu.Unlock()
-	stream.push(jsonrpc.AppendResult(nil, id, s.listenTag), true)
+	stream.push(jsonrpc.AppendResult(nil, id, s.one.listenTag), true)
 }
 
 // endListeners ends every listener gracefully: the gateway is shutting
@@ -184,7 +185,7 @@ func (g *Gateway) endListeners(why string) {
 // closeListener forgets a listener whose request ended, and gives back
 // the session it counted as.
 func (s *Session) closeListener() {
-	if s.listenTag == nil {
+	if s.listenTag() == nil {
 		return
 	}
 	s.g.listeners.Delete(s)

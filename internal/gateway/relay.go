@@ -79,7 +79,7 @@ func (s *Session) relayWith(conn *backend.Conn, backendID json.RawMessage, metho
 	}
 	s.nextRelay++
 	r := &relayed{sess: s, clientID: s.nextRelay, conn: conn, backendID: backendID, method: method, via: via, answer: answer}
-	s.relays[r.clientID] = r
+	put(&s.relays, r.clientID, r)
 	s.mu.Unlock()
 	s.g.rememberRelay(r, conn.Backend().Config().ClientRequestTimeout)
 	s.send(jsonrpc.AppendRequest(nil, jsonrpc.IntID(r.clientID), method, params), via)

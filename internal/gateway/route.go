@@ -31,7 +31,7 @@ func (s *Session) HandleRequest(msg *jsonrpc.Message, stream *Stream) {
 		stream.mu.Lock()
 		stream.modern, stream.method = &g.modern, msg.Method
 		stream.mu.Unlock()
-		s.request = msg
+		s.one.request = msg
 		if s.gone(msg, stream) || s.retried(msg, stream) {
 			return
 		}
@@ -85,7 +85,7 @@ func (s *Session) HandleRequest(msg *jsonrpc.Message, stream *Stream) {
 			return
 		}
 		if s.stateless && tool.ParamHeaders != nil {
-			if err := checkParamHeaders(s.header, msg.Params, tool.ParamHeaders); err != nil {
+			if err := checkParamHeaders(s.one.header, msg.Params, tool.ParamHeaders); err != nil {
 				fail(err)
 				return
 			}
@@ -330,7 +330,7 @@ func (s *Session) sendAdmitted(msg *jsonrpc.Message, stream *Stream, b *backend.
 		answer(jsonrpc.CodeInvalidRequest, fmt.Errorf("request id %s is already in use by a request in flight", key))
 		return
 	}
-	s.calls[key] = c
+	put(&s.calls, key, c)
 	s.mu.Unlock()
 	g.inflight.Add(1)
 	stream.onAbandonCall(c)

@@ -26,18 +26,9 @@ type Session struct {
 	// stateless marks the context of one 2026-07-28 request (see
 	// StatelessRequest): no ID, no standalone stream, in no session table.
 	stateless bool
-	// listenID and listenTag mark the context of a subscriptions/listen
-	// request: its id, and the params that tag its notifications.
-	listenID  json.RawMessage
-	listenTag json.RawMessage
-	// request is the stateless request, whose method and name a
-	// requestState issued for it is bound to (see requestBinding).
-	request *jsonrpc.Message
-	// header is the stateless request's HTTP header, for its Mcp-Param-*
-	// headers (see checkParamHeaders); nil otherwise.
-	header http.Header
-	// head is what the front found in the stateless request's params.
-	head RequestHead
+	// one is what the context of one stateless request knows of it; nil
+	// in a session, which keeps none of it.
+	one *oneRequest
 
 	mu         sync.Mutex
 	closed     bool
@@ -53,6 +44,30 @@ type Session struct {
 	instances  map[string]*backend.Backend // this session's own instances, by backend name
 
 	bindMu sync.Mutex // serialises binding instances, see instanceConn
+}
+
+// oneRequest is what the context of one stateless request knows of it.
+type oneRequest struct {
+	// listenID and listenTag mark the context of a subscriptions/listen
+	// request: its id, and the params that tag its notifications.
+	listenID  json.RawMessage
+	listenTag json.RawMessage
+	// request is the stateless request, whose method and name a
+	// requestState issued for it is bound to (see requestBinding).
+	request *jsonrpc.Message
+	// header is the stateless request's HTTP header, for its Mcp-Param-*
+	// headers (see checkParamHeaders).
+	header http.Header
+	// head is what the front found in the stateless request's params.
+	head RequestHead
+}
+
+// listenTag is the tag of a listener's notifications, nil for others.
+func (s *Session) listenTag() json.RawMessage {
+	if s.one == nil {
+		return nil
+	}
+	return s.one.listenTag
 }
 
 type clientCaps struct {
@@ -101,14 +116,10 @@ func (g *Gateway) NewSession(params json.RawMessage, client *access.Client) (*Se
 		caps:       p.Capabilities,
 		lastActive: time.Now(),
 		logLevel:   -1,
-		subs:       map[string]string{},
-		calls:      map[string]*call{},
-		relays:     map[int64]*relayed{},
-		streams:    map[int64]*Stream{},
-		instances:  map[string]*backend.Backend{},
 	}
+	// The session's maps are made when first written: an idle session
+	// keeps none. Its standalone stream, key 0, is in none of them.
 	s.standalone = newStream(0, true, g.opts.MaxStreamEvents)
-	s.streams[0] = s.standalone
 	s.client.Store(client)
 	if err := g.admit(client); err != nil {
 		g.nsess.Add(-1) // the global slot taken above
@@ -223,7 +234,7 @@ func (s *Session) NewStream(requests int, eventStream bool) *Stream {
 		st.finish()
 		return st
 	}
-	s.streams[st.Key] = st
+	put(&s.streams, st.Key, st)
 	return st
 }
 
@@ -241,6 +252,9 @@ func (s *Session) ResumeStream(lastEventID string) (*Stream, int64, bool) {
 	}
 	s.mu.Lock()
 	st, found := s.streams[key]
+	if key == 0 && !s.stateless {
+		st, found = s.standalone, !s.closed
+	}
 	s.mu.Unlock()
 	if found {
 		st.release(seq) // the client has these
@@ -364,19 +378,27 @@ func (s *Session) listChanged(method string) {
 	}
 }
 
-// close ends the session: requests in flight are cancelled, streams end,
-// subscriptions and relayed requests are dropped.
-// swapIfAny returns *m and puts a fresh map in its place if *m has
-// entries; it returns nil and leaves an empty *m as it is.
+// put sets (*m)[k] = v, and makes *m first if it is nil.
+func put[K comparable, V any](m *map[K]V, k K, v V) {
+	if *m == nil {
+		*m = make(map[K]V)
+	}
+	(*m)[k] = v
+}
+
+// swapIfAny returns *m and leaves nil in its place if *m has entries; it
+// returns nil and leaves an empty *m as it is.
 func swapIfAny[K comparable, V any](m *map[K]V) map[K]V {
 	if len(*m) == 0 {
 		return nil
 	}
 	old := *m
-	*m = make(map[K]V)
+	*m = nil
 	return old
 }
 
+// close ends the session: requests in flight are cancelled, streams end,
+// subscriptions and relayed requests are dropped.
 func (s *Session) close(why string) {
 	s.mu.Lock()
 	if s.closed {
@@ -384,10 +406,9 @@ func (s *Session) close(why string) {
 		return
 	}
 	s.closed = true
-	// Each map with entries is swapped for a fresh one, whose entries the
-	// loops below end outside the lock (StreamDone deletes from the
-	// streams map meanwhile); an empty one is kept: nothing to end, and
-	// nothing to allocate for the many stateless requests that end so.
+	// Each map with entries is taken, and its entries ended by the loops
+	// below outside the lock (StreamDone deletes from the streams map
+	// meanwhile).
 	calls := swapIfAny(&s.calls)
 	relays := swapIfAny(&s.relays)
 	subs := swapIfAny(&s.subs)
@@ -410,5 +431,8 @@ func (s *Session) close(why string) {
 	}
 	for _, st := range streams {
 		st.finish()
+	}
+	if !s.stateless {
+		s.standalone.finish()
 	}
 }

@@ -68,16 +68,23 @@ func (g *Gateway) StatelessRequest(meta RequestMeta, client *access.Client) *Ses
 	if client == nil {
 		client = access.Anonymous()
 	}
-	s := &Session{
-		Protocol:  meta.Protocol,
-		g:         g,
-		stateless: true,
-		header:    meta.Header,
-		head:      meta.Head,
-		logLevel:  -1,
-		calls:     make(map[string]*call, 1),
-		streams:   make(map[int64]*Stream, 1),
+	// One allocation holds the context and what it knows of its request.
+	r := &struct {
+		Session
+		one oneRequest
+	}{
+		Session: Session{
+			Protocol:  meta.Protocol,
+			g:         g,
+			stateless: true,
+			logLevel:  -1,
+			calls:     make(map[string]*call, 1),
+			streams:   make(map[int64]*Stream, 1),
+		},
+		one: oneRequest{header: meta.Header, head: meta.Head},
 	}
+	s := &r.Session
+	s.one = &r.one
 	if prio, ok := journal.MCPLevelPriority(meta.LogLevel); ok && meta.LogLevel != "" {
 		s.logLevel = prio
 	}

@@ -74,7 +74,7 @@ func (s *Session) countSubscription(uri, owner string, subscribe bool) (first, l
 	if subscribe {
 		first = g.subs[k] == 0 || pooled
 		g.subs[k]++
-		s.subs[uri] = owner
+		put(&s.subs, uri, owner)
 		return first, false, k, nil
 	}
 	last = g.subs[k] == 1 || pooled
