@@ -63,8 +63,7 @@ oauth_subjects = ["bench"]
 // gateways.SharedHost) beside the floor and mcpgate's default
 // configuration, at 1 session and at the payload loads' sessions.
 func (b *bencher) sharedScenario() error {
-	sum := sha256.Sum256([]byte(staticToken))
-	shared := gateways.SharedHost("mcpgate-shared", staticToken, hex.EncodeToString(sum[:]))
+	shared := sharedHost()
 	var running []*gateways.Running
 	defer func() {
 		for _, g := range running {
@@ -86,6 +85,12 @@ func (b *bencher) sharedScenario() error {
 		b.loadRuns("shared", "benchecho", running, n, 1024)
 	}
 	return nil
+}
+
+// sharedHost is mcpgate-shared, whose client sends staticToken.
+func sharedHost() *gateways.Gateway {
+	sum := sha256.Sum256([]byte(staticToken))
+	return gateways.SharedHost("mcpgate-shared", staticToken, hex.EncodeToString(sum[:]))
 }
 
 // benchIssuer serves an authorization server's metadata and JWKS on the

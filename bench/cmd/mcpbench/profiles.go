@@ -17,85 +17,119 @@ import (
 	"github.com/mcpgate/mcpgate/bench/internal/report"
 )
 
-// profileScenario runs mcpgate's profiling build under the loads of the
-// targets and saves its pprof profiles next to the results, named
-// PREFIX-mcpgate-NAME.pprof: allocations of the large result, CPU with 1
-// and with 64 sessions and with 64 stateless clients, and the heap with
-// the idle sessions open.
-func (b *bencher) profileScenario(prefix string) error {
+// profiled is mcpgate's profiling build running one configuration.
+type profiled struct {
+	*gateways.Running
+	b      *bencher
+	pprof  string // the address of its net/http/pprof
+	prefix string
+}
+
+// startProfiled runs g's profiling build.
+func (b *bencher) startProfiled(g *gateways.Gateway, prefix string) (*profiled, error) {
 	port, err := gateways.FreePort()
+	if err != nil {
+		return nil, err
+	}
+	addr := fmt.Sprintf("127.0.0.1:%d", port)
+	r, err := gateways.Profiled(g, addr).Start(b.ctx, b.env, b.group, b.echo())
+	if err != nil {
+		return nil, err
+	}
+	return &profiled{Running: r, b: b, pprof: addr, prefix: prefix}, nil
+}
+
+func (p *profiled) get(ctx context.Context, path string) (*http.Response, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+p.pprof+path, nil)
+	if err != nil {
+		return nil, err
+	}
+	return http.DefaultClient.Do(req)
+}
+
+// save writes the profile at path to PREFIX-mcpgate-NAME.pprof.
+func (p *profiled) save(name, path string) error {
+	fmt.Fprintf(os.Stderr, "  profile  %-12s %s\n", p.Name, name)
+	ctx, cancel := context.WithTimeout(p.b.ctx, time.Minute)
+	defer cancel()
+	if strings.Contains(path, "gc=1") {
+		// A memory profile is as of the last GC but one: a first
+		// request with its GC makes the second complete.
+		resp, err := p.get(ctx, path)
+		if err != nil {
+			return fmt.Errorf("profile %s: %w", name, err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+	}
+	resp, err := p.get(ctx, path)
+	if err != nil {
+		return fmt.Errorf("profile %s: %w", name, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("profile %s: %s", name, resp.Status)
+	}
+	out := p.prefix + "-mcpgate-" + name + ".pprof"
+	f, err := os.Create(out)
 	if err != nil {
 		return err
 	}
-	pprof := fmt.Sprintf("127.0.0.1:%d", port)
-	g, err := gateways.Profiled(pprof).Start(b.ctx, b.env, b.group, b.echo())
+	defer f.Close()
+	if _, err := io.Copy(f, resp.Body); err != nil {
+		return err
+	}
+	p.b.r.Profiles = append(p.b.r.Profiles, filepath.Base(out))
+	return nil
+}
+
+// cpu profiles a load of sessions (or stateless clients) for the
+// measured stretch.
+func (p *profiled) cpu(name string, sessions int, stateless bool) error {
+	b := p.b
+	openLoad := load.OpenToken
+	if stateless {
+		openLoad = load.OpenStateless
+	}
+	open, err := openLoad(b.ctx, p.URL, sessions, strings.Repeat("x", 1024), p.Token)
+	if err != nil {
+		return err
+	}
+	defer load.CloseAll(open)
+	done := make(chan load.Tally, 1)
+	go func() { done <- load.Drive(b.ctx, open, load.Spec{Duration: b.plan.measure + time.Second}) }()
+	secs := int(b.plan.measure.Seconds() + 0.5)
+	err = p.save(name, fmt.Sprintf("/debug/pprof/profile?seconds=%d", max(secs, 1)))
+	t := <-done
+	if err == nil && t.Errors > 0 {
+		err = fmt.Errorf("%s: %d calls failed: %s", name, t.Errors, t.FirstError)
+	}
+	return err
+}
+
+// profileScenario runs mcpgate's profiling build under the loads of the
+// targets and saves its pprof profiles next to the results, named
+// PREFIX-mcpgate-NAME.pprof: allocations of the large result, CPU with 1
+// and with 64 sessions, with 64 stateless clients and with 64 sessions
+// of the shared host's configuration, and the heap with the idle
+// sessions open.
+func (b *bencher) profileScenario(prefix string) error {
+	// The shared host runs alone first, so that its profile holds its
+	// own calls only.
+	shared, err := b.startProfiled(sharedHost(), prefix)
+	if err != nil {
+		return err
+	}
+	err = shared.cpu("cpu-64-shared", 64, false)
+	b.group.Stop(shared.Proc)
+	if err != nil {
+		return err
+	}
+	g, err := b.startProfiled(gateways.All()[1], prefix)
 	if err != nil {
 		return err
 	}
 	defer b.group.Stop(g.Proc)
-	get := func(ctx context.Context, path string) (*http.Response, error) {
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+pprof+path, nil)
-		if err != nil {
-			return nil, err
-		}
-		return http.DefaultClient.Do(req)
-	}
-	save := func(name, path string) error {
-		fmt.Fprintf(os.Stderr, "  profile  mcpgate      %s\n", name)
-		ctx, cancel := context.WithTimeout(b.ctx, time.Minute)
-		defer cancel()
-		if strings.Contains(path, "gc=1") {
-			// A memory profile is as of the last GC but one: a first
-			// request with its GC makes the second complete.
-			resp, err := get(ctx, path)
-			if err != nil {
-				return fmt.Errorf("profile %s: %w", name, err)
-			}
-			io.Copy(io.Discard, resp.Body)
-			resp.Body.Close()
-		}
-		resp, err := get(ctx, path)
-		if err != nil {
-			return fmt.Errorf("profile %s: %w", name, err)
-		}
-		defer resp.Body.Close()
-		if resp.StatusCode != http.StatusOK {
-			return fmt.Errorf("profile %s: %s", name, resp.Status)
-		}
-		out := prefix + "-mcpgate-" + name + ".pprof"
-		f, err := os.Create(out)
-		if err != nil {
-			return err
-		}
-		defer f.Close()
-		if _, err := io.Copy(f, resp.Body); err != nil {
-			return err
-		}
-		b.r.Profiles = append(b.r.Profiles, filepath.Base(out))
-		return nil
-	}
-	// cpu profiles the load of sessions (or stateless clients) for the
-	// measured stretch.
-	cpu := func(name string, sessions int, stateless bool) error {
-		openLoad := load.OpenToken
-		if stateless {
-			openLoad = load.OpenStateless
-		}
-		open, err := openLoad(b.ctx, g.URL, sessions, strings.Repeat("x", 1024), "")
-		if err != nil {
-			return err
-		}
-		defer load.CloseAll(open)
-		done := make(chan load.Tally, 1)
-		go func() { done <- load.Drive(b.ctx, open, load.Spec{Duration: b.plan.measure + time.Second}) }()
-		secs := int(b.plan.measure.Seconds() + 0.5)
-		err = save(name, fmt.Sprintf("/debug/pprof/profile?seconds=%d", max(secs, 1)))
-		t := <-done
-		if err == nil && t.Errors > 0 {
-			err = fmt.Errorf("%s: %d calls failed: %s", name, t.Errors, t.FirstError)
-		}
-		return err
-	}
 	// The large result comes first: the allocations it shows are then
 	// the result's alone.
 	s := load.NewSession(g.URL, "")
@@ -107,16 +141,16 @@ func (b *bencher) profileScenario(prefix string) error {
 	if err != nil {
 		return fmt.Errorf("large result: %w", err)
 	}
-	if err := save("allocs-large-result", "/debug/pprof/allocs?gc=1"); err != nil {
+	if err := g.save("allocs-large-result", "/debug/pprof/allocs?gc=1"); err != nil {
 		return err
 	}
-	if err := cpu("cpu-1-session", 1, false); err != nil {
+	if err := g.cpu("cpu-1-session", 1, false); err != nil {
 		return err
 	}
-	if err := cpu("cpu-64-sessions", 64, false); err != nil {
+	if err := g.cpu("cpu-64-sessions", 64, false); err != nil {
 		return err
 	}
-	if err := cpu("cpu-64-stateless", 64, true); err != nil {
+	if err := g.cpu("cpu-64-stateless", 64, true); err != nil {
 		return err
 	}
 	// The live heap before and after opening the idle sessions, each
@@ -124,7 +158,7 @@ func (b *bencher) profileScenario(prefix string) error {
 	heapAlloc := func() (int64, error) {
 		var n int64
 		for range 2 { // the second GC also frees what the first finalized
-			resp, err := get(b.ctx, "/debug/pprof/heap?gc=1&debug=1")
+			resp, err := g.get(b.ctx, "/debug/pprof/heap?gc=1&debug=1")
 			if err != nil {
 				return 0, err
 			}
@@ -141,13 +175,13 @@ func (b *bencher) profileScenario(prefix string) error {
 		}
 		return n, nil
 	}
-	shared := load.Client(idleConns)
-	defer shared.CloseIdleConnections()
+	conns := load.Client(idleConns)
+	defer conns.CloseIdleConnections()
 	before, err := heapAlloc()
 	if err != nil {
 		return err
 	}
-	idle, err := load.OpenShared(b.ctx, g.URL, b.plan.idle, shared)
+	idle, err := load.OpenShared(b.ctx, g.URL, b.plan.idle, conns)
 	if err != nil {
 		return err
 	}
@@ -158,5 +192,5 @@ func (b *bencher) profileScenario(prefix string) error {
 	}
 	b.r.IdleHeap = &report.IdleHeap{Sessions: b.plan.idle, BeforeBytes: before, AfterBytes: after,
 		BytesPerSession: float64(after-before) / float64(b.plan.idle)}
-	return save("heap-idle-sessions", "/debug/pprof/heap?gc=1")
+	return g.save("heap-idle-sessions", "/debug/pprof/heap?gc=1")
 }

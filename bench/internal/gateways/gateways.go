@@ -129,27 +129,27 @@ max_message_bytes = %d
 }
 
 func mcpgate(e *Env, port int, backend []string) ([]string, error) {
-	return mcpgateBinary("mcpgated", e, port, backend)
-}
-
-// Profiled returns mcpgate as its profiling build (bench/cmd/mcpgated-pprof)
-// runs it, serving net/http/pprof on addr.
-func Profiled(addr string) *Gateway {
-	return &Gateway{
-		Name: "mcpgate",
-		argv: func(e *Env, port int, backend []string) ([]string, error) {
-			return mcpgateBinary("mcpgated-pprof", e, port, backend)
-		},
-		env: []string{"MCPBENCH_PPROF=" + addr},
-	}
-}
-
-func mcpgateBinary(binary string, e *Env, port int, backend []string) ([]string, error) {
 	cfg := filepath.Join(e.Work, "mcpgate-"+strconv.Itoa(port)+".toml")
 	if err := os.WriteFile(cfg, []byte(MCPGateConfig(fmt.Sprintf("127.0.0.1:%d", port), 1, backend)), 0o644); err != nil {
 		return nil, err
 	}
-	return []string{filepath.Join(e.Bin, binary), "--config", cfg}, nil
+	return []string{filepath.Join(e.Bin, "mcpgated"), "--config", cfg}, nil
+}
+
+// Profiled returns g, one of mcpgate's configurations, as its profiling
+// build (bench/cmd/mcpgated-pprof) runs it, serving net/http/pprof on
+// addr.
+func Profiled(g *Gateway, addr string) *Gateway {
+	p := *g
+	p.argv = func(e *Env, port int, backend []string) ([]string, error) {
+		argv, err := g.argv(e, port, backend)
+		if err == nil {
+			argv[0] = filepath.Join(e.Bin, "mcpgated-pprof")
+		}
+		return argv, err
+	}
+	p.env = append(append([]string(nil), g.env...), "MCPBENCH_PPROF="+addr)
+	return &p
 }
 
 // supergateway in its documented stateful Streamable HTTP mode; logging is
