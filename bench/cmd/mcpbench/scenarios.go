@@ -23,6 +23,7 @@ type plan struct {
 	payloadSessions int
 	large           int // bytes of the one large result
 	idle, busy      int
+	idleAtScale     int // idle sessions of the floor and mcpgate alone
 	demoSessions    int
 	rounds          int   // the measured time of a load is cut into this many rounds
 	startup         []int // numbers of backends
@@ -34,14 +35,14 @@ func planFor(quick bool) plan {
 		return plan{
 			warmup: 200 * time.Millisecond, measure: 500 * time.Millisecond,
 			sessions: []int{1, 16}, stateless: []int{1, 16}, payloads: []int{64 << 10}, payloadSessions: 4,
-			large: 5_000_000, idle: 50, busy: 4, demoSessions: 4,
+			large: 5_000_000, idle: 50, busy: 4, idleAtScale: 200, demoSessions: 4,
 			rounds: 1, startup: []int{10}, startupRepeats: 1,
 		}
 	}
 	return plan{
 		warmup: time.Second, measure: 3 * time.Second,
 		sessions: []int{1, 16, 64, 256}, stateless: []int{1, 64}, payloads: []int{64 << 10, 1 << 20}, payloadSessions: 16,
-		large: 50_000_000, idle: 1000, busy: 16, demoSessions: 16,
+		large: 50_000_000, idle: 1000, busy: 16, idleAtScale: 20_000, demoSessions: 16,
 		rounds: 3, startup: []int{10, 100}, startupRepeats: 3,
 	}
 }
@@ -220,9 +221,26 @@ func (b *bencher) idleScenario() error {
 	if err != nil {
 		return err
 	}
-	defer stop()
 	for _, g := range running {
 		b.r.Idle = append(b.r.Idle, b.idle(g))
+	}
+	stop()
+	// A thousand sessions hold less than a Go heap grows by while its
+	// first thousand requests are handled, so their RSS is mostly that
+	// growth, the floor's as much as mcpgate's. At scale, what a session
+	// keeps is what RSS grows by: the floor and mcpgate, each freshly
+	// started, alone, without busy sessions.
+	for _, g := range gateways.All()[:2] {
+		rg, err := g.Start(b.ctx, b.env, b.group, b.echo())
+		if err != nil {
+			return err
+		}
+		ir := report.IdleRun{Gateway: g.Name, Idle: b.plan.idleAtScale}
+		fmt.Fprintf(os.Stderr, "  idle     %-12s %d idle\n", g.Name, ir.Idle)
+		closeIdle := b.openIdle(rg, &ir)
+		closeIdle()
+		b.group.Stop(rg.Proc)
+		b.r.IdleAtScale = append(b.r.IdleAtScale, ir)
 	}
 	return nil
 }
@@ -233,26 +251,10 @@ const idleConns = 8
 func (b *bencher) idle(g *gateways.Running) report.IdleRun {
 	ir := report.IdleRun{Gateway: g.Name, Idle: b.plan.idle}
 	fmt.Fprintf(os.Stderr, "  idle     %-12s %d idle, %d busy\n", g.Name, b.plan.idle, b.plan.busy)
-	shared := load.Client(idleConns)
-	defer shared.CloseIdleConnections()
-	before, _, err := proc.TreeRSS(g.Proc.PID)
-	if err != nil {
-		ir.Error = err.Error()
+	defer b.openIdle(g, &ir)()
+	if ir.Error != "" {
 		return ir
 	}
-	idle, err := load.OpenShared(b.ctx, g.URL, b.plan.idle, shared)
-	if err != nil {
-		ir.Error = err.Error()
-		return ir
-	}
-	defer load.CloseAll(idle)
-	after, n, err := proc.TreeRSS(g.Proc.PID)
-	if err != nil {
-		ir.Error = err.Error()
-		return ir
-	}
-	ir.RSSBeforeKiB, ir.RSSAfterKiB, ir.Processes = before, after, n
-	ir.BytesPerSession = float64((after-before)*1024) / float64(b.plan.idle)
 	res, err := load.Run(b.ctx, g.URL, load.Spec{Sessions: b.plan.busy, Payload: 1024, Warmup: b.plan.warmup, Duration: b.plan.measure})
 	if err != nil {
 		ir.Error = err.Error()
@@ -260,6 +262,35 @@ func (b *bencher) idle(g *gateways.Running) report.IdleRun {
 	}
 	ir.Busy = &res
 	return ir
+}
+
+// openIdle opens ir.Idle sessions on g, sharing idleConns connections,
+// and records g's RSS growth per session in ir (or its error). The
+// sessions stay open until the function it returns is called.
+func (b *bencher) openIdle(g *gateways.Running, ir *report.IdleRun) (closeIdle func()) {
+	shared := load.Client(idleConns)
+	before, _, err := proc.TreeRSS(g.Proc.PID)
+	if err != nil {
+		ir.Error = err.Error()
+		return shared.CloseIdleConnections
+	}
+	idle, err := load.OpenShared(b.ctx, g.URL, ir.Idle, shared)
+	closeIdle = func() {
+		load.CloseAll(idle)
+		shared.CloseIdleConnections()
+	}
+	if err != nil {
+		ir.Error = err.Error()
+		return closeIdle
+	}
+	after, n, err := proc.TreeRSS(g.Proc.PID)
+	if err != nil {
+		ir.Error = err.Error()
+		return closeIdle
+	}
+	ir.RSSBeforeKiB, ir.RSSAfterKiB, ir.Processes = before, after, n
+	ir.BytesPerSession = float64((after-before)*1024) / float64(ir.Idle)
+	return closeIdle
 }
 
 // demoScenario puts the demo server behind every gateway: a realistic

@@ -104,8 +104,9 @@ bus = "none"
 # compare it per request (under a microsecond).
 auth = "none"
 # The peers bound neither sessions nor requests in flight; the idle
-# scenario holds 1016 sessions and the largest load 256 calls at once.
-max_sessions = 4096
+# scenario holds up to 20000 sessions and the largest load 256 calls at
+# once.
+max_sessions = 32768
 max_concurrent_requests = 1024
 log_target = "stderr"
 log_level = "warn"

@@ -143,6 +143,15 @@ func Markdown(w *bytes.Buffer, r *Results, results string, plots []string) {
 		}
 		w.WriteString("\n")
 	}
+	if len(r.IdleAtScale) > 0 {
+		fmt.Fprintf(w, "\n### Idle sessions at scale (%d idle sessions; the floor and mcpgate, each freshly started, alone)\n\n", r.IdleAtScale[0].Idle)
+		w.WriteString("| gateway | RSS before MiB | RSS with idle sessions MiB | bytes per idle session | error |\n|---|--:|--:|--:|---|\n")
+		for _, i := range r.IdleAtScale {
+			fmt.Fprintf(w, "| %s | %.1f | %.1f | %.0f | %s |\n", name(i.Gateway), float64(i.RSSBeforeKiB)/1024,
+				float64(i.RSSAfterKiB)/1024, i.BytesPerSession, cell(i.Error))
+		}
+		w.WriteString("\nWhat a Go heap grows by while it handles its first requests is here spread over many more sessions, so that RSS growth is what the sessions keep, with the heap's room to grow (GOGC).\n")
+	}
 	if len(r.Startup) > 0 {
 		w.WriteString("\n### Start-up of mcpgated under systemd-socket-activate (medians)\n\n")
 		w.WriteString("| backends | runs | first connection → READY=1 ms | slowest backend handshake ms | READY=1 after it ms | RSS after READY=1 MiB | error |\n|--:|--:|--:|--:|--:|--:|---|\n")

@@ -20,10 +20,13 @@ type Results struct {
 	Load     []LoadRun         `json:"load"`
 	Large    []LargeRun        `json:"large_result"`
 	Idle     []IdleRun         `json:"idle_sessions"`
-	Startup  []StartupRun      `json:"startup"`
-	IdleHeap *IdleHeap         `json:"idle_heap,omitempty"` // mcpgate's live heap per idle session
-	Profiles []string          `json:"profiles,omitempty"`  // pprof files of mcpgate beside the results
-	Notes    []string          `json:"notes,omitempty"`
+	// IdleAtScale is many more idle sessions, of the floor and mcpgate
+	// only, without busy ones.
+	IdleAtScale []IdleRun    `json:"idle_sessions_at_scale,omitempty"`
+	Startup     []StartupRun `json:"startup"`
+	IdleHeap    *IdleHeap    `json:"idle_heap,omitempty"` // mcpgate's live heap per idle session
+	Profiles    []string     `json:"profiles,omitempty"`  // pprof files of mcpgate beside the results
+	Notes       []string     `json:"notes,omitempty"`
 }
 
 // Machine states what the numbers were measured on.

@@ -118,6 +118,9 @@ func Summary(w io.Writer, r *Results) {
 		}
 		fmt.Fprintf(w, "idle  %-12s %d sessions: %.0f bytes each (%d processes); %s %s\n", i.Gateway, i.Idle, i.BytesPerSession, i.Processes, busy, i.Error)
 	}
+	for _, i := range r.IdleAtScale {
+		fmt.Fprintf(w, "idle  %-12s %d sessions: %.0f bytes each %s\n", i.Gateway, i.Idle, i.BytesPerSession, i.Error)
+	}
 	for _, s := range r.Startup {
 		fmt.Fprintf(w, "startup %d backends: READY=1 after %.1f ms, slowest handshake %.1f ms, over it %.1f ms, RSS %.1f MiB %s\n",
 			s.Backends, s.ReadyMs, s.HandshakeMs, s.OverMs, float64(s.RSSKiB)/1024, s.Error)

@@ -122,6 +122,12 @@ func (r *Results) Targets() []Target {
 		}
 	}
 	ts = append(ts, idle)
+	for _, i := range r.IdleAtScale {
+		if i.Gateway == "mcpgate" && i.Error == "" {
+			ts = append(ts, Target{Name: fmt.Sprintf("mcpgate RSS growth per idle session (%d sessions)", i.Idle),
+				Value: i.BytesPerSession, Limit: 3072, AtMost: true, Unit: "B"})
+		}
+	}
 	if h := r.IdleHeap; h != nil {
 		ts = append(ts, Target{Name: fmt.Sprintf("mcpgate live heap per idle session (%d sessions)", h.Sessions),
 			Value: h.BytesPerSession, Limit: 4096, AtMost: true, Unit: "B"})
