@@ -181,7 +181,7 @@ func (d *decoder) cliTool(at keyPath, v any, b *Backend) *CLITool {
 	return tool
 }
 
-var toolName = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,64}$`)
+var toolName = boundedName{regexp.MustCompile(`^[A-Za-z0-9_.-]+$`), 64}
 
 // adapterFile reads the cli tools of an adapter file: a TOML file of
 // [tools.TOOL] tables, resolved relative to the file that names it.

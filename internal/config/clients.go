@@ -40,7 +40,7 @@ type Client struct {
 // "none".
 const AnonymousClient = "anonymous"
 
-var clientName = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
+var clientName = boundedName{regexp.MustCompile(`^[A-Za-z0-9_-]+$`), 64}
 
 func defaultAccess() Access {
 	return Access{Auth: "required", Audit: "calls"}
@@ -178,7 +178,7 @@ func CredentialPlaceholder() *regexp.Regexp { return regexp.MustCompile(`\$\{cre
 
 // credentialName is what systemd accepts as a credential name, as a file
 // name in $CREDENTIALS_DIRECTORY.
-var credentialName = regexp.MustCompile(`^[A-Za-z0-9_.@-]{1,255}$`)
+var credentialName = boundedName{regexp.MustCompile(`^[A-Za-z0-9_.@-]+$`), 255}
 
 func checkCredentialName(s string) string {
 	if !credentialName.MatchString(s) || s == "." || s == ".." {

@@ -41,7 +41,7 @@ func (c *Composite) Equal(o *Composite) bool {
 }
 
 var (
-	compositeName = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,64}$`)
+	compositeName = boundedName{regexp.MustCompile(`^[A-Za-z0-9_.-]+$`), 64}
 	stepRef       = regexp.MustCompile(`^steps\.([0-9]+)(\..*)?$`)
 )
 

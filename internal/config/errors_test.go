@@ -407,3 +407,37 @@ func TestLoadFileErrors(t *testing.T) {
 		}
 	})
 }
+
+// The bounded names match 1 to max bytes of their class, as the {1,max}
+// patterns they replaced did.
+func TestBoundedNames(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		n    boundedName
+		max  int
+		ok   string // a byte of the class beyond letters and digits
+		bad  string
+	}{
+		{"backend", backendName, 64, "-", "."},
+		{"client", clientName, 64, "_", "@"},
+		{"tool", toolName, 64, ".", "/"},
+		{"composite", compositeName, 64, ".", " "},
+		{"credential", credentialName, 255, "@", "/"},
+	} {
+		for s, want := range map[string]bool{
+			"":                                  false,
+			"a":                                 true,
+			tc.ok:                               true,
+			strings.Repeat("a", tc.max):         true,
+			strings.Repeat("a", tc.max+1):       false,
+			"a" + tc.bad + "b":                  false,
+			strings.Repeat("Z9", tc.max/2):      true,
+			"a\n":                               false,
+			strings.Repeat("a", tc.max-1) + "é": false,
+		} {
+			if got := tc.n.MatchString(s); got != want {
+				t.Errorf("%s name %q (%d bytes): match %v, want %v", tc.name, s, len(s), got, want)
+			}
+		}
+	}
+}
