@@ -109,10 +109,10 @@ func (p *profiled) cpu(name string, sessions int, stateless bool) error {
 
 // profileScenario runs mcpgate's profiling build under the loads of the
 // targets and saves its pprof profiles next to the results, named
-// PREFIX-mcpgate-NAME.pprof: allocations of the large result, CPU with 1
-// and with 64 sessions, with 64 stateless clients and with 64 sessions
-// of the shared host's configuration, and the heap with the idle
-// sessions open.
+// PREFIX-mcpgate-NAME.pprof: allocations of the large result, the heap
+// with the idle sessions open, CPU with 1 and with 64 sessions, with 64
+// stateless clients and with 64 sessions of the shared host's
+// configuration.
 func (b *bencher) profileScenario(prefix string) error {
 	// The shared host runs alone first, so that its profile holds its
 	// own calls only.
@@ -144,17 +144,25 @@ func (b *bencher) profileScenario(prefix string) error {
 	if err := g.save("allocs-large-result", "/debug/pprof/allocs?gc=1"); err != nil {
 		return err
 	}
+	// The idle sessions come before the CPU loads, whose garbage and
+	// streams would otherwise be released between its two measurements.
+	if err := g.idleHeap(); err != nil {
+		return err
+	}
 	if err := g.cpu("cpu-1-session", 1, false); err != nil {
 		return err
 	}
 	if err := g.cpu("cpu-64-sessions", 64, false); err != nil {
 		return err
 	}
-	if err := g.cpu("cpu-64-stateless", 64, true); err != nil {
-		return err
-	}
-	// The live heap before and after opening the idle sessions, each
-	// after a GC, is what an idle session keeps, exactly.
+	return g.cpu("cpu-64-stateless", 64, true)
+}
+
+// idleHeap measures the live heap before and after opening the idle
+// sessions, each after a GC: what an idle session keeps, exactly. It
+// saves the heap profile with them open, then closes them.
+func (g *profiled) idleHeap() error {
+	b := g.b
 	heapAlloc := func() (int64, error) {
 		var n int64
 		for range 2 { // the second GC also frees what the first finalized
