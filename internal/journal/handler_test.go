@@ -283,6 +283,58 @@ func TestNewOutput(t *testing.T) {
 	}
 }
 
+// The standard levels and ours take two handlers: both keep the attributes
+// and groups a logger was given, and write the same line but for the
+// level's name.
+func TestTextOutputAttrsAtEveryLevel(t *testing.T) {
+	f, err := os.Create(filepath.Join(t.TempDir(), "stderr"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	o, err := NewOutput(OutputOptions{Target: TargetStderr, Stderr: f, Level: slog.LevelDebug})
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := slog.New(o.Handler).With("backend", "b").WithGroup("call")
+	log.Info("m", "tool", "t")
+	log.Log(context.Background(), LevelNotice, "m", "tool", "t")
+	b, err := os.ReadFile(f.Name())
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSuffix(string(b), "\n"), "\n")
+	if len(lines) != 2 {
+		t.Fatalf("want 2 lines:\n%s", b)
+	}
+	for i, level := range []string{"INFO", "NOTICE"} {
+		_, rest, _ := strings.Cut(lines[i], " ") // after time=
+		if want := "level=" + level + " msg=m backend=b call.tool=t"; rest != want {
+			t.Errorf("line %d: %q, want %q", i, rest, want)
+		}
+	}
+}
+
+// BenchmarkAuditText formats an entry shaped like a call's audit entry as
+// text, written to /dev/null.
+func BenchmarkAuditText(b *testing.B) {
+	null, err := os.OpenFile(os.DevNull, os.O_WRONLY, 0)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer null.Close()
+	h := newTextHandler(null, slog.LevelInfo)
+	b.ReportAllocs()
+	for b.Loop() {
+		r := slog.NewRecord(time.Now(), slog.LevelInfo, "audit: team-a tools/call echo: ok", 0)
+		r.AddAttrs(slog.String("client", "team-a"), slog.String("session", "0123456789abcdef0123456789abcdef"),
+			slog.String("backend", "b000"), slog.String("tool", "echo"), slog.String("method", "tools/call"),
+			slog.Int64("duration_usec", 412), slog.String("outcome", "ok"), slog.Int("request_bytes", 1061),
+			slog.Int("response_bytes", 1102), MessageAudit.Attr())
+		h.Handle(context.Background(), r)
+	}
+}
+
 func TestTextOutputLevelNames(t *testing.T) {
 	f, err := os.Create(filepath.Join(t.TempDir(), "stderr"))
 	if err != nil {
