@@ -48,7 +48,7 @@ RELEASE   ?= $(BIN)/release
 
 MAN_PAGES := $(patsubst man/%.scd,man/build/%,$(wildcard man/*.scd))
 
-.PHONY: all build run check test test-deps vet units conformance e2e bench bench-quick \
+.PHONY: all build run check test test-deps vet units conformance e2e bench bench-quick bench-ab \
         bench-micro bench-build bench-peers bench-scaleout clean fuzz fuzz-quick \
         build-release man install install-bin install-systemd install-dbus \
         install-man install-config deb deb-version
@@ -116,6 +116,10 @@ e2e:
 # of bench, as root) prints calls per second through HAProxy to three hosts
 # in network namespaces against one host directly (internal/scaleout);
 # reported, not asserted, and not in BENCHMARKS.md's generated section.
+# bench-ab runs this checkout's mcpgated beside the one built from the git
+# revision BASELINE (default HEAD: the uncommitted change), in the same
+# rounds of the scenarios BENCH_AB_STEPS, and ends with a table of this
+# build against the baseline; its results go to $(BIN)/bench-ab.
 BENCH_CACHE ?= /var/cache/mcpgate-bench
 NODE        ?= node
 MCPBENCH     = $(BIN)/mcpbench -bin $(BIN) -npm $(BENCH_CACHE)/npm -node $(NODE) -mcpgate-version $(VERSION)
@@ -127,6 +131,15 @@ bench: bench-build bench-peers
 bench-quick: bench-build bench-peers
 	cd bench && $(GO) test -race -count=1 ./...
 	$(MCPBENCH) -quick -out $(BIN)/bench-quick
+	$(MCPBENCH) -quick -steps load -baseline $(BIN)/mcpgated -out $(BIN)/bench-quick
+
+BASELINE       ?= HEAD
+BENCH_AB_STEPS ?= load,shared
+bench-ab: bench-build
+	rm -rf $(BIN)/baseline && mkdir -p $(BIN)/baseline/src
+	git archive --format=tar $(BASELINE) | tar -x -C $(BIN)/baseline/src
+	cd $(BIN)/baseline/src && $(GO) build -trimpath -o ../mcpgated ./cmd/mcpgated
+	$(MCPBENCH) -steps $(BENCH_AB_STEPS) -baseline $(BIN)/baseline/mcpgated -out $(BIN)/bench-ab
 
 bench-build: build
 	cd bench && $(GO) build -trimpath -o ../$(BIN)/ ./cmd/mcpbench ./cmd/benchfloor ./cmd/benchecho ./cmd/mcpgated-pprof

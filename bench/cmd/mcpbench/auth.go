@@ -70,7 +70,11 @@ func (b *bencher) sharedScenario() error {
 			b.group.Stop(g.Proc)
 		}
 	}()
-	for _, g := range []*gateways.Gateway{gateways.All()[0], gateways.All()[1], shared} {
+	compared := []*gateways.Gateway{gateways.All()[0], gateways.All()[1], shared}
+	if b.baseline != "" {
+		compared = append(compared, b.base(gateways.All()[1]), b.base(shared))
+	}
+	for _, g := range compared {
 		rg, err := g.Start(b.ctx, b.env, b.group, b.echo())
 		if err != nil {
 			return err

@@ -30,6 +30,7 @@ func main() { os.Exit(run(os.Args[1:])) }
 // options are the command-line flags.
 type options struct {
 	bin, npm, node, out, markdown, plots, version, reportOnly, steps string
+	baseline                                                         string
 	quick, verbose                                                   bool
 }
 
@@ -45,6 +46,7 @@ func run(args []string) int {
 	fs.StringVar(&o.version, "mcpgate-version", "dev", "mcpgate's version, for the record")
 	fs.StringVar(&o.reportOnly, "report", "", "render the Markdown and plots from this results file; run nothing")
 	fs.StringVar(&o.steps, "steps", "", "comma-separated steps to run (large,load,idle,demo,auth,shared,startup,profiles); empty: all")
+	fs.StringVar(&o.baseline, "baseline", "", "another build of mcpgated to run beside this one, as mcpgate-base (and mcpgate-shared-base), without the Node peers; ends with a table of this build against it")
 	fs.BoolVar(&o.quick, "quick", false, "a smoke test: small loads, a few seconds per scenario")
 	fs.BoolVar(&o.verbose, "v", false, "show the gateways' output")
 	if err := fs.Parse(args); err != nil {
@@ -71,7 +73,10 @@ func exit(err error) int {
 }
 
 func bench(ctx context.Context, o *options) error {
-	for _, p := range []*string{&o.bin, &o.npm, &o.out} {
+	for _, p := range []*string{&o.bin, &o.npm, &o.out, &o.baseline} {
+		if *p == "" {
+			continue
+		}
 		abs, err := filepath.Abs(*p)
 		if err != nil {
 			return err
@@ -100,7 +105,18 @@ func bench(ctx context.Context, o *options) error {
 		Machine:  machine(o.node),
 		Versions: versions(o),
 	}
-	for _, g := range gateways.All() {
+	b := &bencher{ctx: ctx, env: env, group: &group, plan: planFor(o.quick), r: r, baseline: o.baseline}
+	if o.baseline != "" {
+		if o.markdown != "" {
+			return errors.New("-baseline with -markdown: a run beside another build does not describe this one alone; render BENCHMARKS.md from a run without -baseline")
+		}
+		if _, err := os.Stat(o.baseline); err != nil {
+			return fmt.Errorf("-baseline: %w", err)
+		}
+		r.Baseline = o.baseline
+		r.Versions[report.BaseName("mcpgate")] = o.baseline
+	}
+	for _, g := range b.all() {
 		r.Gateways = append(r.Gateways, g.Name)
 	}
 	if err := os.MkdirAll(o.out, 0o755); err != nil {
@@ -114,10 +130,12 @@ func bench(ctx context.Context, o *options) error {
 	if o.steps != "" {
 		prefix += "-partial" // never in place of a whole run's results
 	}
+	if o.baseline != "" {
+		prefix += "-ab"
+	}
 	// The previous whole run, read before this one may overwrite it (a
 	// second run on the same day has the same name).
 	prevPath, prev, prevErr := report.Previous(o.out, "")
-	b := &bencher{ctx: ctx, env: env, group: &group, plan: planFor(o.quick), r: r}
 	steps := []struct {
 		key, name string
 		run       func() error
@@ -153,7 +171,9 @@ func bench(ctx context.Context, o *options) error {
 		return err
 	}
 	// Last, so that it is what a run ends with: what got slower.
-	if prevErr == nil && !o.quick {
+	if o.baseline != "" {
+		report.PrintComparisons(os.Stdout, o.baseline, r)
+	} else if prevErr == nil && !o.quick {
 		report.PrintRegressions(os.Stdout, prevPath, prev, r, 0.05)
 	} else if !o.quick {
 		fmt.Fprintf(os.Stdout, "\nno previous whole run in %s to compare CPU per call with\n", o.out)

@@ -54,6 +54,27 @@ type bencher struct {
 	group *proc.Group
 	plan  plan
 	r     *report.Results
+	// baseline is another build of mcpgated that runs beside this one
+	// (see all); "" for none.
+	baseline string
+}
+
+// all returns the gateways the scenarios compare: gateways.All, or with a
+// baseline build the floor, mcpgate and the baseline build configured as
+// mcpgate is. An A/B of two builds needs no Node peers, and without them
+// its loads take half the time.
+func (b *bencher) all() []*gateways.Gateway {
+	all := gateways.All()
+	if b.baseline == "" {
+		return all
+	}
+	return []*gateways.Gateway{all[0], all[1], b.base(all[1])}
+}
+
+// base returns g, one of mcpgate's configurations, as the baseline build
+// runs it.
+func (b *bencher) base(g *gateways.Gateway) *gateways.Gateway {
+	return gateways.Built(g, report.BaseName(g.Name), b.baseline)
 }
 
 func (b *bencher) echo() []string { return []string{filepath.Join(b.env.Bin, "benchecho")} }
@@ -67,7 +88,7 @@ func (b *bencher) startAll(backend []string) ([]*gateways.Running, func(), error
 			b.group.Stop(g.Proc)
 		}
 	}
-	for _, g := range gateways.All() {
+	for _, g := range b.all() {
 		rg, err := g.Start(b.ctx, b.env, b.group, backend)
 		if err != nil {
 			stop()
@@ -82,7 +103,7 @@ func (b *bencher) startAll(backend []string) ([]*gateways.Running, func(), error
 // started (so that its peak RSS is the result's) and stopped after it (so
 // that a gateway the result wedges does not fail the other scenarios).
 func (b *bencher) largeScenario() error {
-	for _, g := range gateways.All() {
+	for _, g := range b.all() {
 		rg, err := g.Start(b.ctx, b.env, b.group, b.echo())
 		if err != nil {
 			return err
@@ -310,15 +331,17 @@ func (b *bencher) demoScenario() error {
 const statelessSuffix = "-stateless"
 
 // statelessPair returns mcpgate twice, driven by sessions and by stateless
-// clients: in one loadRuns their rounds alternate, so that noise on a
-// shared machine falls on both sides of the comparison.
+// clients, and so the baseline build if it runs: in one loadRuns their
+// rounds alternate, so that noise on a shared machine falls on both sides
+// of the comparison.
 func statelessPair(running []*gateways.Running) []*gateways.Running {
+	var out []*gateways.Running
 	for _, g := range running {
-		if g.Name == "mcpgate" {
+		if g.Name == "mcpgate" || g.Name == report.BaseName("mcpgate") {
 			variant := *g.Gateway
 			variant.Name += statelessSuffix
-			return []*gateways.Running{g, {Gateway: &variant, URL: g.URL, Proc: g.Proc}}
+			out = append(out, g, &gateways.Running{Gateway: &variant, URL: g.URL, Proc: g.Proc})
 		}
 	}
-	return nil
+	return out
 }

@@ -141,15 +141,27 @@ func mcpgate(e *Env, port int, backend []string) ([]string, error) {
 // build (bench/cmd/mcpgated-pprof) runs it, serving net/http/pprof on
 // addr.
 func Profiled(g *Gateway, addr string) *Gateway {
+	p := Built(g, g.Name, "mcpgated-pprof")
+	p.env = append(append([]string(nil), g.env...), "MCPBENCH_PPROF="+addr)
+	return p
+}
+
+// Built returns g, one of mcpgate's configurations, run by another build
+// of mcpgated, binary (relative to the binaries' directory unless
+// absolute), under name.
+func Built(g *Gateway, name, binary string) *Gateway {
 	p := *g
+	p.Name = name
 	p.argv = func(e *Env, port int, backend []string) ([]string, error) {
 		argv, err := g.argv(e, port, backend)
 		if err == nil {
-			argv[0] = filepath.Join(e.Bin, "mcpgated-pprof")
+			argv[0] = binary
+			if !filepath.IsAbs(binary) {
+				argv[0] = filepath.Join(e.Bin, binary)
+			}
 		}
 		return argv, err
 	}
-	p.env = append(append([]string(nil), g.env...), "MCPBENCH_PPROF="+addr)
 	return &p
 }
 

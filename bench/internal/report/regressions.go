@@ -72,7 +72,8 @@ func pct(f float64) string {
 }
 
 // Previous returns the newest whole run's results in dir other than the
-// file exclude: not a quick or partial run, by the date they record.
+// file exclude: not a quick, partial or baseline run, by the date they
+// record.
 func Previous(dir, exclude string) (string, *Results, error) {
 	paths, err := filepath.Glob(filepath.Join(dir, "*.json"))
 	if err != nil {
@@ -88,7 +89,7 @@ func Previous(dir, exclude string) (string, *Results, error) {
 			continue
 		}
 		r, err := Read(p)
-		if err != nil || r.Quick {
+		if err != nil || r.Quick || r.Baseline != "" {
 			continue
 		}
 		all = append(all, found{p, r})

@@ -36,12 +36,16 @@ func TestRegressions(t *testing.T) {
 	}
 }
 
-// Previous finds the newest whole run, skipping partial and quick runs.
+// Previous finds the newest whole run, skipping partial, quick and baseline
+// runs.
 func TestPrevious(t *testing.T) {
 	dir := t.TempDir()
 	write := func(name, date string, quick bool) {
 		r := results()
 		r.Date, r.Quick = date, quick
+		if strings.HasSuffix(name, "-ab.json") {
+			r.Baseline = "bin/baseline/mcpgated"
+		}
 		if err := r.Write(filepath.Join(dir, name)); err != nil {
 			t.Fatal(err)
 		}
@@ -50,6 +54,7 @@ func TestPrevious(t *testing.T) {
 	write("2026-11-24-vm.json", "2026-11-24T10:00:00Z", false)
 	write("2026-11-25-vm-partial.json", "2026-11-25T10:00:00Z", false)
 	write("2026-11-26-vm-quick.json", "2026-11-26T10:00:00Z", true)
+	write("2026-11-27-vm-ab.json", "2026-11-27T10:00:00Z", false)
 	path, _, err := Previous(dir, "")
 	if err != nil || filepath.Base(path) != "2026-11-24-vm.json" {
 		t.Errorf("Previous = %s, %v; want 2026-11-24-vm.json", path, err)

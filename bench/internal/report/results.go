@@ -27,6 +27,10 @@ type Results struct {
 	IdleHeap    *IdleHeap    `json:"idle_heap,omitempty"` // mcpgate's live heap per idle session
 	Profiles    []string     `json:"profiles,omitempty"`  // pprof files of mcpgate beside the results
 	Notes       []string     `json:"notes,omitempty"`
+	// Baseline is the other build of mcpgated this run compared with
+	// (mcpbench -baseline), whose runs are named with BaseSuffix; "" for
+	// none. Such a run is never the previous run of another.
+	Baseline string `json:"baseline,omitempty"`
 }
 
 // Machine states what the numbers were measured on.

@@ -1,6 +1,9 @@
 package report
 
-import "fmt"
+import (
+	"fmt"
+	"strings"
+)
 
 // Target is one of the targets, evaluated on a run. The targets are
 // reported, never asserted.
@@ -97,7 +100,7 @@ func (r *Results) Targets() []Target {
 		ts = append(ts, t)
 	}
 	for _, peer := range r.Gateways {
-		if peer == "floor" || peer == "mcpgate" {
+		if peer == "floor" || peer == "mcpgate" || strings.Contains(peer, BaseSuffix) { // the baseline build is no peer
 			continue
 		}
 		ts = append(ts,

@@ -1,0 +1,77 @@
+package report
+
+import (
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+)
+
+// BaseSuffix names the baseline build's run of a configuration:
+// "mcpgate-base" is the baseline build run as "mcpgate" is.
+const BaseSuffix = "-base"
+
+// BaseName returns the name under which the baseline build runs the
+// configuration named gateway ("mcpgate-stateless" becomes
+// "mcpgate-base-stateless": a stateless variant keeps its suffix last).
+func BaseName(gateway string) string {
+	if name, ok := strings.CutSuffix(gateway, "-stateless"); ok {
+		return name + BaseSuffix + "-stateless"
+	}
+	return gateway + BaseSuffix
+}
+
+// Comparison is one load driven through this build and the baseline build
+// of one configuration, in the same rounds.
+type Comparison struct {
+	LoadKey
+	Gateway      string  // this build's configuration; the baseline's is BaseName(Gateway)
+	CPU, BaseCPU float64 // µs per call
+	Thr, BaseThr float64 // calls/s
+	P99, BaseP99 float64 // ms
+}
+
+// Comparisons pairs every load run of a configuration with the baseline
+// build's run of it in the same load.
+func (r *Results) Comparisons() []Comparison {
+	var out []Comparison
+	for _, l := range r.Load {
+		if l.Result == nil || strings.Contains(l.Gateway, BaseSuffix) {
+			continue
+		}
+		base := r.Find(l.Scenario, BaseName(l.Gateway), l.Sessions, l.Payload)
+		if base == nil || base.Result == nil {
+			continue
+		}
+		out = append(out, Comparison{LoadKey: LoadKey{l.Scenario, l.Backend, l.Sessions, l.Payload}, Gateway: l.Gateway,
+			CPU: l.CPUPerCall, BaseCPU: base.CPUPerCall, Thr: l.Result.CallsPerSec, BaseThr: base.Result.CallsPerSec,
+			P99: l.Result.P99, BaseP99: base.Result.P99})
+	}
+	return out
+}
+
+// PrintComparisons writes this build against the baseline build (named
+// base) in every load both ran, or says there is no such load.
+func PrintComparisons(w io.Writer, base string, r *Results) {
+	cs := r.Comparisons()
+	fmt.Fprintf(w, "\nThis build against the baseline build (%s), in the same rounds:\n", base)
+	if len(cs) == 0 {
+		fmt.Fprintln(w, "no load ran on both builds")
+		return
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "scenario\tbackend\tsessions\tpayload\tgateway\tCPU µs/call\tbaseline\tchange\tcalls/s change\tp99 change\t")
+	for _, c := range cs {
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%.1f\t%.1f\t%s\t%s\t%s\t\n", c.Scenario, c.Backend, c.Sessions, Size(c.Payload), c.Gateway,
+			c.CPU, c.BaseCPU, change(c.CPU, c.BaseCPU), change(c.Thr, c.BaseThr), change(c.P99, c.BaseP99))
+	}
+	tw.Flush()
+}
+
+// change is a ÷ b as a signed percentage, or "–".
+func change(a, b float64) string {
+	if a <= 0 || b <= 0 {
+		return "–"
+	}
+	return pct(a / b)
+}
