@@ -283,29 +283,40 @@ func TestNewOutput(t *testing.T) {
 	}
 }
 
-// The standard levels and ours take two handlers: both keep the attributes
-// and groups a logger was given, and write the same line but for the
-// level's name.
-func TestTextOutputAttrsAtEveryLevel(t *testing.T) {
+// textOutput returns the handler of a text Output on a file, at level
+// debug, and a function that reads what it wrote.
+func textOutput(t *testing.T) (slog.Handler, func() string) {
+	t.Helper()
 	f, err := os.Create(filepath.Join(t.TempDir(), "stderr"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
+	t.Cleanup(func() { f.Close() })
 	o, err := NewOutput(OutputOptions{Target: TargetStderr, Stderr: f, Level: slog.LevelDebug})
 	if err != nil {
 		t.Fatal(err)
 	}
-	log := slog.New(o.Handler).With("backend", "b").WithGroup("call")
+	return o.Handler, func() string {
+		b, err := os.ReadFile(f.Name())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
+	}
+}
+
+// The standard levels and ours take two handlers: both keep the attributes
+// and groups a logger was given, and write the same line but for the
+// level's name.
+func TestTextOutputAttrsAtEveryLevel(t *testing.T) {
+	h, written := textOutput(t)
+	log := slog.New(h).With("backend", "b").WithGroup("call")
 	log.Info("m", "tool", "t")
 	log.Log(context.Background(), LevelNotice, "m", "tool", "t")
-	b, err := os.ReadFile(f.Name())
-	if err != nil {
-		t.Fatal(err)
-	}
-	lines := strings.Split(strings.TrimSuffix(string(b), "\n"), "\n")
+	out := written()
+	lines := strings.Split(strings.TrimSuffix(out, "\n"), "\n")
 	if len(lines) != 2 {
-		t.Fatalf("want 2 lines:\n%s", b)
+		t.Fatalf("want 2 lines:\n%s", out)
 	}
 	for i, level := range []string{"INFO", "NOTICE"} {
 		_, rest, _ := strings.Cut(lines[i], " ") // after time=
@@ -336,26 +347,15 @@ func BenchmarkAuditText(b *testing.B) {
 }
 
 func TestTextOutputLevelNames(t *testing.T) {
-	f, err := os.Create(filepath.Join(t.TempDir(), "stderr"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	o, err := NewOutput(OutputOptions{Target: TargetStderr, Stderr: f, Level: slog.LevelDebug})
-	if err != nil {
-		t.Fatal(err)
-	}
-	log := slog.New(o.Handler)
+	h, written := textOutput(t)
+	log := slog.New(h)
 	for _, l := range []slog.Level{slog.LevelDebug, LevelNotice, LevelCritical, LevelAlert, LevelEmergency} {
 		log.Log(context.Background(), l, "m")
 	}
-	b, err := os.ReadFile(f.Name())
-	if err != nil {
-		t.Fatal(err)
-	}
+	out := written()
 	for _, name := range []string{"level=DEBUG", "level=NOTICE", "level=CRITICAL", "level=ALERT", "level=EMERGENCY"} {
-		if !strings.Contains(string(b), name) {
-			t.Errorf("text output lacks %s:\n%s", name, b)
+		if !strings.Contains(out, name) {
+			t.Errorf("text output lacks %s:\n%s", name, out)
 		}
 	}
 }
