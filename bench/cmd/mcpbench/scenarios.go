@@ -143,6 +143,7 @@ func (b *bencher) loadRuns(scenario, backend string, running []*gateways.Running
 		open  []*load.Session
 		tally load.Tally
 		cpu   time.Duration // the gateway's CPU time while driven
+		round []float64     // CPU µs per call in each round
 		err   string
 	}
 	var states []*state
@@ -173,10 +174,14 @@ func (b *bencher) loadRuns(scenario, backend string, running []*gateways.Running
 		for _, st := range states {
 			if st.open != nil {
 				cpu0, err0 := proc.CPUTime(st.g.Proc.PID)
-				st.tally.Add(load.Drive(b.ctx, st.open, load.Spec{Warmup: warmup, Duration: b.plan.measure / time.Duration(b.plan.rounds)}))
+				t := load.Drive(b.ctx, st.open, load.Spec{Warmup: warmup, Duration: b.plan.measure / time.Duration(b.plan.rounds)})
 				cpu1, err1 := proc.CPUTime(st.g.Proc.PID)
+				st.tally.Add(t)
 				if err0 == nil && err1 == nil {
 					st.cpu += cpu1 - cpu0
+					if made := t.Made(); made > 0 {
+						st.round = append(st.round, float64((cpu1-cpu0).Microseconds())/float64(made))
+					}
 				}
 			}
 		}
@@ -188,6 +193,9 @@ func (b *bencher) loadRuns(scenario, backend string, running []*gateways.Running
 			lr.Result = &res
 			if made := st.tally.Made(); made > 0 {
 				lr.CPUPerCall = float64(st.cpu.Microseconds()) / float64(made)
+			}
+			if len(st.round) == b.plan.rounds {
+				lr.RoundCPU = st.round
 			}
 			if res.Calls == 0 && res.Errors > 0 {
 				lr.Skipped = "every call failed: " + res.FirstError

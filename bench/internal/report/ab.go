@@ -29,6 +29,10 @@ type Comparison struct {
 	CPU, BaseCPU float64 // µs per call
 	Thr, BaseThr float64 // calls/s
 	P99, BaseP99 float64 // ms
+	// Fastest and Slowest are the least and the greatest ratio of CPU per
+	// call to the baseline's in one round: how far apart two builds
+	// measure when noise falls on both alike; 0 when not measured.
+	Fastest, Slowest float64
 }
 
 // Comparisons pairs every load run of a configuration with the baseline
@@ -43,9 +47,11 @@ func (r *Results) Comparisons() []Comparison {
 		if base == nil || base.Result == nil {
 			continue
 		}
-		out = append(out, Comparison{LoadKey: LoadKey{l.Scenario, l.Backend, l.Sessions, l.Payload}, Gateway: l.Gateway,
+		c := Comparison{LoadKey: LoadKey{l.Scenario, l.Backend, l.Sessions, l.Payload}, Gateway: l.Gateway,
 			CPU: l.CPUPerCall, BaseCPU: base.CPUPerCall, Thr: l.Result.CallsPerSec, BaseThr: base.Result.CallsPerSec,
-			P99: l.Result.P99, BaseP99: base.Result.P99})
+			P99: l.Result.P99, BaseP99: base.Result.P99}
+		c.Fastest, c.Slowest = spread(l.RoundCPU, base.RoundCPU)
+		out = append(out, c)
 	}
 	return out
 }
@@ -60,12 +66,38 @@ func PrintComparisons(w io.Writer, base string, r *Results) {
 		return
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "scenario\tbackend\tsessions\tpayload\tgateway\tCPU µs/call\tbaseline\tchange\tcalls/s change\tp99 change\t")
+	fmt.Fprintln(tw, "scenario\tbackend\tsessions\tpayload\tgateway\tCPU µs/call\tbaseline\tchange\tin its rounds\tcalls/s change\tp99 change\t")
 	for _, c := range cs {
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%.1f\t%.1f\t%s\t%s\t%s\t\n", c.Scenario, c.Backend, c.Sessions, Size(c.Payload), c.Gateway,
-			c.CPU, c.BaseCPU, change(c.CPU, c.BaseCPU), change(c.Thr, c.BaseThr), change(c.P99, c.BaseP99))
+		rounds := "–"
+		if c.Fastest > 0 {
+			rounds = pct(c.Fastest) + " to " + pct(c.Slowest)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%.1f\t%.1f\t%s\t%s\t%s\t%s\t\n", c.Scenario, c.Backend, c.Sessions, Size(c.Payload), c.Gateway,
+			c.CPU, c.BaseCPU, change(c.CPU, c.BaseCPU), rounds, change(c.Thr, c.BaseThr), change(c.P99, c.BaseP99))
 	}
 	tw.Flush()
+	fmt.Fprintln(w, "A change within its rounds' spread is not told apart from noise: run it again, or for longer.")
+}
+
+// spread returns the least and the greatest ratio of cpu to base in one
+// round, or zeros unless both measured every round of two or more.
+func spread(cpu, base []float64) (least, greatest float64) {
+	if len(cpu) < 2 || len(cpu) != len(base) {
+		return 0, 0
+	}
+	for i := range cpu {
+		if cpu[i] <= 0 || base[i] <= 0 {
+			return 0, 0
+		}
+		r := cpu[i] / base[i]
+		if i == 0 || r < least {
+			least = r
+		}
+		if i == 0 || r > greatest {
+			greatest = r
+		}
+	}
+	return least, greatest
 }
 
 // change is a ÷ b as a signed percentage, or "–".

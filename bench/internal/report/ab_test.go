@@ -30,17 +30,24 @@ func TestComparisons(t *testing.T) {
 		r.Load = append(r.Load, LoadRun{Scenario: "sessions", Backend: "benchecho", Gateway: g, Sessions: sessions, Payload: 1024,
 			Result: &load.Result{CallsPerSec: thr, P99: p99}, CPUPerCall: cpu})
 	}
-	r.Find("sessions", "mcpgate", 64, 1024).CPUPerCall = 45
+	mine := r.Find("sessions", "mcpgate", 64, 1024)
+	mine.CPUPerCall, mine.RoundCPU = 45, []float64{40, 50, 45}
 	add("mcpgate-base", 64, 1600, 75, 50)
+	r.Find("sessions", "mcpgate-base", 64, 1024).RoundCPU = []float64{50, 50, 50}
 	add("mcpgate-stateless", 64, 1500, 80, 60)
 	add("mcpgate-base-stateless", 64, 1500, 80, 60)
+	r.Find("sessions", "mcpgate-stateless", 64, 1024).RoundCPU = []float64{60} // one round: no spread
+	r.Find("sessions", "mcpgate-base-stateless", 64, 1024).RoundCPU = []float64{60}
 	cs := r.Comparisons()
 	if len(cs) != 2 || cs[0].Gateway != "mcpgate" || cs[0].BaseCPU != 50 || cs[1].Gateway != "mcpgate-stateless" {
 		t.Fatalf("Comparisons = %+v; want mcpgate and mcpgate-stateless at 64 sessions", cs)
 	}
+	if cs[0].Fastest != 0.8 || cs[0].Slowest != 1 || cs[1].Fastest != 0 {
+		t.Errorf("spread in the rounds: %v to %v and %v; want 0.8 to 1, and none of one round", cs[0].Fastest, cs[0].Slowest, cs[1].Fastest)
+	}
 	var out bytes.Buffer
 	PrintComparisons(&out, "HEAD~1", r)
-	for _, want := range []string{"HEAD~1", "45.0", "50.0", "-10%", "+25%", "-20%", "+0%"} {
+	for _, want := range []string{"HEAD~1", "45.0", "50.0", "-10%", "-20% to +0%", "+25%", "+0%"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("table lacks %q:\n%s", want, out.String())
 		}

@@ -58,8 +58,11 @@ type LoadRun struct {
 	// children not counted) per call made, in microseconds: unlike
 	// latency, it hardly depends on what else the machine does.
 	CPUPerCall float64 `json:"cpu_us_per_call,omitempty"`
-	Processes  int     `json:"processes,omitempty"`
-	Skipped    string  `json:"skipped,omitempty"` // why the gateway could not run it
+	// RoundCPU is CPUPerCall in each round of the load, in the order they
+	// ran; the gateways take their turns within a round.
+	RoundCPU  []float64 `json:"round_cpu_us_per_call,omitempty"`
+	Processes int       `json:"processes,omitempty"`
+	Skipped   string    `json:"skipped,omitempty"` // why the gateway could not run it
 }
 
 // LargeRun is one large tools/call result through one gateway.
