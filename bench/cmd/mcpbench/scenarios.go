@@ -156,7 +156,7 @@ func (b *bencher) loadRuns(scenario, backend string, running []*gateways.Running
 		fmt.Fprintf(os.Stderr, "  %-8s %-10s %-12s sessions=%-4d payload=%d\n", scenario, backend, g.Name, sessions, payload)
 		st := &state{g: g, tally: load.Tally{Sessions: sessions, Payload: payload}}
 		openLoad := load.OpenToken
-		if strings.HasSuffix(g.Name, statelessSuffix) {
+		if strings.HasSuffix(g.Name, report.StatelessSuffix) {
 			openLoad = load.OpenStateless
 		}
 		open, err := openLoad(b.ctx, g.URL, sessions, strings.Repeat("x", payload), g.Token)
@@ -334,10 +334,6 @@ func (b *bencher) demoScenario() error {
 	return nil
 }
 
-// statelessSuffix names a gateway's stateless variant: the same process,
-// driven by 2026-07-28 clients instead of sessions.
-const statelessSuffix = "-stateless"
-
 // statelessPair returns mcpgate twice, driven by sessions and by stateless
 // clients, and so the baseline build if it runs: in one loadRuns their
 // rounds alternate, so that noise on a shared machine falls on both sides
@@ -347,7 +343,7 @@ func statelessPair(running []*gateways.Running) []*gateways.Running {
 	for _, g := range running {
 		if g.Name == "mcpgate" || g.Name == report.BaseName("mcpgate") {
 			variant := *g.Gateway
-			variant.Name += statelessSuffix
+			variant.Name += report.StatelessSuffix
 			out = append(out, g, &gateways.Running{Gateway: &variant, URL: g.URL, Proc: g.Proc})
 		}
 	}

@@ -7,6 +7,10 @@ import (
 	"text/tabwriter"
 )
 
+// StatelessSuffix names a gateway's stateless variant: the same process,
+// driven by 2026-07-28 clients instead of sessions.
+const StatelessSuffix = "-stateless"
+
 // BaseSuffix names the baseline build's run of a configuration:
 // "mcpgate-base" is the baseline build run as "mcpgate" is.
 const BaseSuffix = "-base"
@@ -15,8 +19,8 @@ const BaseSuffix = "-base"
 // configuration named gateway ("mcpgate-stateless" becomes
 // "mcpgate-base-stateless": a stateless variant keeps its suffix last).
 func BaseName(gateway string) string {
-	if name, ok := strings.CutSuffix(gateway, "-stateless"); ok {
-		return name + BaseSuffix + "-stateless"
+	if name, ok := strings.CutSuffix(gateway, StatelessSuffix); ok {
+		return name + BaseSuffix + StatelessSuffix
 	}
 	return gateway + BaseSuffix
 }
