@@ -91,6 +91,9 @@ func TestEraDualRemoteBackend(t *testing.T) {
 	}
 	modern := 0
 	for _, h := range log.all()[before:] {
+		if h.Get("Content-Type") == "" {
+			continue // a GET: the 2025 connection opens its event stream when it likes, also now
+		}
 		modern++
 		if h.Get("Mcp-Session-Id") != "" || h.Get("Mcp-Protocol-Version") != ModernProtocolVersion || h.Get("Mcp-Method") != "tools/call" || h.Get("Mcp-Name") == "" {
 			t.Errorf("a 2026-07-28 request went with headers %v; want no session, MCP-Protocol-Version %s, Mcp-Method and Mcp-Name", h, ModernProtocolVersion)
