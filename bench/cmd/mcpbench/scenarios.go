@@ -171,7 +171,11 @@ func (b *bencher) loadRuns(scenario, backend string, running []*gateways.Running
 		if round > 0 {
 			warmup = b.plan.warmup / 5
 		}
-		for _, st := range states {
+		// Each round starts with the next gateway, so that none is always
+		// measured right after the same other: which one comes first
+		// moves CPU per call by up to 10% on this kind of machine.
+		for i := range states {
+			st := states[(i+round)%len(states)]
 			if st.open != nil {
 				cpu0, err0 := proc.CPUTime(st.g.Proc.PID)
 				t := load.Drive(b.ctx, st.open, load.Spec{Warmup: warmup, Duration: b.plan.measure / time.Duration(b.plan.rounds)})

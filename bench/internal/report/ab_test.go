@@ -2,6 +2,7 @@ package report
 
 import (
 	"bytes"
+	"math"
 	"strings"
 	"testing"
 
@@ -47,7 +48,10 @@ func TestComparisons(t *testing.T) {
 	}
 	var out bytes.Buffer
 	PrintComparisons(&out, "HEAD~1", r)
-	for _, want := range []string{"HEAD~1", "45.0", "50.0", "-10%", "-20% to +0%", "+25%", "+0%"} {
+	if g, n := GeoMeanCPU(cs); n != 2 || math.Abs(g-math.Sqrt(0.9)) > 1e-9 {
+		t.Errorf("GeoMeanCPU = %v over %d loads; want √0.9 over 2", g, n)
+	}
+	for _, want := range []string{"HEAD~1", "45.0", "50.0", "-10%", "-20% to +0%", "+25%", "+0%", "over the 2 loads (geometric mean of the ratios): -5%"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("table lacks %q:\n%s", want, out.String())
 		}
