@@ -20,7 +20,6 @@ type call struct {
 	b        *backend.Backend
 	conn     *backend.Conn
 	bcall    *backend.Call
-	timer    *time.Timer // checks the deadlines; guarded by sess.mu
 
 	started  time.Time
 	progress atomic.Int64 // when the backend last reported progress, unix ns
@@ -122,40 +121,33 @@ func (c *call) deadlines() (idle, hard time.Time) {
 	return idle, hard
 }
 
-// armTimer starts the timer for the nearest deadline. It runs under sess.mu.
+// armTimer makes the session's deadline timer fire by the call's nearest
+// deadline. It runs under sess.mu, once the call is sent (c.bcall set).
 func (c *call) armTimer() {
-	idle, hard := c.deadlines()
-	next := idle
-	if !hard.IsZero() && hard.Before(next) {
-		next = hard
-	}
-	d := time.Until(next)
-	if c.timer == nil {
-		c.timer = time.AfterFunc(d, c.checkDeadlines)
-	} else {
-		c.timer.Reset(d)
-	}
+	c.sess.armDeadline(nearest(c.deadlines()))
 }
 
-// checkDeadlines runs when the timer fires: the call times out if a
-// deadline passed, else the timer waits for the next one (progress moved
-// the idle deadline).
-func (c *call) checkDeadlines() {
+// nearest is the sooner of a call's deadlines.
+func nearest(idle, hard time.Time) time.Time {
+	if !hard.IsZero() && hard.Before(idle) {
+		return hard
+	}
+	return idle
+}
+
+// expired reports why the call's deadline passed at now, and whether the
+// backend is then suspect: not when it outlived max_call_duration. why is
+// "" while no deadline passed; then next is its nearest one.
+func (c *call) expired(now time.Time) (why string, probe bool, next time.Time) {
 	cfg := c.b.Config()
 	idle, hard := c.deadlines()
-	now := time.Now()
 	switch {
 	case !hard.IsZero() && !now.Before(hard):
-		c.timedOut(fmt.Sprintf("within %s (max_call_duration)", cfg.MaxCallDuration), false)
+		return fmt.Sprintf("within %s (max_call_duration)", cfg.MaxCallDuration), false, time.Time{}
 	case !now.Before(idle):
-		c.timedOut(fmt.Sprintf("within %s (timeout, counted from its last progress notification; see the backend's timeout setting)", cfg.Timeout), true)
-	default:
-		c.sess.mu.Lock()
-		if !c.ended.Load() {
-			c.armTimer()
-		}
-		c.sess.mu.Unlock()
+		return fmt.Sprintf("within %s (timeout, counted from its last progress notification; see the backend's timeout setting)", cfg.Timeout), true, time.Time{}
 	}
+	return "", false, nearest(idle, hard)
 }
 
 // timedOut gives up on the call. A call that went silent makes the backend
@@ -227,9 +219,6 @@ func (c *call) end() bool {
 		s.mu.Lock()
 		if s.calls[string(c.clientID)] == c {
 			delete(s.calls, string(c.clientID))
-		}
-		if c.timer != nil {
-			c.timer.Stop()
 		}
 		s.mu.Unlock()
 		c.forget()

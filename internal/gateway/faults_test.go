@@ -114,6 +114,45 @@ func TestTimeoutCountsFromTheLastProgress(t *testing.T) {
 	}
 }
 
+// A session times its calls with one timer (see deadline.go). A call whose
+// deadline comes before that of a call already in flight still times out
+// at its own; so does a call sent after others ended, whose deadlines the
+// timer was armed for; and the call still in flight is not timed out.
+func TestCallDeadlinesShareTheSessionsTimer(t *testing.T) {
+	t.Parallel()
+	record := recordFile(t, "patient")
+	d := startGateway(t, "",
+		fakeBackend(t, "patient", `timeout = "60s"`, "--record", record),
+		fakeBackend(t, "brisk", `timeout = "400ms"`),
+		fakeBackend(t, "after", `timeout = "400ms"`))
+	cs := connect(t, d, testutil.NewClientEvents("c"), nil)
+	timedOut := func(backend string) {
+		t.Helper()
+		_, err := callToolErr(cs, backend+"__hang", nil, nil)
+		if want := fmt.Sprintf("backend %q did not answer tools/call within 400ms", backend); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("a call to %s that never ends: %v; want %q", backend, err, want)
+		}
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	waiting := make(chan error, 1)
+	go func() {
+		_, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "patient__wait_cancel"})
+		waiting <- err
+	}()
+	awaitRecorded(t, record, 1, `"name":"wait_cancel"`)
+	timedOut("brisk") // its deadline is 60 s before patient's
+
+	callTool(t, cs, "after__echo", map[string]any{"text": "x"}) // ends; the timer stays armed for its deadline
+	timedOut("after")
+
+	cancel()
+	if err := <-waiting; err == nil || strings.Contains(err.Error(), "did not answer") {
+		t.Errorf("the call in flight meanwhile ended with %v; want the client's cancellation", err)
+	}
+}
+
 // blockingSampler is a client whose sampling handler answers only when
 // released: it records each request, and whether the gateway cancelled it.
 // Release before the session closes, which waits for the handlers.

@@ -369,13 +369,12 @@ func (s *Session) sendAdmitted(msg *jsonrpc.Message, stream *Stream, b *backend.
 	}
 	s.mu.Lock()
 	c.bcall = bcall
-	c.armTimer()
+	if !c.ended.Load() {
+		c.armTimer()
+	}
 	unsent := c.unsent
 	s.mu.Unlock()
 	if unsent != "" {
 		conn.Abandon(bcall, unsent) // cancelled while it was being sent
-	}
-	if c.ended.Load() {
-		c.timer.Stop()
 	}
 }

@@ -42,6 +42,10 @@ type Session struct {
 	nextStream int64
 	standalone *Stream
 	instances  map[string]*backend.Backend // this session's own instances, by backend name
+	// deadlines fires by the nearest deadline of the calls in flight (see
+	// armDeadline); deadlineAt is when, in unix ns, 0 when not armed.
+	deadlines  *time.Timer
+	deadlineAt int64
 
 	bindMu sync.Mutex // serialises binding instances, see instanceConn
 }
@@ -406,6 +410,9 @@ func (s *Session) close(why string) {
 		return
 	}
 	s.closed = true
+	if s.deadlines != nil {
+		s.deadlines.Stop()
+	}
 	// Each map with entries is taken, and its entries ended by the loops
 	// below outside the lock (StreamDone deletes from the streams map
 	// meanwhile).
