@@ -42,6 +42,7 @@ type remote struct {
 	mu        sync.Mutex
 	posts     map[int64]context.CancelFunc // requests being posted, by our id
 	listening bool
+	ended     bool // set by end before it waits for tasks: no task starts after
 	endOnce   sync.Once
 
 	params atomic.Pointer[paramIndex] // tools with Mcp-Param-* headers
@@ -162,18 +163,28 @@ func urlSecrets(raw string) []string {
 // starts with the handshake's initialize request.
 func (r *remote) start(c *Conn) {
 	r.c = c
+	r.task(r.writeLoop)
+	if r.legacy != nil {
+		r.task(r.legacy.run)
+	}
+}
+
+// task runs fn on a goroutine that end waits for, and reports true; once
+// end has begun it runs nothing and reports false. A task started while
+// end waited would break sync.WaitGroup's rule that an Add from zero
+// happens before the Wait, and would outlive the session it belongs to.
+func (r *remote) task(fn func()) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.ended {
+		return false
+	}
 	r.tasks.Add(1)
 	go func() {
 		defer r.tasks.Done()
-		r.writeLoop()
+		fn()
 	}()
-	if r.legacy != nil {
-		r.tasks.Add(1)
-		go func() {
-			defer r.tasks.Done()
-			r.legacy.run()
-		}()
-	}
+	return true
 }
 
 func (r *remote) writeLoop() {
@@ -225,9 +236,7 @@ func (r *remote) send(ctx context.Context, data []byte) error {
 	r.mu.Lock()
 	r.posts[id] = cancel
 	r.mu.Unlock()
-	r.tasks.Add(1)
-	go func() {
-		defer r.tasks.Done()
+	posted := r.task(func() {
 		defer r.forget(id)
 		err := r.request(pctx, data, msg, id)
 		if err == nil || pctx.Err() != nil {
@@ -242,7 +251,11 @@ func (r *remote) send(ctx context.Context, data []byte) error {
 			}
 			call.deliver(nil, err)
 		}
-	}()
+	})
+	if !posted {
+		r.forget(id)
+		return ErrGone
+	}
 	return nil
 }
 
@@ -377,9 +390,7 @@ func (r *remote) listen() {
 		return
 	}
 	b := r.c.b
-	r.tasks.Add(1)
-	go func() {
-		defer r.tasks.Done()
+	r.task(func() {
 		err := r.client.Listen(r.ctx, mcphttp.ListenOptions{
 			Deliver:  r.deliver,
 			TooLarge: r.tooLarge,
@@ -397,7 +408,7 @@ func (r *remote) listen() {
 		case err != nil:
 			r.end("its event stream cannot be re-opened: " + err.Error())
 		}
-	}()
+	})
 }
 
 // end closes the session for good: every exchange stops, every call in
@@ -406,6 +417,9 @@ func (r *remote) end(why string) {
 	r.endOnce.Do(func() {
 		r.c.reason.CompareAndSwap(nil, ptr(why))
 		r.cancel()
+		r.mu.Lock()
+		r.ended = true
+		r.mu.Unlock()
 		go func() {
 			r.tasks.Wait()
 			r.http.CloseIdleConnections()
