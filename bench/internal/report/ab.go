@@ -26,6 +26,10 @@ func BaseName(gateway string) string {
 	return gateway + BaseSuffix
 }
 
+// isBase reports whether gateway is the baseline build running one of
+// mcpgate's configurations (see BaseName).
+func isBase(gateway string) bool { return strings.Contains(gateway, BaseSuffix) }
+
 // Comparison is one load driven through this build and the baseline build
 // of one configuration, in the same rounds.
 type Comparison struct {
@@ -45,7 +49,7 @@ type Comparison struct {
 func (r *Results) Comparisons() []Comparison {
 	var out []Comparison
 	for _, l := range r.Load {
-		if l.Result == nil || strings.Contains(l.Gateway, BaseSuffix) {
+		if l.Result == nil || isBase(l.Gateway) {
 			continue
 		}
 		base := r.Find(l.Scenario, BaseName(l.Gateway), l.Sessions, l.Payload)

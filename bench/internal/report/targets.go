@@ -1,9 +1,6 @@
 package report
 
-import (
-	"fmt"
-	"strings"
-)
+import "fmt"
 
 // Target is one of the targets, evaluated on a run. The targets are
 // reported, never asserted.
@@ -100,7 +97,7 @@ func (r *Results) Targets() []Target {
 		ts = append(ts, t)
 	}
 	for _, peer := range r.Gateways {
-		if peer == "floor" || peer == "mcpgate" || strings.Contains(peer, BaseSuffix) { // the baseline build is no peer
+		if peer == "floor" || peer == "mcpgate" || isBase(peer) { // the baseline build is no peer
 			continue
 		}
 		ts = append(ts,
