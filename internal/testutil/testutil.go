@@ -245,9 +245,12 @@ func StartExit(t testing.TB, cmd *exec.Cmd) <-chan error {
 }
 
 // KillTree SIGKILLs pid, its process group, and every descendant and their
-// process groups, found through /proc before anything is killed.
+// process groups, found through /proc before anything is killed. pid dies
+// first, as a whole host would: a daemon must not see its children die and
+// answer for them.
 func KillTree(pid int) {
 	pids := append(Descendants(pid), pid)
+	syscall.Kill(pid, syscall.SIGKILL)
 	groups := map[int]bool{}
 	for _, p := range pids {
 		if pg, err := syscall.Getpgid(p); err == nil && pg > 1 {
