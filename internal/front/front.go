@@ -247,7 +247,9 @@ func (h *Handler) initialize(w http.ResponseWriter, r *http.Request, msg *jsonrp
 		h.rpcError(w, http.StatusOK, msg.ID, e.Code, "%s", e.Message)
 		return
 	}
-	h.log.Debug(fmt.Sprintf("session started for client %q", client.Name), "session", sess.ID, "protocol_version", sess.Protocol, "client", client.Name)
+	if h.log.Enabled(r.Context(), slog.LevelDebug) { // no message built per session for nobody
+		h.log.Debug(fmt.Sprintf("session started for client %q", client.Name), "session", sess.ID, "protocol_version", sess.Protocol, "client", client.Name)
+	}
 	w.Header().Set(headerSession, sess.ID)
 	w.Header().Set("Content-Type", "application/json")
 	w.Write(jsonrpc.AppendResult(nil, msg.ID, result))
