@@ -17,6 +17,9 @@ type Watchdog struct {
 	log      *slog.Logger
 	// newTicker paces the rounds; a time.Ticker outside tests.
 	newTicker func(period time.Duration) (tick <-chan time.Time, stop func())
+	// withTimeout gives a round its deadline; context.WithTimeout outside
+	// tests.
+	withTimeout func(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc)
 }
 
 // WatchdogFromEnv reads $WATCHDOG_USEC and $WATCHDOG_PID, removes both from the
@@ -59,7 +62,7 @@ func NewWatchdog(n *Notifier, interval time.Duration, log *slog.Logger) *Watchdo
 	if log == nil {
 		log = slog.Default()
 	}
-	return &Watchdog{notifier: n, interval: max(interval, 0), log: log, newTicker: newTicker}
+	return &Watchdog{notifier: n, interval: max(interval, 0), log: log, newTicker: newTicker, withTimeout: context.WithTimeout}
 }
 
 // Interval returns the interval systemd expects WATCHDOG=1 within, or 0 when
@@ -90,7 +93,7 @@ func (w *Watchdog) Run(ctx context.Context, alive func(context.Context) error) {
 	defer stop()
 	failing := false
 	for {
-		err := check(ctx, alive, w.interval/4)
+		err := w.check(ctx, alive, w.interval/4)
 		if ctx.Err() != nil {
 			return
 		}
@@ -121,8 +124,8 @@ func newTicker(period time.Duration) (<-chan time.Time, func()) {
 
 // check runs alive with a deadline of timeout; success after the deadline is
 // a failure.
-func check(ctx context.Context, alive func(context.Context) error, timeout time.Duration) error {
-	ctx, cancel := context.WithTimeout(ctx, timeout)
+func (w *Watchdog) check(ctx context.Context, alive func(context.Context) error, timeout time.Duration) error {
+	ctx, cancel := w.withTimeout(ctx, timeout)
 	defer cancel()
 	if err := alive(ctx); err != nil {
 		return err

@@ -190,11 +190,23 @@ func TestWatchdogPetsOnlyWhileAlive(t *testing.T) {
 func TestWatchdogLateAnswerFails(t *testing.T) {
 	sock := listenNotify(t)
 	h := &testutil.LogRecorder{}
-	// The check deadline is 0.5ms; the ticker is the test's, so the rounds
-	// are counted exactly.
-	w := NewWatchdog(New(sock.addr, nil), 2*time.Millisecond, slog.New(h))
+	// The ticker and the deadlines are the test's, so the rounds are
+	// counted exactly and no deadline passes because the test is slow: the
+	// first round's deadline has passed when it starts, the second's never
+	// comes.
+	w := NewWatchdog(New(sock.addr, nil), time.Minute, slog.New(h))
 	tick := make(chan time.Time)
 	w.newTicker = func(time.Duration) (<-chan time.Time, func()) { return tick, func() {} }
+	rounds := 0
+	w.withTimeout = func(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
+		if d != time.Minute/4 {
+			t.Errorf("a round's deadline is %v after it starts, want a quarter of the interval (%v)", d, time.Minute/4)
+		}
+		if rounds++; rounds == 1 {
+			return context.WithDeadline(ctx, time.Now().Add(-time.Second))
+		}
+		return context.WithCancel(ctx)
+	}
 	checked := make(chan error, 1)
 	calls := 0
 	alive := func(ctx context.Context) error {
