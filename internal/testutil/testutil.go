@@ -250,13 +250,13 @@ func StartExit(t testing.TB, cmd *exec.Cmd) <-chan error {
 // answer for them.
 func KillTree(pid int) {
 	pids := append(Descendants(pid), pid)
-	syscall.Kill(pid, syscall.SIGKILL)
 	groups := map[int]bool{}
 	for _, p := range pids {
 		if pg, err := syscall.Getpgid(p); err == nil && pg > 1 {
 			groups[pg] = true
 		}
 	}
+	syscall.Kill(pid, syscall.SIGKILL)
 	for pg := range groups {
 		syscall.Kill(-pg, syscall.SIGKILL)
 	}
