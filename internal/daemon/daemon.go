@@ -29,6 +29,7 @@ import (
 	"github.com/mcpgate/mcpgate/internal/config"
 	"github.com/mcpgate/mcpgate/internal/front"
 	"github.com/mcpgate/mcpgate/internal/gateway"
+	"github.com/mcpgate/mcpgate/internal/http1"
 	"github.com/mcpgate/mcpgate/internal/integrity"
 	"github.com/mcpgate/mcpgate/internal/journal"
 	"github.com/mcpgate/mcpgate/internal/listeners"
@@ -129,7 +130,7 @@ type daemon struct {
 	sup     *supervisor.Supervisor
 	gw      *gateway.Gateway
 	lns     *listeners.Set
-	srv     *http.Server
+	srv     *http1.Server
 	metrics *metrics
 	// integrity holds back what backends offer until it is approved.
 	integrity *integrity.Store
@@ -414,11 +415,13 @@ func (d *daemon) serve() error {
 		Health:                d.health,
 	})
 	d.warnAccess()
-	// ReadTimeout bounds reading headers and body; net/http lifts it once
-	// the body is read, so event streams outlast it
-	// (TestEventStreamOutlivesReadTimeout). No WriteTimeout: it would cut
+	// The front's server is http1's, not net/http's: the same parser and
+	// handler types with less work per request (see package http1).
+	// ReadTimeout bounds reading headers and body; it is lifted once the
+	// body is read, so event streams outlast it
+	// (TestEventStreamOutlivesReadTimeout). No write timeout: it would cut
 	// them.
-	d.srv = &http.Server{
+	d.srv = &http1.Server{
 		Handler:     handler,
 		ConnContext: access.ConnContext, // peer credentials of unix socket clients
 		ReadTimeout: g.HTTPReadTimeout,
