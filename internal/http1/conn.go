@@ -120,13 +120,13 @@ func (c *conn) serveOne() bool {
 		}
 		return false
 	}
-	if why := c.refuse(req); why != 0 {
+	if c.refuse(req) != 0 {
 		return false
 	}
 	req.RemoteAddr = c.remoteAddr
 	ctx, cancel := context.WithCancel(c.ctx)
 	req = req.WithContext(ctx)
-	c.closeAfter = req.Close || !req.ProtoAtLeast(1, 1) || s.inShut.Load()
+	c.closeAfter = req.Close || s.inShut.Load() // req.Close: HTTP/1.0 without keep-alive too
 	c.body.reset(req)
 	c.resp.reset(req)
 

@@ -167,8 +167,7 @@ func (w *response) writeBody(p []byte) {
 	}
 	bw := w.c.bw
 	if w.chunked {
-		var head [18]byte
-		bw.Write(append(strconv.AppendInt(head[:0], int64(len(p)), 16), '\r', '\n'))
+		bw.Write(append(strconv.AppendInt(bw.AvailableBuffer(), int64(len(p)), 16), '\r', '\n'))
 		bw.Write(p)
 		_, w.err = bw.WriteString("\r\n")
 		return
@@ -207,8 +206,7 @@ func (w *response) sendHeader(final bool, next []byte) {
 	case final:
 		if w.written > 0 || w.req.Method != http.MethodHead {
 			bw.WriteString("Content-Length: ")
-			var n [20]byte
-			bw.Write(strconv.AppendInt(n[:0], w.written, 10))
+			bw.Write(strconv.AppendInt(bw.AvailableBuffer(), w.written, 10))
 			bw.WriteString("\r\n")
 		}
 	case w.req.ProtoAtLeast(1, 1):
@@ -217,8 +215,11 @@ func (w *response) sendHeader(final bool, next []byte) {
 	default:
 		w.closing = true // an HTTP/1.0 body ends with the connection
 	}
-	if w.closing {
+	switch {
+	case w.closing:
 		bw.WriteString("Connection: close\r\n")
+	case !w.req.ProtoAtLeast(1, 1):
+		bw.WriteString("Connection: keep-alive\r\n") // HTTP/1.0 asked for it
 	}
 	_, w.err = bw.WriteString("\r\n")
 }

@@ -177,8 +177,9 @@ func TestRefusesWhatNetHTTPRefuses(t *testing.T) {
 	}
 }
 
-// Pipelined requests are answered in order; HTTP/1.0 and Connection:
-// close end the connection after their answer.
+// Pipelined requests are answered in order; Connection: close, and
+// HTTP/1.0 unless it asks to keep alive, end the connection after their
+// answer.
 func TestPipeliningAndClose(t *testing.T) {
 	_, addr := start(t, echo)
 	c, br := raw(t, addr, "POST /1 HTTP/1.1\r\nHost: a\r\nContent-Length: 3\r\n\r\none"+
@@ -195,9 +196,15 @@ func TestPipeliningAndClose(t *testing.T) {
 	}
 	c.Close()
 
-	_, br = raw(t, addr, "POST / HTTP/1.0\r\nContent-Length: 2\r\n\r\nok")
-	if resp, body := readResponse(t, br, http.MethodPost); body != "ok" || !resp.Close {
-		t.Errorf("HTTP/1.0: %q, close %v", body, resp.Close)
+	_, br = raw(t, addr, "POST / HTTP/1.0\r\nConnection: keep-alive\r\nContent-Length: 2\r\n\r\nok"+
+		"POST / HTTP/1.0\r\nContent-Length: 3\r\n\r\nbye")
+	for _, want := range []string{"ok", "bye"} {
+		if resp, body := readResponse(t, br, http.MethodPost); body != want || resp.Close != (want == "bye") {
+			t.Errorf("HTTP/1.0: %q, close %v; want %q", body, resp.Close, want)
+		}
+	}
+	if _, err := br.ReadByte(); err != io.EOF {
+		t.Errorf("after HTTP/1.0 without keep-alive: %v, want EOF", err)
 	}
 }
 
