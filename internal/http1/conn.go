@@ -125,7 +125,9 @@ func (c *conn) serveOne() bool {
 	}
 	req.RemoteAddr = c.remoteAddr
 	ctx, cancel := context.WithCancel(c.ctx)
-	req = req.WithContext(ctx)
+	// In place: WithContext is inlined here, so its copy of the request
+	// stays on the stack instead of being a second request on the heap.
+	*req = *req.WithContext(ctx)
 	c.closeAfter = req.Close || s.inShut.Load() // req.Close: HTTP/1.0 without keep-alive too
 	c.body.reset(req)
 	c.resp.reset(req)
