@@ -145,9 +145,12 @@ func (c *conn) serveOne() bool {
 		return false
 	}
 	if !c.body.eof.Load() {
-		// The rest of the body is still coming: let the client read the
-		// answer before the close destroys it.
-		c.closeWriteAndWait()
+		// The rest of the body is still coming, unless the client waits
+		// to be told to continue: let it read the answer before the close
+		// destroys it.
+		if !c.body.toContinue {
+			c.closeWriteAndWait()
+		}
 		return false
 	}
 	return !c.closeAfter && !c.resp.closing

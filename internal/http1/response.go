@@ -156,9 +156,6 @@ func (w *response) finish() {
 	if w.declared >= 0 && w.written < w.declared && w.req.Method != http.MethodHead {
 		w.closing = true // the client waits for bytes that will not come
 	}
-	if len(w.buf) > bufferBody {
-		w.buf = nil // a large body is not kept for the next request
-	}
 }
 
 func (w *response) writeBody(p []byte) {

@@ -27,6 +27,7 @@ import (
 	"net"
 	"net/http"
 	"runtime/debug"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -249,12 +250,17 @@ func (s *Server) idleTimeout() time.Duration {
 }
 
 // badRequest writes a refusal of a request that could not be read and
-// asks the client to close, as net/http's server does.
+// asks the client to close, as net/http's server does. why may quote the
+// client's bytes (the parser's error does): it is cut short, and the
+// answer is plain text a browser must not sniff.
 func badRequest(c net.Conn, status int, why string) {
 	text := http.StatusText(status)
 	if why != "" {
 		text += ": " + why
 	}
-	fmt.Fprintf(c, "HTTP/1.1 %d %s\r\nContent-Type: text/plain; charset=utf-8\r\nConnection: close\r\nContent-Length: %d\r\n\r\n%s",
+	if len(text) > 200 {
+		text = strings.ToValidUTF8(text[:200], "") + "..."
+	}
+	fmt.Fprintf(c, "HTTP/1.1 %d %s\r\nContent-Type: text/plain; charset=utf-8\r\nX-Content-Type-Options: nosniff\r\nConnection: close\r\nContent-Length: %d\r\n\r\n%s",
 		status, http.StatusText(status), len(text), text)
 }

@@ -165,6 +165,7 @@ func TestRefusesWhatNetHTTPRefuses(t *testing.T) {
 		{"unknown expectation", "POST / HTTP/1.1\r\nHost: a\r\nExpect: coffee\r\nContent-Length: 1\r\n\r\nx", 417},
 		{"unknown transfer encoding", "POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: zip\r\n\r\n", 501},
 		{"two lengths", "POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\nxx", 400},
+		{"long garbage", "<script>" + strings.Repeat("x", 900) + "\r\n\r\n", 400},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -172,6 +173,11 @@ func TestRefusesWhatNetHTTPRefuses(t *testing.T) {
 			resp, body := readResponse(t, br, http.MethodGet)
 			if resp.StatusCode != tt.status || !resp.Close {
 				t.Errorf("status %d, close %v (%q); want %d and close", resp.StatusCode, resp.Close, body, tt.status)
+			}
+			// The parser's error may quote the request: never much of it,
+			// never as something a browser would render.
+			if len(body) > 210 || resp.Header.Get("X-Content-Type-Options") != "nosniff" {
+				t.Errorf("a refusal of %d bytes with header %v", len(body), resp.Header)
 			}
 		})
 	}
