@@ -217,12 +217,14 @@ func (c *conn) close() {
 
 // closeWriteAndWait closes the sending side and waits a little before the
 // connection closes, so that a client still sending reads the response
-// before an RST would destroy it, as net/http's server does.
+// before an RST would destroy it, as net/http's server does. Only sockets
+// (TCP and unix) reset a connection closed with unread data, and only they
+// can close one side: anything else closes at once.
 func (c *conn) closeWriteAndWait() {
 	if cw, ok := c.rwc.(interface{ CloseWrite() error }); ok {
 		cw.CloseWrite()
+		time.Sleep(500 * time.Millisecond)
 	}
-	time.Sleep(500 * time.Millisecond)
 }
 
 // watch runs in its own goroutine, WatchAfter into a handler: it reads
