@@ -4,24 +4,9 @@ import (
 	"bufio"
 	"bytes"
 	"io"
-	"net"
 	"net/http"
 	"testing"
-	"time"
 )
-
-// scriptConn is a client that sends data, then closes its side; what the
-// server writes back is dropped.
-type scriptConn struct{ r *bytes.Reader }
-
-func (c *scriptConn) Read(p []byte) (int, error)       { return c.r.Read(p) }
-func (c *scriptConn) Write(p []byte) (int, error)      { return len(p), nil }
-func (c *scriptConn) Close() error                     { return nil }
-func (c *scriptConn) LocalAddr() net.Addr              { return &net.TCPAddr{} }
-func (c *scriptConn) RemoteAddr() net.Addr             { return &net.TCPAddr{} }
-func (c *scriptConn) SetDeadline(time.Time) error      { return nil }
-func (c *scriptConn) SetReadDeadline(time.Time) error  { return nil }
-func (c *scriptConn) SetWriteDeadline(time.Time) error { return nil }
 
 type seen struct {
 	method, uri, body string
@@ -55,7 +40,7 @@ func FuzzServeAgreesWithReadRequest(f *testing.F) {
 			}
 			w.Write(body)
 		})}
-		c := s.newConn(&scriptConn{bytes.NewReader(data)})
+		c := s.newConn(fakeConn{bytes.NewReader(data)}) // then EOF: the client closed
 		for c.serveOne() {
 		}
 
