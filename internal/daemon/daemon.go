@@ -417,8 +417,8 @@ func (d *daemon) serve() error {
 	d.warnAccess()
 	// The front's server is http1's, not net/http's: the same parser and
 	// handler types with less work per request (see package http1).
-	// ReadTimeout bounds reading headers and body; it is lifted once the
-	// body is read, so event streams outlast it
+	// ReadTimeout bounds reading headers and body; nothing waits on it
+	// once the body is read, so event streams outlast it
 	// (TestEventStreamOutlivesReadTimeout). No write timeout: it would cut
 	// them.
 	d.srv = &http1.Server{

@@ -12,7 +12,7 @@
 //     run for WatchAfter: short calls never pay for it, long calls and
 //     event streams still see their context cancelled when the client
 //     leaves.
-//   - net/http moves the connection's read deadline five times per
+//   - net/http moves the connection's read deadline up to six times per
 //     request; here it moves twice (the idle wait, then the request).
 //   - A response that is complete when the handler returns goes out with
 //     a Content-Length in one write; a flushed or large one is chunked, as
@@ -61,7 +61,7 @@ type Server struct {
 	conns     map[*conn]struct{}
 	closed    bool          // Close or Shutdown was called
 	gone      chan struct{} // signalled when a connection ends, for Shutdown
-	inShut    atomic.Bool
+	inShut    atomic.Bool   // closed, read without mu on every request
 	dates     atomic.Pointer[dateLine]
 }
 
