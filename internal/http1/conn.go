@@ -8,6 +8,7 @@ import (
 	"math"
 	"net"
 	"net/http"
+	"runtime/debug"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -120,7 +121,7 @@ func (c *conn) serveOne() bool {
 		}
 		return false
 	}
-	if c.refuse(req) != 0 {
+	if c.refuse(req) {
 		return false
 	}
 	req.RemoteAddr = c.remoteAddr
@@ -161,9 +162,21 @@ func (c *conn) runHandler(req *http.Request) {
 	c.srv.Handler.ServeHTTP(&c.resp, req)
 }
 
+// recoverHandler turns a handler's panic into a log line and a closed
+// connection, as net/http does; http.ErrAbortHandler closes quietly.
+func (c *conn) recoverHandler() {
+	if p := recover(); p != nil {
+		c.closeAfter = true
+		c.resp.failed = true
+		if p != http.ErrAbortHandler {
+			c.srv.logf("http1: panic serving %s: %v\n%s", c.remoteAddr, p, debug.Stack())
+		}
+	}
+}
+
 // refuse answers a request that is well-formed but not one to serve, as
-// net/http's server would, and returns its status, or 0 to serve it.
-func (c *conn) refuse(req *http.Request) int {
+// net/http's server would, and reports whether it did.
+func (c *conn) refuse(req *http.Request) bool {
 	status, why := 0, ""
 	switch {
 	case req.ProtoMajor != 1:
@@ -180,7 +193,7 @@ func (c *conn) refuse(req *http.Request) int {
 	if status != 0 {
 		badRequest(c.rwc, status, why)
 	}
-	return status
+	return status != 0
 }
 
 func expectsContinue(req *http.Request) bool {
@@ -362,8 +375,8 @@ func (b *body) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// Close marks the body closed; what is left is drained after the
-// response, within maxDrain.
+// Close leaves what is left of the body to the connection, which reads
+// past it, within maxDrain, before the response.
 func (b *body) Close() error { return nil }
 
 // drain reads what the handler left of the body, up to maxDrain, and
@@ -376,8 +389,7 @@ func (b *body) drain() bool {
 	if b.toContinue {
 		return false
 	}
-	n, err := io.CopyN(io.Discard, b.src, maxDrain+1)
-	if err == io.EOF && n <= maxDrain {
+	if _, err := io.CopyN(io.Discard, b.src, maxDrain+1); err == io.EOF { // before maxDrain+1 bytes
 		b.eof.Store(true)
 		return true
 	}

@@ -56,7 +56,7 @@ func (w *response) WriteHeader(code int) {
 		return
 	}
 	if code < 200 && code != http.StatusSwitchingProtocols {
-		w.c.bw.WriteString("HTTP/1.1 " + strconv.Itoa(code) + " " + http.StatusText(code) + "\r\n")
+		w.c.bw.WriteString(statusLine(code))
 		w.writeFields()
 		w.c.bw.WriteString("\r\n")
 		w.err = w.c.bw.Flush()
@@ -101,9 +101,7 @@ func (w *response) Write(p []byte) (int, error) {
 		return len(p), nil
 	}
 	if !w.sent {
-		w.sendHeader(false, p)
-		w.writeBody(w.buf)
-		w.buf = w.buf[:0]
+		w.start(false, p)
 	}
 	w.writeBody(p)
 	if w.err != nil {
@@ -125,9 +123,7 @@ func (w *response) FlushError() error {
 		w.WriteHeader(http.StatusOK)
 	}
 	if !w.sent {
-		w.sendHeader(false, nil)
-		w.writeBody(w.buf)
-		w.buf = w.buf[:0]
+		w.start(false, nil)
 	}
 	if w.err == nil {
 		w.err = w.c.bw.Flush()
@@ -145,9 +141,7 @@ func (w *response) finish() {
 	}
 	switch {
 	case !w.sent:
-		w.sendHeader(true, nil)
-		w.writeBody(w.buf)
-		w.buf = w.buf[:0]
+		w.start(true, nil)
 	case w.chunked:
 		if w.err == nil {
 			_, w.err = w.c.bw.WriteString("0\r\n\r\n")
@@ -156,6 +150,14 @@ func (w *response) finish() {
 	if w.declared >= 0 && w.written < w.declared && w.req.Method != http.MethodHead {
 		w.closing = true // the client waits for bytes that will not come
 	}
+}
+
+// start sends the header and the buffered body; final and next are
+// sendHeader's.
+func (w *response) start(final bool, next []byte) {
+	w.sendHeader(final, next)
+	w.writeBody(w.buf)
+	w.buf = w.buf[:0]
 }
 
 func (w *response) writeBody(p []byte) {

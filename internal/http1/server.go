@@ -26,7 +26,6 @@ import (
 	"log"
 	"net"
 	"net/http"
-	"runtime/debug"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -59,9 +58,8 @@ type Server struct {
 	mu        sync.Mutex
 	listeners map[*net.Listener]struct{}
 	conns     map[*conn]struct{}
-	closed    bool          // Close or Shutdown was called
 	gone      chan struct{} // signalled when a connection ends, for Shutdown
-	inShut    atomic.Bool   // closed, read without mu on every request
+	inShut    atomic.Bool   // Shutdown or Close was called
 	dates     atomic.Pointer[dateLine]
 }
 
@@ -84,7 +82,7 @@ func (s *Server) Serve(l net.Listener) error {
 	for {
 		rw, err := l.Accept()
 		if err != nil {
-			if s.isClosed() {
+			if s.inShut.Load() {
 				return ErrServerClosed
 			}
 			var ne net.Error
@@ -111,55 +109,48 @@ func isTemporary(err error) bool {
 	return ok && t.Temporary()
 }
 
+// track adds l to the listeners Shutdown and Close close, or removes it;
+// adding fails once they were called.
 func (s *Server) track(l *net.Listener, add bool) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if add {
-		if s.closed {
-			return false
-		}
-		if s.listeners == nil {
-			s.listeners = map[*net.Listener]struct{}{}
-		}
-		s.listeners[l] = struct{}{}
-	} else {
-		delete(s.listeners, l)
-	}
-	return true
+	return updateSet(&s.listeners, l, add, s.inShut.Load())
 }
 
+// trackConn adds c to the connections Shutdown waits for and Close
+// closes, or removes it and tells a waiting Shutdown; adding fails once
+// they were called.
 func (s *Server) trackConn(c *conn, add bool) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if add {
-		if s.closed {
-			return false
-		}
-		if s.conns == nil {
-			s.conns = map[*conn]struct{}{}
-		}
-		s.conns[c] = struct{}{}
-		return true
-	}
-	delete(s.conns, c)
-	if s.gone != nil {
+	ok := updateSet(&s.conns, c, add, s.inShut.Load())
+	if !add && s.gone != nil {
 		select {
 		case s.gone <- struct{}{}:
 		default:
 		}
 	}
-	return true
+	return ok
 }
 
-func (s *Server) isClosed() bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.closed
+// updateSet adds k to *set, made on first use, unless closed, or removes
+// it; it reports false for an add refused.
+func updateSet[K comparable](set *map[K]struct{}, k K, add, closed bool) bool {
+	switch {
+	case !add:
+		delete(*set, k)
+	case closed:
+		return false
+	case *set == nil:
+		*set = map[K]struct{}{k: {}}
+	default:
+		(*set)[k] = struct{}{}
+	}
+	return true
 }
 
 // closeListenersLocked stops accepting; s.mu must be held.
 func (s *Server) closeListenersLocked() {
-	s.closed = true
 	for l := range s.listeners {
 		(*l).Close()
 	}
@@ -213,18 +204,6 @@ func (s *Server) logf(format string, args ...any) {
 		s.ErrorLog.Printf(format, args...)
 	} else {
 		log.Printf(format, args...)
-	}
-}
-
-// recoverHandler turns a handler's panic into a log line and a closed
-// connection, as net/http does; http.ErrAbortHandler closes quietly.
-func (c *conn) recoverHandler() {
-	if p := recover(); p != nil {
-		c.closeAfter = true
-		c.resp.failed = true
-		if p != http.ErrAbortHandler {
-			c.srv.logf("http1: panic serving %s: %v\n%s", c.remoteAddr, p, debug.Stack())
-		}
 	}
 }
 
