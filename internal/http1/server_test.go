@@ -11,9 +11,10 @@ import (
 	"net/http"
 	"net/http/httptrace"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/mcpgate/mcpgate/internal/testutil"
 )
 
 // start serves h on a loopback port until the test ends.
@@ -423,7 +424,7 @@ func TestCloseCancelsRequests(t *testing.T) {
 // A handler's panic closes its connection and is logged; the server
 // serves on.
 func TestPanicClosesTheConnection(t *testing.T) {
-	var logged syncBuffer
+	var logged testutil.Buffer
 	_, addr := start(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/panic" {
 			io.WriteString(w, "partial")
@@ -458,21 +459,4 @@ func TestTimeouts(t *testing.T) {
 			t.Errorf("%q: %v, want the server to close", req, err)
 		}
 	}
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
 }
