@@ -284,7 +284,7 @@ func TestNewOutput(t *testing.T) {
 }
 
 // textOutput returns the handler of a text Output on a file, at level
-// debug, and a function that reads what it wrote.
+// debug, and a function that closes the Output and reads what it wrote.
 func textOutput(t *testing.T) (slog.Handler, func() string) {
 	t.Helper()
 	f, err := os.Create(filepath.Join(t.TempDir(), "stderr"))
@@ -297,6 +297,7 @@ func textOutput(t *testing.T) (slog.Handler, func() string) {
 		t.Fatal(err)
 	}
 	return o.Handler, func() string {
+		o.Close()
 		b, err := os.ReadFile(f.Name())
 		if err != nil {
 			t.Fatal(err)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"os"
@@ -41,6 +42,8 @@ type Output struct {
 	// Writer is the journal Writer, nil when logging text to stderr. It
 	// can be shared with NewBackendLog.
 	Writer *Writer
+
+	text *batchWriter // stderr's, when logging text
 }
 
 // NewOutput chooses where logs go:
@@ -60,7 +63,10 @@ func NewOutput(opts OutputOptions) (*Output, error) {
 	if stderr == nil {
 		stderr = os.Stderr
 	}
-	text := func() *Output { return &Output{Handler: newTextHandler(stderr, opts.Level)} }
+	text := func() *Output {
+		b := newBatchWriter(stderr)
+		return &Output{Handler: newTextHandler(b, opts.Level), text: b}
+	}
 	native := func() (*Output, error) {
 		w, err := openJournal(opts.Socket)
 		if err != nil {
@@ -90,8 +96,13 @@ func NewOutput(opts OutputOptions) (*Output, error) {
 	}
 }
 
-// Close closes the journal Writer, if any.
+// Close closes the journal Writer, if any, or writes the text records
+// still queued for stderr; text records logged afterwards are written
+// directly.
 func (o *Output) Close() error {
+	if o.text != nil {
+		return o.text.Close()
+	}
 	if o.Writer == nil {
 		return nil
 	}
@@ -141,8 +152,8 @@ func IsJournalStream(journalStream string, f *os.File) (bool, error) {
 // Once a ReplaceAttr is set, slog passes every attribute of every record
 // through it, a quarter of the cost of an audit entry; records of the
 // standard levels, which need no renaming, go to a handler without one.
-// Both write each record with one write, so their lines never interleave.
-func newTextHandler(w *os.File, level slog.Leveler) slog.Handler {
+// Both write each record with one Write, so their lines never interleave.
+func newTextHandler(w io.Writer, level slog.Leveler) slog.Handler {
 	return textHandler{
 		plain: slog.NewTextHandler(w, &slog.HandlerOptions{Level: level}),
 		named: slog.NewTextHandler(w, &slog.HandlerOptions{
