@@ -228,19 +228,11 @@ func (s *Session) audited(msg *jsonrpc.Message, backend, what, name string) func
 			return
 		}
 		now := time.Now()
-		r := slog.NewRecord(now, slog.LevelInfo, "audit: "+client+" "+msg.Method+" "+name+": "+outcome, 0)
-		r.AddAttrs(
-			slog.String("client", client),
-			slog.String("session", s.ID),
-			slog.String("backend", backend),
-			slog.String(what, name),
-			slog.String("method", msg.Method),
-			slog.Int64("duration_usec", now.Sub(start).Microseconds()),
-			slog.String("outcome", outcome),
-			slog.Int("request_bytes", len(msg.Params)),
-			slog.Int("response_bytes", size),
-			journal.MessageAudit.Attr())
-		h.Handle(context.Background(), r)
+		journal.WriteAudit(h, &journal.Audit{
+			Time: now, Client: client, Session: s.ID, Backend: backend, What: what, Name: name,
+			Method: msg.Method, Duration: now.Sub(start), Outcome: outcome,
+			Request: len(msg.Params), Response: size,
+		})
 	}
 }
 

@@ -327,26 +327,6 @@ func TestTextOutputAttrsAtEveryLevel(t *testing.T) {
 	}
 }
 
-// BenchmarkAuditText formats an entry shaped like a call's audit entry as
-// text, written to /dev/null.
-func BenchmarkAuditText(b *testing.B) {
-	null, err := os.OpenFile(os.DevNull, os.O_WRONLY, 0)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer null.Close()
-	h := newTextHandler(null, slog.LevelInfo)
-	b.ReportAllocs()
-	for b.Loop() {
-		r := slog.NewRecord(time.Now(), slog.LevelInfo, "audit: team-a tools/call echo: ok", 0)
-		r.AddAttrs(slog.String("client", "team-a"), slog.String("session", "0123456789abcdef0123456789abcdef"),
-			slog.String("backend", "b000"), slog.String("tool", "echo"), slog.String("method", "tools/call"),
-			slog.Int64("duration_usec", 412), slog.String("outcome", "ok"), slog.Int("request_bytes", 1061),
-			slog.Int("response_bytes", 1102), MessageAudit.Attr())
-		h.Handle(context.Background(), r)
-	}
-}
-
 func TestTextOutputLevelNames(t *testing.T) {
 	h, written := textOutput(t)
 	log := slog.New(h)

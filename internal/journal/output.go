@@ -155,6 +155,7 @@ func IsJournalStream(journalStream string, f *os.File) (bool, error) {
 // Both write each record with one Write, so their lines never interleave.
 func newTextHandler(w io.Writer, level slog.Leveler) slog.Handler {
 	return textHandler{
+		w:     w,
 		plain: slog.NewTextHandler(w, &slog.HandlerOptions{Level: level}),
 		named: slog.NewTextHandler(w, &slog.HandlerOptions{
 			Level: level,
@@ -173,8 +174,13 @@ func newTextHandler(w io.Writer, level slog.Leveler) slog.Handler {
 }
 
 // textHandler sends a record to named if its level has a name of ours,
-// else to plain.
-type textHandler struct{ plain, named slog.Handler }
+// else to plain. w is what both write to, for WriteAudit; nil once the
+// handler has attributes or groups of its own, which WriteAudit would
+// leave out.
+type textHandler struct {
+	w            io.Writer
+	plain, named slog.Handler
+}
 
 func (h textHandler) Enabled(ctx context.Context, l slog.Level) bool {
 	return h.plain.Enabled(ctx, l)
@@ -188,9 +194,9 @@ func (h textHandler) Handle(ctx context.Context, r slog.Record) error {
 }
 
 func (h textHandler) WithAttrs(attrs []slog.Attr) slog.Handler {
-	return textHandler{h.plain.WithAttrs(attrs), h.named.WithAttrs(attrs)}
+	return textHandler{plain: h.plain.WithAttrs(attrs), named: h.named.WithAttrs(attrs)}
 }
 
 func (h textHandler) WithGroup(name string) slog.Handler {
-	return textHandler{h.plain.WithGroup(name), h.named.WithGroup(name)}
+	return textHandler{plain: h.plain.WithGroup(name), named: h.named.WithGroup(name)}
 }
