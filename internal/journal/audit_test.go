@@ -44,7 +44,8 @@ func TestWriteAuditTextIsSlogText(t *testing.T) {
 }
 
 // A text handler with attributes of its own, or any other handler, gets
-// the record, attributes and all.
+// the record, attributes and all; so does the text handler for an Audit
+// without a Time, which slog writes without one.
 func TestWriteAuditOtherHandlers(t *testing.T) {
 	a := &Audit{Time: time.Now(), Client: "c", Session: "s", Backend: "b", What: "tool", Name: "t",
 		Method: "tools/call", Outcome: "ok"}
@@ -52,6 +53,11 @@ func TestWriteAuditOtherHandlers(t *testing.T) {
 	WriteAudit(newTextHandler(&with, slog.LevelInfo).WithAttrs([]slog.Attr{slog.String("host", "h1")}), a)
 	if !bytes.Contains(with.Bytes(), []byte(" host=h1 client=c ")) {
 		t.Errorf("text handler with attributes wrote %q", with.String())
+	}
+	var zero bytes.Buffer
+	WriteAudit(newTextHandler(&zero, slog.LevelInfo), &Audit{Client: "c", Outcome: "ok"})
+	if bytes.HasPrefix(zero.Bytes(), []byte("time=")) || !bytes.HasPrefix(zero.Bytes(), []byte("level=INFO ")) {
+		t.Errorf("an Audit without a Time wrote %q", zero.String())
 	}
 	WriteAudit(slog.NewJSONHandler(&json, nil), a)
 	if !bytes.Contains(json.Bytes(), []byte(`"`+MessageIDKey+`":"`+string(MessageAudit)+`"`)) {
