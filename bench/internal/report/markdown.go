@@ -136,7 +136,7 @@ func Markdown(w *bytes.Buffer, r *Results, results string, plots []string) {
 			fmt.Fprintf(w, "| %s | %.1f | %.1f | %.0f | %s | %d | %s %s | %s | %s |\n", name(i.Gateway), float64(i.RSSBeforeKiB)/1024,
 				float64(i.RSSAfterKiB)/1024, i.BytesPerSession, x(perSession), i.Processes, busy, x(p99(floor)), x(p99(mine)), cell(i.Error))
 		}
-		w.WriteString("\nRSS before is taken after the warm-up: a freshly started Go program's first requests grow its heap to the collector's 4 MiB minimum goal, and its first collection allocates about 1.5 MiB of metadata, more than a thousand sessions keep. RSS growth still includes the garbage of handling the initialize requests that the next GC has not yet returned: the floor, which keeps no sessions at all, shows what that amounts to.")
+		w.WriteString("\nRSS before is taken after the warm-up: a freshly started Go program's first requests grow its heap to the collector's 4 MiB minimum goal, and its first collection allocates about 1.5 MiB of metadata, more than a thousand sessions keep. RSS growth is then what the sessions need beyond the room the heap already had, which for a thousand can be next to none; the floor, which keeps no sessions at all, shows the noise. What each session keeps is the live heap per session and the next table.")
 		if h := r.IdleHeap; h != nil {
 			fmt.Fprintf(w, " mcpgate's live heap (HeapAlloc after a GC, from its profiling build) grew from %.1f MiB to %.1f MiB with %d idle sessions: **%.0f bytes per session**.",
 				float64(h.BeforeBytes)/(1<<20), float64(h.AfterBytes)/(1<<20), h.Sessions, h.BytesPerSession)
