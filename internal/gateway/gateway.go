@@ -107,7 +107,7 @@ type Gateway struct {
 	conflicts map[string]bool
 
 	sessions  sync.Map     // session id → *Session
-	requests  sync.Map     // *Session of a stateless request in flight → struct{}
+	requests  requestSet   // stateless requests in flight
 	listeners sync.Map     // *Session of a subscriptions/listen stream → struct{}
 	nowhere   *Stream      // the ended stream stateless requests have as standalone
 	modern    modernResult // what results for stateless requests get

@@ -64,6 +64,8 @@ type oneRequest struct {
 	header http.Header
 	// head is what the front found in the stateless request's params.
 	head RequestHead
+	// shard is the request's shard of Gateway.requests.
+	shard uint8
 }
 
 // listenTag is the tag of a listener's notifications, nil for others.

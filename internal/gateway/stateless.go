@@ -91,7 +91,7 @@ func (g *Gateway) StatelessRequest(meta RequestMeta, client *access.Client) *Ses
 	s.caps = capsOf(meta.Capabilities)
 	s.standalone = g.nowhere
 	s.client.Store(client)
-	g.requests.Store(s, struct{}{})
+	g.requests.add(s)
 	return s
 }
 
@@ -118,18 +118,13 @@ func (s *Session) End() {
 	if !s.stateless {
 		return
 	}
-	s.g.requests.Delete(s)
+	s.g.requests.remove(s)
 	s.closeListener()
 	s.close("the client closed the response stream")
 }
 
 // eachRequest calls fn for every stateless request in flight.
-func (g *Gateway) eachRequest(fn func(*Session)) {
-	g.requests.Range(func(k, _ any) bool {
-		fn(k.(*Session))
-		return true
-	})
-}
+func (g *Gateway) eachRequest(fn func(*Session)) { g.requests.each(fn) }
 
 // goneIn2026 lists the methods MCP 2026-07-28 removed, with what replaces
 // them; a stateless request for one gets -32601, as for any unknown method.
