@@ -3,6 +3,7 @@ package gateway
 import (
 	"encoding/json"
 	"fmt"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -117,11 +118,15 @@ func TestToolCallParamsAgreesWithThreePasses(t *testing.T) {
 		`{"name":"a","name":"b","_meta":{"progressToken":3}}`,
 		`{"name":"a","Arguments":{}}`,
 		`{"arguments":{"name":"inner"}}`,
+		`{"name":"a","arguments":{},"arguments":{}}`,
+		`{"arguments":1,"Arguments":2,"name":"x","name":"y"}`,
+		`{"name":"x","name":"y","arguments":1,"arguments":2}`,
 		`[1,2]`,
 		``,
 	} {
 		raw := json.RawMessage(params)
-		name, span, f, err := toolCallParams(raw)
+		name, span, f, err := toolCallParams(raw, nil)
+		headAgrees(t, raw)
 		decidedErr := checkDecided("tools/call", raw, true)
 		wantName, wantSpan, nameErr := stringParam(raw, "name")
 		switch {
@@ -150,5 +155,23 @@ func TestToolCallParamsAgreesWithThreePasses(t *testing.T) {
 				t.Errorf("renamed to %q, toolCallParams(%s) gives %+v; forwarded of the renamed params %+v", original, params, got, want)
 			}
 		}
+	}
+}
+
+// headAgrees checks that toolCallParams reads what the front's scan of
+// params found (ScanHead) as it reads params itself: a stateless
+// tools/call is routed, checked and forwarded by the same name, token
+// and refusals as a session's.
+func headAgrees(t *testing.T, params json.RawMessage) {
+	t.Helper()
+	h := ScanHead(params)
+	if h.Err != nil {
+		return // refused by the front, before routing
+	}
+	name, span, f, err := toolCallParams(params, nil)
+	hName, hSpan, hf, hErr := toolCallParams(params, &h)
+	if fmt.Sprint(err) != fmt.Sprint(hErr) || name != hName || span != hSpan || !reflect.DeepEqual(f, hf) {
+		t.Errorf("toolCallParams(%s) with the head = %q, %v, %+v, %v; without = %q, %v, %+v, %v",
+			params, hName, hSpan, hf, hErr, name, span, f, err)
 	}
 }

@@ -144,12 +144,16 @@ var toolCallKeys = []string{"name", "arguments", "_meta"}
 
 // toolCallParams reads a tools/call's params in one pass: it refuses what
 // checkDecided refuses, returns the tool's name and its span, as
-// stringParam(params, "name") would, and what forwarding needs.
-func toolCallParams(params json.RawMessage) (string, jsonrpc.Span, forwardedParams, error) {
+// stringParam(params, "name") would, and what forwarding needs. head, if
+// not nil, is the front's scan of these params (see Session.headOf),
+// whose pass found the same members: params are not scanned again.
+func toolCallParams(params json.RawMessage, head *RequestHead) (string, jsonrpc.Span, forwardedParams, error) {
 	var values [3]json.RawMessage
 	var spans [3]jsonrpc.Span
 	if len(params) > 0 && params[0] == '{' {
-		if err := jsonrpc.FindEachSpan(params, toolCallKeys, values[:], spans[:]); err != nil {
+		if head != nil && head.callOK {
+			values, spans = head.call.values, head.call.spans
+		} else if err := jsonrpc.FindEachSpan(params, toolCallKeys, values[:], spans[:]); err != nil {
 			return "", jsonrpc.Span{}, forwardedParams{}, ambiguous(err, "params")
 		}
 		if values[2] != nil {

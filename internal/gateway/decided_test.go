@@ -135,6 +135,9 @@ func FuzzDecidedIsForwarded(f *testing.F) {
 			return // refused before routing
 		}
 		checkDecided(msg.Method, msg.Params, false) // as for a notification: it must not panic
+		if msg.Method == "tools/call" {
+			headAgrees(t, msg.Params) // the same as a stateless request
+		}
 		d, err := decide(msg)
 		if err != nil {
 			var e *jsonrpc.Error

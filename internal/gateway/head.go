@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"encoding/json"
+	"errors"
 
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
 )
@@ -25,16 +26,38 @@ type RequestHead struct {
 	Retry bool
 
 	of []byte // the params scanned
+	// call is params' name, arguments and _meta and their spans, in
+	// toolCallKeys' order, for toolCallParams; callOK is false when the
+	// pass found arguments ambiguous, which only toolCallParams refuses.
+	call   toolCallScan
+	callOK bool
 }
 
-var headKeys = []string{"_meta", "name", "uri", "requestState", "inputResponses"}
+// toolCallScan is what toolCallParams reads of params in its pass.
+type toolCallScan struct {
+	values [3]json.RawMessage
+	spans  [3]jsonrpc.Span
+}
+
+// headKeys are the members of params the head holds, and arguments, which
+// its pass finds for toolCallParams too.
+var headKeys = []string{"_meta", "name", "uri", "requestState", "inputResponses", "arguments"}
 
 // ScanHead reads params' members and those of its _meta that RequestHead
 // holds, in one pass over params.
 func ScanHead(params []byte) RequestHead {
 	h := RequestHead{of: params}
-	var values [5]json.RawMessage
-	if err := jsonrpc.FindEach(params, headKeys, values[:]); err != nil {
+	var values [6]json.RawMessage
+	var spans [6]jsonrpc.Span
+	err := jsonrpc.FindEachSpan(params, headKeys, values[:], spans[:])
+	h.callOK = true
+	if a, ok := errors.AsType[*jsonrpc.AmbiguousError](err); ok && a.Key == "arguments" {
+		// Not the head's to refuse: scanned again without it, and
+		// toolCallParams, scanning for itself, refuses it as before.
+		err = jsonrpc.FindEachSpan(params, headKeys[:5], values[:5], spans[:5])
+		h.callOK = false
+	}
+	if err != nil {
 		return RequestHead{Err: err, of: params}
 	}
 	if values[0] != nil {
@@ -46,6 +69,12 @@ func ScanHead(params []byte) RequestHead {
 	}
 	h.Name, h.URI = values[1], values[2]
 	h.Retry = values[3] != nil || values[4] != nil
+	if h.callOK {
+		h.call = toolCallScan{
+			values: [3]json.RawMessage{values[1], values[5], values[0]},
+			spans:  [3]jsonrpc.Span{spans[1], spans[5], spans[0]},
+		}
+	}
 	return h
 }
 

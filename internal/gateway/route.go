@@ -67,8 +67,13 @@ func (s *Session) HandleRequest(msg *jsonrpc.Message, stream *Stream) {
 		s.page(msg, stream, "resourceTemplates", len(templates), func(i int) []byte { return templates[i].Raw })
 	case "tools/call":
 		// One pass over params: the checks of checkDecided, the name, and
-		// what forwarding needs (see toolCallParams).
-		name, span, known, err := toolCallParams(msg.Params)
+		// what forwarding needs (see toolCallParams); none for a stateless
+		// request, whose params the front's pass found them in.
+		var head *RequestHead
+		if h, ok := s.headOf(msg.Params); ok {
+			head = h
+		}
+		name, span, known, err := toolCallParams(msg.Params, head)
 		if err != nil {
 			if jsonrpc.AsError(err).Code == jsonrpc.CodeInvalidRequest {
 				s.ambiguous(msg.Method, err)
