@@ -93,8 +93,10 @@ func findEach(obj []byte, keys []string, values []json.RawMessage, spans []Span)
 		if err != nil {
 			return err
 		}
+		quoted := obj[keyStart:keyEnd]
+		plain := plainASCII(quoted[1 : len(quoted)-1]) // once, not once per key
 		for k, key := range keys {
-			switch matchKey(obj[keyStart:keyEnd], key) {
+			switch matchKey(quoted, plain, key) {
 			case matchFolded:
 				name, _ := StringValue(json.RawMessage(obj[keyStart:keyEnd]))
 				return &AmbiguousError{Key: key, Name: name}
@@ -213,10 +215,10 @@ const (
 
 // matchKey reports how a quoted member name matches key: exactly once
 // decoded, or only as encoding/json matches names, with Unicode case
-// folding.
-func matchKey(quoted []byte, key string) int {
+// folding. plain is plainASCII of the name between the quotes.
+func matchKey(quoted []byte, plain bool, key string) int {
 	name := quoted[1 : len(quoted)-1]
-	if plainASCII(name) {
+	if plain {
 		switch {
 		case len(name) != len(key):
 			return matchNone // ASCII folding keeps the length
