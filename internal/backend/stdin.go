@@ -39,7 +39,7 @@ type stdin struct {
 	owner  int           // who writes: ownerNone, ownerCaller or ownerWriter
 	segs   [][]byte      // messages not yet handed to write(2), each with its newline
 	queued int           // messages in segs
-	free   []byte        // a small written segment, reused for the next one
+	free   [][]byte      // small written segments, reused for the next ones (at most maxFree)
 	lists  [][]byte      // a written list of segments, reused for the next queue
 	room   chan struct{} // closed when the queue has room again, if roomWanted
 	// roomWanted is set by a sender waiting for room: only then does
@@ -57,6 +57,13 @@ type stdin struct {
 
 // segmentSize is how large a segment small messages share may grow.
 const segmentSize = 64 << 10
+
+// maxFree is how many written segments are kept for reuse: every segment
+// of a written batch, not only its first, since while one caller writes,
+// the messages sent meanwhile need a segment of their own (at 64 sessions,
+// a new one for more than half the calls when only one was kept). With
+// segmentSize, it bounds what a connection keeps to 128 KiB.
+const maxFree = 2
 
 const (
 	ownerNone = iota
@@ -126,8 +133,10 @@ func (w *stdin) send(ctx context.Context, wait bool, exited <-chan struct{}, app
 	if last := len(w.segs) - 1; last >= 0 && len(w.segs[last]) < segmentSize {
 		w.segs[last] = append(appendMsg(w.segs[last]), '\n')
 	} else {
-		seg := w.free
-		w.free = nil
+		var seg []byte
+		if n := len(w.free); n > 0 {
+			seg, w.free = w.free[n-1], w.free[:n-1]
+		}
 		w.segs = append(w.segs, append(appendMsg(seg[:0]), '\n'))
 	}
 	w.queued++
@@ -202,12 +211,14 @@ func unwritten(segs [][]byte, n int) [][]byte {
 	return segs
 }
 
-// keep reuses the first of the written segments for the next one, unless a
-// large message made it large: a connection does not hold on to its
+// keep keeps written segments for the next ones (up to maxFree), except
+// those a large message made large: a connection does not hold on to its
 // largest request.
 func (w *stdin) keep(written [][]byte) {
-	if len(written) > 0 && cap(written[0]) <= segmentSize && w.free == nil {
-		w.free = written[0][:0]
+	for _, seg := range written {
+		if len(w.free) < maxFree && cap(seg) <= segmentSize {
+			w.free = append(w.free, seg[:0])
+		}
 	}
 	if w.lists == nil && cap(written) <= 64 {
 		clear(written)

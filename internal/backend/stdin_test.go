@@ -153,3 +153,33 @@ func TestStdinQueueingDoesNotCopyTheQueue(t *testing.T) {
 		t.Errorf("queueing a large request copied the one queued before it (%d segments)", len(w.segs))
 	}
 }
+
+// Every small segment of a written batch is kept for the messages queued
+// while a later batch is written, up to maxFree of them; a large one is
+// not kept.
+func TestStdinReusesWrittenSegments(t *testing.T) {
+	r, wp, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.Close(); wp.Close() })
+	w := newStdin(wp)
+	var written [][]byte
+	for range maxFree + 1 {
+		written = append(written, make([]byte, 100, 4096))
+	}
+	written = append([][]byte{make([]byte, 100, segmentSize+1)}, written...)
+	w.mu.Lock()
+	w.keep(written)
+	w.mu.Unlock()
+	if len(w.free) != maxFree || cap(w.free[0]) != 4096 || len(w.free[0]) != 0 {
+		t.Fatalf("kept %d segments (first of cap %d), want %d small ones, emptied", len(w.free), cap(w.free[0]), maxFree)
+	}
+	w.owner = ownerCaller // another caller writes: a message sent now is queued
+	if err := w.send(context.Background(), false, nil, func(dst []byte) []byte { return append(dst, "m"...) }); err != nil {
+		t.Fatal(err)
+	}
+	if len(w.segs) != 1 || cap(w.segs[0]) != 4096 || len(w.free) != maxFree-1 {
+		t.Errorf("the queued message took a segment of cap %d, %d kept left; want a kept one", cap(w.segs[0]), len(w.free))
+	}
+}
