@@ -80,12 +80,16 @@ func ScanHead(params []byte) RequestHead {
 
 var metaKeys = []string{MetaProtocolVersion, MetaClientCapabilities, MetaLogLevel}
 
-// headOf returns the head of params if the front scanned it: the
-// stateless request's own params, not those of a composite's step.
-func (s *Session) headOf(params []byte) (*RequestHead, bool) {
+// headOf returns the head of params if the front scanned it (the
+// stateless request's own params, not those of a composite's step) and
+// found it unambiguous; otherwise nil.
+func (s *Session) headOf(params []byte) *RequestHead {
 	if s.one == nil {
-		return nil, false
+		return nil
 	}
 	h := &s.one.head
-	return h, len(h.of) > 0 && len(h.of) == len(params) && &h.of[0] == &params[0] && h.Err == nil
+	if len(h.of) == 0 || len(h.of) != len(params) || &h.of[0] != &params[0] || h.Err != nil {
+		return nil
+	}
+	return h
 }

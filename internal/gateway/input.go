@@ -106,7 +106,7 @@ func (s *Session) retried(msg *jsonrpc.Message, stream *Stream) bool {
 	if h == nil {
 		return false
 	}
-	if h, ok := s.headOf(msg.Params); ok {
+	if h := s.headOf(msg.Params); h != nil {
 		if !h.Retry {
 			return false
 		}

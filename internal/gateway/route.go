@@ -69,11 +69,7 @@ func (s *Session) HandleRequest(msg *jsonrpc.Message, stream *Stream) {
 		// One pass over params: the checks of checkDecided, the name, and
 		// what forwarding needs (see toolCallParams); none for a stateless
 		// request, whose params the front's pass found them in.
-		var head *RequestHead
-		if h, ok := s.headOf(msg.Params); ok {
-			head = h
-		}
-		name, span, known, err := toolCallParams(msg.Params, head)
+		name, span, known, err := toolCallParams(msg.Params, s.headOf(msg.Params))
 		if err != nil {
 			if jsonrpc.AsError(err).Code == jsonrpc.CodeInvalidRequest {
 				s.ambiguous(msg.Method, err)
