@@ -36,6 +36,18 @@ func pipeConn(t *testing.T) (*Conn, *os.File) {
 	return c, r
 }
 
+// pipeStdin returns a stdin on a pipe nobody reads, without its writer
+// goroutine: what the pipe does not take stays queued.
+func pipeStdin(t *testing.T) *stdin {
+	t.Helper()
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.Close(); w.Close() })
+	return newStdin(w)
+}
+
 // Messages sent from many goroutines while the child does not read reach it
 // whole, each sender's in order, once it reads: the senders write what the
 // pipe takes, the writer goroutine the rest, and a full queue makes senders
@@ -133,12 +145,7 @@ func TestStdinFullQueue(t *testing.T) {
 // of them. (No writer goroutine runs: what the pipe does not take stays
 // queued.)
 func TestStdinQueueingDoesNotCopyTheQueue(t *testing.T) {
-	r, wp, err := os.Pipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { r.Close(); wp.Close() })
-	w := newStdin(wp)
+	w := pipeStdin(t)
 	large := []byte(strings.Repeat("z", 1<<20))
 	send := func() {
 		if err := w.send(context.Background(), true, nil, func(dst []byte) []byte { return append(dst, large...) }); err != nil {
@@ -158,12 +165,7 @@ func TestStdinQueueingDoesNotCopyTheQueue(t *testing.T) {
 // while a later batch is written, up to maxFree of them; a large one is
 // not kept.
 func TestStdinReusesWrittenSegments(t *testing.T) {
-	r, wp, err := os.Pipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { r.Close(); wp.Close() })
-	w := newStdin(wp)
+	w := pipeStdin(t)
 	var written [][]byte
 	for range maxFree + 1 {
 		written = append(written, make([]byte, 100, 4096))
