@@ -29,6 +29,7 @@ type conn struct {
 	bw         *bufio.Writer
 	resp       response
 	body       body
+	plainBody  plainBody // the source of body for a plain request
 	watchTimer *time.Timer
 
 	mu       sync.Mutex
@@ -105,23 +106,8 @@ func (c *conn) serveOne() bool {
 		c.rwc.SetReadDeadline(time.Now().Add(s.ReadTimeout))
 		c.deadline = true
 	}
-	req, err := http.ReadRequest(c.br)
-	hitLimit := c.cr.remain <= 0
-	c.cr.remain = math.MaxInt64
-	if err != nil {
-		switch {
-		case hitLimit:
-			badRequest(c.rwc, http.StatusRequestHeaderFieldsTooLarge, "")
-			c.closeWriteAndWait()
-		case isCommonNetReadError(err):
-		case strings.Contains(err.Error(), "unsupported transfer encoding"):
-			badRequest(c.rwc, http.StatusNotImplemented, err.Error())
-		default:
-			badRequest(c.rwc, http.StatusBadRequest, err.Error())
-		}
-		return false
-	}
-	if c.refuse(req) {
+	req, checked := c.readRequest()
+	if req == nil || c.refuse(req, checked) {
 		return false
 	}
 	req.RemoteAddr = c.remoteAddr
@@ -157,6 +143,34 @@ func (c *conn) serveOne() bool {
 	return !c.closeAfter && !c.resp.closing
 }
 
+// readRequest reads the next request's head: a plain one itself (see
+// readPlain), any other with net/http's parser. It answers a request it
+// cannot read and returns nil; it reports whether the request's field
+// names are known to be tokens.
+func (c *conn) readRequest() (*http.Request, bool) {
+	if req := readPlain(c.br, &c.plainBody); req != nil {
+		c.cr.remain = math.MaxInt64
+		return req, true
+	}
+	req, err := http.ReadRequest(c.br)
+	hitLimit := c.cr.remain <= 0
+	c.cr.remain = math.MaxInt64
+	if err != nil {
+		switch {
+		case hitLimit:
+			badRequest(c.rwc, http.StatusRequestHeaderFieldsTooLarge, "")
+			c.closeWriteAndWait()
+		case isCommonNetReadError(err):
+		case strings.Contains(err.Error(), "unsupported transfer encoding"):
+			badRequest(c.rwc, http.StatusNotImplemented, err.Error())
+		default:
+			badRequest(c.rwc, http.StatusBadRequest, err.Error())
+		}
+		return nil, false
+	}
+	return req, false
+}
+
 func (c *conn) runHandler(req *http.Request) {
 	defer c.recoverHandler()
 	c.srv.Handler.ServeHTTP(&c.resp, req)
@@ -175,8 +189,9 @@ func (c *conn) recoverHandler() {
 }
 
 // refuse answers a request that is well-formed but not one to serve, as
-// net/http's server would, and reports whether it did.
-func (c *conn) refuse(req *http.Request) bool {
+// net/http's server would, and reports whether it did. namesChecked
+// skips the check of the field names.
+func (c *conn) refuse(req *http.Request, namesChecked bool) bool {
 	status, why := 0, ""
 	switch {
 	case req.ProtoMajor != 1:
@@ -185,7 +200,7 @@ func (c *conn) refuse(req *http.Request) bool {
 		status, why = http.StatusBadRequest, "missing required Host header"
 	case !validHost(req.Host):
 		status, why = http.StatusBadRequest, "malformed Host header"
-	case !validFields(req.Header):
+	case !namesChecked && !validFields(req.Header):
 		status, why = http.StatusBadRequest, "invalid header name"
 	case req.Header.Get("Expect") != "" && !expectsContinue(req):
 		status, why = http.StatusExpectationFailed, "only Expect: 100-continue is understood"

@@ -1,10 +1,12 @@
 // Package http1 serves an http.Handler over HTTP/1.1 with less work per
 // request than net/http's server, for the front's hot path.
 //
-// It parses requests with net/http's own parser (http.ReadRequest) and
-// hands the handler the standard types, so handlers cannot tell the
-// difference. What it does differently is the connection loop:
+// It hands the handler the standard types, so handlers cannot tell the
+// difference. What it does differently:
 //
+//   - The heads MCP clients send are parsed in one pass, without net/http's
+//     parser but into the request it would build (readPlain); every other
+//     request is parsed by net/http's own parser (http.ReadRequest).
 //   - net/http starts a goroutine per request that reads ahead to notice a
 //     client that went away, and stops it again once the handler is done:
 //     a goroutine, a read(2) that finds nothing and two wake-ups per
