@@ -104,23 +104,23 @@ func readPlain(br *bufio.Reader, body *plainBody) *http.Request {
 		line := buf[pos:eol]
 		// The name, a token, and whether it is in canonical form.
 		colon, canonical, upper := 0, true, true
+	name:
 		for ; colon < len(line); colon++ {
 			switch nameByte[line[colon]] {
 			case 0:
-				goto value
-			case lower:
+				break name
+			case nameLower:
 				canonical = canonical && !upper
 				upper = false
-			case capital:
+			case nameUpper:
 				canonical = canonical && upper
 				upper = false
-			case dash:
+			case nameDash:
 				upper = true
 			default:
 				upper = false
 			}
 		}
-	value:
 		if colon == 0 || colon == len(line) || line[colon] != ':' {
 			return nil
 		}
@@ -300,10 +300,10 @@ var commonKeys = func() map[string]string {
 // The classes of a field name's bytes (RFC 9110's tchar), for its
 // canonical form; 0 is not a name's.
 const (
-	lower = 1 + iota
-	capital
-	dash
-	other
+	nameLower = 1 + iota
+	nameUpper
+	nameDash
+	nameOther
 )
 
 // nameByte, valueByte and pathByte tell the bytes of a field name, of a
@@ -313,16 +313,16 @@ var nameByte, valueByte, pathByte = func() (name [256]byte, value, path [256]boo
 		value[c] = c >= ' ' && c != 0x7f || c == '\t'
 	}
 	for c := '0'; c <= '9'; c++ {
-		name[c], path[c] = other, true
+		name[c], path[c] = nameOther, true
 	}
 	for c := 'a'; c <= 'z'; c++ {
-		name[c], path[c] = lower, true
-		name[c-'a'+'A'], path[c-'a'+'A'] = capital, true
+		name[c], path[c] = nameLower, true
+		name[c-'a'+'A'], path[c-'a'+'A'] = nameUpper, true
 	}
 	for _, c := range "!#$%&'*+.^_`|~" {
-		name[c] = other
+		name[c] = nameOther
 	}
-	name['-'] = dash
+	name['-'] = nameDash
 	for _, c := range "-._~/" {
 		path[c] = true
 	}
