@@ -446,7 +446,7 @@ func validFields(h http.Header) bool {
 			return false
 		}
 		for i := 0; i < len(k); i++ {
-			if c := k[i]; c <= ' ' || c >= 0x7f || strings.IndexByte("\"(),/:;<=>?@[\\]{}", c) >= 0 {
+			if nameByte[k[i]] == 0 {
 				return false
 			}
 		}

@@ -306,8 +306,8 @@ const (
 	nameOther
 )
 
-// nameByte, valueByte and pathByte tell the bytes of a field name, of a
-// field value and of a plain request's path.
+// nameByte, valueByte and pathByte tell the bytes of a field name (for
+// validFields too), of a field value and of a plain request's path.
 var nameByte, valueByte, pathByte = func() (name [256]byte, value, path [256]bool) {
 	for c := 0; c < 256; c++ {
 		value[c] = c >= ' ' && c != 0x7f || c == '\t'
