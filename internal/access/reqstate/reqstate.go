@@ -26,6 +26,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"time"
 )
 
@@ -48,6 +49,8 @@ const (
 	bodyLen = 8 + idLen + 8 + digest + digest
 )
 
+// encoding is the tokens' base64url. Its decoder skips CR and LF even when
+// strict, so Open refuses tokens holding them first: one state, one token.
 var encoding = base64.RawURLEncoding.Strict()
 
 // ID names a continuation: random, so that it cannot be guessed.
@@ -140,7 +143,7 @@ func (s *Sealer) Seal(st State, client, request string) string {
 // issued it unaltered, to client, for request, and that it has not expired
 // at now. Every refusal is an *Error.
 func (s *Sealer) Open(token, client, request string, now time.Time) (State, error) {
-	if len(token) > MaxTokenLen {
+	if len(token) > MaxTokenLen || strings.ContainsAny(token, "\r\n") {
 		return State{}, &Error{Reason: Malformed}
 	}
 	raw, err := encoding.DecodeString(token)

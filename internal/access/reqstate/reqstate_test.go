@@ -76,6 +76,8 @@ func TestOpenRefuses(t *testing.T) {
 		{"empty", s, "", client, request, now, Malformed, "malformed"},
 		{"not base64", s, "!!!" + tok, client, request, now, Malformed, "malformed"},
 		{"padded base64", s, base64.URLEncoding.EncodeToString(raw), client, request, now, Malformed, "malformed"},
+		{"line break inside", s, tok[:10] + "\n" + tok[10:], client, request, now, Malformed, "malformed"},
+		{"carriage return at the end", s, tok + "\r", client, request, now, Malformed, "malformed"},
 		{"truncated", s, tok[:len(tok)-4], client, request, now, Malformed, "malformed"},
 		{"too long", s, tok + strings.Repeat("A", MaxTokenLen), client, request, now, Malformed, "malformed"},
 		{"other version", s, func() string { b := append([]byte(nil), raw...); b[0] = 2; return encoding.EncodeToString(b) }(), client, request, now, Malformed, "malformed"},
