@@ -82,8 +82,11 @@ vet:
 	cd bench && $(GO) vet ./...
 	@test -z "$$(gofmt -l cmd internal examples man packaging systemd bench)" || (gofmt -l cmd internal examples man packaging systemd bench; echo "gofmt: files above need formatting"; exit 1)
 
+# The tests of resident memory run again without the race detector, whose
+# shadow memory counts in the resident size (they skip under -race).
 test:
 	$(GO) test -race -count=1 -timeout 20m ./...
+	$(GO) test -count=1 -run 'ResidentOnce' ./internal/jsonrpc
 
 # units checks systemd/ with systemd-analyze verify and security (both run
 # in test too, silently) and prints mcpgate.service's exposure score.

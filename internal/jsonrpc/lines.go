@@ -99,9 +99,11 @@ func (lr *LineReader) readLine(room int) ([]byte, error) {
 			if head != nil {
 				return nil, &ErrLineTooLong{Limit: lr.limit, Head: head}
 			}
-			buf := make([]byte, room, room+size)
+			var buf []byte
 			if long != nil {
-				buf = long.moveTo(buf)
+				buf = long.moveTo(room, size)
+			} else {
+				buf = make([]byte, room, room+size)
 			}
 			buf = append(buf, chunk...)
 			line := trimEOL(buf[room:])

@@ -1,6 +1,11 @@
 package jsonrpc
 
-import "golang.org/x/sys/unix"
+import (
+	"strings"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
 
 // spillChunk is how much of a spilled line moveTo copies before it hands
 // the pages it copied back to the kernel.
@@ -90,9 +95,16 @@ func (s *spill) head(last []byte) []byte {
 	return joinHead([][]byte{s.mem[:s.n]}, last)
 }
 
-// moveTo appends the line to dst, which must have room for it, and
-// releases the spill.
-func (s *spill) moveTo(dst []byte) []byte {
+// moveTo returns the line so far in a slice of length room+s.n and
+// capacity room+size, its first room bytes zero, and releases the spill.
+func (s *spill) moveTo(room, size int) []byte {
+	var dst []byte
+	if s.mem != nil {
+		dst = uninitialized(room + size)[:room]
+		clear(dst)
+	} else {
+		dst = make([]byte, room, room+size)
+	}
 	for _, p := range s.pieces {
 		dst = append(dst, p...)
 	}
@@ -114,4 +126,18 @@ func (s *spill) free() {
 		unix.Munmap(s.mem)
 	}
 	s.mem, s.n = nil, 0
+}
+
+// uninitialized returns n bytes of the Go heap that it did not zero. A
+// large allocation in pages the heap used before is zeroed first, which
+// writes every page of it: the whole line would be resident before moveTo
+// copied a byte of it, beside the mapping that still holds all of it. Only
+// strings.Builder.Grow allocates without zeroing; its bytes are taken as
+// a slice at once and the string is never read, so nothing sees them
+// change. The caller must write every byte before it reads one.
+func uninitialized(n int) []byte {
+	var b strings.Builder
+	b.Grow(n)
+	b.WriteByte(0) // String of an empty Builder has no bytes to point at
+	return unsafe.Slice(unsafe.StringData(b.String()), n)
 }
