@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"strconv"
 )
 
 // A plain request is one whose head is of the shape MCP clients send:
@@ -143,11 +144,11 @@ func readPlain(br *bufio.Reader, body *plainBody) *http.Request {
 		val := s[pos+v0 : pos+v1]
 		switch key {
 		case "Content-Length":
-			n, ok := plainLength(val)
-			if !ok || sawLength {
+			n, err := strconv.ParseUint(val, 10, 63) // as net/http parses it
+			if err != nil || sawLength {
 				return nil
 			}
-			length, sawLength = n, true
+			length, sawLength = int64(n), true
 		case "Host":
 			if sawHost {
 				return nil
@@ -219,22 +220,6 @@ func plainMethod(b []byte) string {
 		return http.MethodPatch
 	}
 	return ""
-}
-
-// plainLength parses a Content-Length of at most 18 digits, which no
-// int64 overflows.
-func plainLength(v string) (int64, bool) {
-	if len(v) == 0 || len(v) > 18 {
-		return 0, false
-	}
-	var n int64
-	for i := 0; i < len(v); i++ {
-		if v[i] < '0' || v[i] > '9' {
-			return 0, false
-		}
-		n = n*10 + int64(v[i]-'0')
-	}
-	return n, true
 }
 
 // equalFold reports whether v is lower, ASCII letters in any case.
