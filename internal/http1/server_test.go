@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log"
 	"net"
@@ -458,5 +459,31 @@ func TestTimeouts(t *testing.T) {
 		if _, err := io.ReadAll(br); err != nil {
 			t.Errorf("%q: %v, want the server to close", req, err)
 		}
+	}
+}
+
+// An HTTP/1.0 request with Transfer-Encoding has faulty framing (RFC 9112
+// section 6.1): it is refused and the connection closed, whatever its
+// Connection header says, so that its chunks are never read as a request
+// of their own.
+func TestHTTP10WithTransferEncodingCloses(t *testing.T) {
+	var served []string
+	_, addr := start(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		served = append(served, r.Method+" "+r.URL.Path)
+	}))
+	for _, te := range []string{"Transfer-Encoding: chunked", "transfer-encoding: chunked", "TRANSFER-ENCODING:  gzip, chunked"} {
+		smuggled := "GET /smuggled HTTP/1.1\r\nHost: a\r\n\r\n"
+		body := fmt.Sprintf("%x\r\n%s\r\n0\r\n\r\n", len(smuggled), smuggled)
+		_, br := raw(t, addr, "POST /mcp HTTP/1.0\r\nHost: a\r\nConnection: keep-alive\r\n"+te+"\r\n\r\n"+body)
+		resp, _ := readResponse(t, br, http.MethodPost)
+		if resp.StatusCode != http.StatusBadRequest || !resp.Close {
+			t.Errorf("%s: %s, close %v; want 400 and the connection closed", te, resp.Status, resp.Close)
+		}
+		if _, err := br.ReadByte(); err != io.EOF {
+			t.Errorf("%s: after the answer: %v, want EOF", te, err)
+		}
+	}
+	if len(served) > 0 {
+		t.Errorf("the handler served %q", served)
 	}
 }
