@@ -99,6 +99,9 @@ type Options struct {
 	Previous *Set
 	// Issued, if set, holds tokens issued at run time for the clients.
 	Issued *Issued
+	// Resources is the OAuth resource of each listener, by its address
+	// (ListenerResources); unused when OAuth is off.
+	Resources map[string]string
 }
 
 // NewSet builds the clients of cfg. Problems that leave a client without

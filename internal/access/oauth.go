@@ -28,14 +28,14 @@ const MaxTokenBytes = 8192
 // as its configuration does (a reload that leaves [oauth] alone keeps it,
 // with its caches).
 type OAuth struct {
-	cfg      config.OAuth
-	endpoint string
-	byIss    map[string]*issuer // JWT issuers by "iss"
-	intro    []*issuer          // issuers checked by introspection
-	algs     []jose.SignatureAlgorithm
-	proxies  proxies
-	cache    *tokenCache
-	now      func() time.Time
+	cfg       config.OAuth
+	endpoint  string
+	resources map[string]string  // by listener address; see ListenerResources
+	byIss     map[string]*issuer // JWT issuers by "iss"
+	intro     []*issuer          // issuers checked by introspection
+	algs      []jose.SignatureAlgorithm
+	cache     *tokenCache
+	now       func() time.Time
 }
 
 // issuer is one trusted authorization server.
@@ -66,15 +66,15 @@ func tokenErrorf(format string, args ...any) *TokenError {
 }
 
 // NewOAuth returns the resource server of cfg, or nil if cfg names no
-// issuer. credentials is where client_secret_credential is read; a secret
-// that cannot be read is an error, and the issuer it belongs to then
-// refuses every token until a reload.
-func NewOAuth(cfg *config.Config, credentials string) (*OAuth, error) {
+// issuer. resources is the resource of each listener (ListenerResources).
+// credentials is where client_secret_credential is read; a secret that
+// cannot be read is an error, and the issuer it belongs to then refuses
+// every token until a reload.
+func NewOAuth(cfg *config.Config, resources map[string]string, credentials string) (*OAuth, error) {
 	if !cfg.OAuth.Enabled() {
 		return nil, nil
 	}
-	o := &OAuth{cfg: cfg.OAuth, endpoint: cfg.Gateway.Endpoint, byIss: map[string]*issuer{}, now: time.Now}
-	o.proxies = parseProxies(cfg.OAuth.TrustedProxies)
+	o := &OAuth{cfg: cfg.OAuth, endpoint: cfg.Gateway.Endpoint, resources: resources, byIss: map[string]*issuer{}, now: time.Now}
 	o.cache = newTokenCache(cfg.OAuth.TokenCacheSize)
 	client := &http.Client{
 		Timeout: cfg.OAuth.HTTPTimeout,

@@ -16,6 +16,9 @@ type Peer struct {
 	// Groups are the supplementary groups of a unix peer, read once when
 	// it connected.
 	Groups []uint32
+	// Local is the address of the listener the connection came to, as
+	// net.Addr.String() gives it: "127.0.0.1:7431" or the socket path.
+	Local string
 }
 
 // String names the peer for logs: "uid 1000 pid 4242" or "127.0.0.1:5555".
@@ -47,6 +50,9 @@ func ConnContext(ctx context.Context, c net.Conn) context.Context {
 	p := Peer{}
 	if a := c.RemoteAddr(); a != nil {
 		p.Addr = a.String()
+	}
+	if a := c.LocalAddr(); a != nil {
+		p.Local = a.String()
 	}
 	if uc, ok := c.(*net.UnixConn); ok {
 		if p.Addr == "" || p.Addr == "@" {

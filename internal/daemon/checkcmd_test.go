@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/mcpgate/mcpgate/internal/testutil"
 )
 
 func TestCheckConfigResolvesCommands(t *testing.T) {
@@ -123,5 +125,26 @@ start = "on-demand"
 		if !strings.Contains(stdout.String(), want) {
 			t.Errorf("stdout = %s; want %q", stdout.String(), want)
 		}
+	}
+}
+
+// TestCheckConfigSaysWhichResource: with OAuth on, --check-config says
+// which resource tokens must name on each listen address, and refuses a
+// public listener without a configured resource, saying what to set.
+func TestCheckConfigSaysWhichResource(t *testing.T) {
+	const issuer = "[oauth]\n[oauth.issuers.as]\nissuer = \"https://as.example\"\n"
+	var stdout, stderr bytes.Buffer
+	cfg := testutil.WriteConfigFiles(t, map[string]string{"mcpgate.toml": "[gateway]\nlisten = [\"127.0.0.1:7431\", \"unix:/run/mcpgate/mcpgate.sock\"]\n" + issuer})
+	if code := checkConfig(cfg, &stdout, &stderr); code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr.String())
+	}
+	if want := "OAuth resource: http://localhost/mcp on /run/mcpgate/mcpgate.sock; http://127.0.0.1:7431/mcp on 127.0.0.1:7431"; !strings.Contains(stdout.String(), want) {
+		t.Errorf("stdout %q, want it to say %q", stdout.String(), want)
+	}
+	stdout.Reset()
+	cfg = testutil.WriteConfigFiles(t, map[string]string{"mcpgate.toml": "[gateway]\nlisten = [\"0.0.0.0:7431\"]\n" + issuer})
+	if code := checkConfig(cfg, &stdout, &stderr); code != 1 || !strings.Contains(stderr.String(), "0.0.0.0:7431, which is not a loopback address") ||
+		!strings.Contains(stderr.String(), "set resource") {
+		t.Errorf("a public listener without resource: exit %d, %s", code, stderr.String())
 	}
 }

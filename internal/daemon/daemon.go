@@ -106,10 +106,16 @@ func checkConfig(path string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, err.Error())
 		failed = true
 	}
+	var resources strings.Builder
+	if err := checkResources(cfg, &resources); err != nil {
+		fmt.Fprintln(stderr, err.Error())
+		failed = true
+	}
 	if failed {
 		return exitFailed
 	}
 	fmt.Fprintf(stdout, "%s: OK (%d backends, %d files)\n", path, len(cfg.Backends), len(cfg.Files))
+	io.WriteString(stdout, resources.String())
 	printEras(stdout, cfg)
 	return exitOK
 }
@@ -138,6 +144,9 @@ type daemon struct {
 	clients  atomic.Pointer[access.Set] // the clients in effect; replaced by reload
 	refusals *access.Refusals
 
+	// resources is the OAuth resource of each listener, fixed at start
+	// (access.ListenerResources); nil when OAuth is off.
+	resources map[string]string
 	// clientsMu orders replacing the clients with issuing and revoking
 	// tokens, so that neither undoes the other.
 	clientsMu sync.Mutex
@@ -281,6 +290,9 @@ func (d *daemon) run(ctx context.Context) int {
 		}),
 	})
 	d.openIssued()
+	if err := d.decideResources(); err != nil {
+		return d.fail(err)
+	}
 	d.loadClients(d.cfg)
 	d.gw.Configure(d.cfg)
 	d.onRemove = append(d.onRemove, d.gw.ForgetOutputBytes)
