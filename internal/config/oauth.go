@@ -124,12 +124,6 @@ func oauthFields() []field[OAuth] {
 		{"scopes_required", func(d *decoder, at keyPath, v any, o *OAuth) bool {
 			return d.strList(at, v, &o.ScopesRequired, checkScope)
 		}},
-		{"trusted_proxies", func(d *decoder, at keyPath, v any, o *OAuth) bool {
-			// It let a proxy's X-Forwarded-Host choose the audience tokens
-			// were checked against, which the client chose in turn.
-			d.fail(at, "trusted_proxies was removed: the resource is no longer taken from X-Forwarded-Host or any other header of a request; set resource to the URL clients use (such as \"https://mcp.example.com/mcp\") and remove trusted_proxies")
-			return false
-		}},
 		{"leeway", func(d *decoder, at keyPath, v any, o *OAuth) bool {
 			return d.duration(at, v, &o.Leeway)
 		}},
@@ -209,6 +203,12 @@ func (d *decoder) oauth(at keyPath, v any, o *OAuth) {
 	}
 	rest := maps.Clone(t)
 	delete(rest, "issuers")
+	if _, ok := rest["trusted_proxies"]; ok {
+		// It let a proxy's X-Forwarded-Host choose the audience tokens
+		// were checked against, which the client chose in turn.
+		d.fail(at.child("trusted_proxies"), "trusted_proxies was removed: the resource is no longer taken from X-Forwarded-Host or any other header of a request; set resource to the URL clients use (such as \"https://mcp.example.com/mcp\") and remove trusted_proxies")
+		delete(rest, "trusted_proxies")
+	}
 	decodeTable(d, at, rest, oauthFields(), o)
 	iv, ok := t["issuers"]
 	if !ok {

@@ -67,20 +67,24 @@ func TestOAuthErrors(t *testing.T) {
 func TestRemoteOAuth(t *testing.T) {
 	const remote = "[backends.up]\nurl = \"https://mcp.example.com/mcp\"\n"
 	cfg, err := Load(testutil.WriteConfigFiles(t, map[string]string{"mcpgate.toml": remote +
-		"oauth_client_id = \"gw\"\noauth_client_secret_credential = \"gw-secret\"\noauth_scopes = [\"mcp:tools\"]\n"}))
+		"oauth_client_id = \"gw\"\noauth_client_secret_credential = \"gw-secret\"\noauth_scopes = [\"mcp:tools\"]\noauth_issuer = \"https://auth.example.com\"\n"}))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if o := cfg.Backends["up"].RemoteOAuth; o.OAuthClientID != "gw" || o.OAuthResource != "https://mcp.example.com/mcp" || !slices.Equal(o.OAuthScopes, []string{"mcp:tools"}) {
+	if o := cfg.Backends["up"].RemoteOAuth; o.OAuthClientID != "gw" || o.OAuthResource != "https://mcp.example.com/mcp" || !slices.Equal(o.OAuthScopes, []string{"mcp:tools"}) ||
+		o.OAuthIssuer != "https://auth.example.com" || o.OAuthRetryInterval != DefaultOAuthRetryInterval {
 		t.Errorf("RemoteOAuth = %+v", o)
 	}
 	tests := []struct{ name, toml, want string }{
 		{"no credential", remote + "oauth_client_id = \"gw\"\n", "set one of oauth_client_secret_credential"},
 		{"both credentials", remote + "oauth_client_id = \"gw\"\noauth_client_secret_credential = \"a\"\noauth_private_key_credential = \"b\"\n", "set one of"},
 		{"no client id", remote + "oauth_client_secret_credential = \"a\"\n", "needs oauth_client_id"},
-		{"and an Authorization header", remote + "oauth_client_id = \"gw\"\noauth_client_secret_credential = \"a\"\nheaders = { Authorization = \"Bearer x\" }\n", "headers sets Authorization"},
+		{"and an Authorization header", remote + "oauth_client_id = \"gw\"\noauth_client_secret_credential = \"a\"\noauth_issuer = \"https://a.example\"\nheaders = { Authorization = \"Bearer x\" }\n", "headers sets Authorization"},
 		{"spawned backend", "[backends.x]\ncommand = \"x\"\noauth_client_id = \"gw\"\n", "applies only to a remote backend"},
 		{"plain http endpoint", remote + "oauth_client_id = \"gw\"\noauth_client_secret_credential = \"a\"\noauth_token_endpoint = \"http://auth.example.com/token\"\n", "plain http"},
+		{"plain http issuer", remote + "oauth_client_id = \"gw\"\noauth_client_secret_credential = \"a\"\noauth_issuer = \"http://auth.example.com\"\n", "plain http"},
+		{"no authorization server", remote + "oauth_client_id = \"gw\"\noauth_client_secret_credential = \"a\"\n", "set oauth_issuer, the issuer URL of the authorization server you trust"},
+		{"issuer and endpoint", remote + "oauth_client_id = \"gw\"\noauth_client_secret_credential = \"a\"\noauth_issuer = \"https://a.example\"\noauth_token_endpoint = \"https://a.example/token\"\n", "not both"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
