@@ -174,7 +174,8 @@ FUZZ_TARGETS := internal/jsonrpc:FuzzParse:60000 \
                 internal/front:FuzzCheckModern:20000 internal/gateway:FuzzDecorate:20000 \
                 internal/access/reqstate:FuzzOpen:30000 internal/jsonrpc:FuzzStringScans:100000 \
                 internal/http1:FuzzServeAgreesWithReadRequest:20000 \
-                internal/http1:FuzzPlainIsReadRequest:30000
+                internal/http1:FuzzPlainIsReadRequest:30000 \
+                internal/integrity:FuzzServedIsApproved:10000
 fuzz:
 	@for t in $(FUZZ_TARGETS); do \
 		pkg=$${t%%:*}; rest=$${t#*:}; name=$${rest%%:*}; \

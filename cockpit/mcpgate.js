@@ -284,27 +284,47 @@
             .catch(err => showMessage(errorText(verb + " " + name, err), true));
     }
 
-    /* Integrity: pending changes are reviewed with DiffChanges (open to
-     * all) and approved or rejected (polkit's org.mcpgate.Gateway1.approve
-     * decides). */
+    /* Integrity: pending changes are reviewed with ReviewChanges (open to
+     * all), which gives each change's diff and ID, the version shown; an
+     * approval or rejection names the IDs of the diff the page showed
+     * (polkit's org.mcpgate.Gateway1.approve decides), so a change made
+     * after the review stays pending and the gateway says so. */
 
     function reviewChanges(name, verb, card) {
         const proxy = Object.values(state.backends).find(p => p.Name === name);
         if (!proxy)
             return Promise.resolve();
         if (verb === "diff") {
-            return proxy.DiffChanges([])
-                .then(diff => {
-                    card.diff.textContent = diff;
+            return proxy.ReviewChanges([])
+                .then(changes => {
+                    card.diff.textContent = changes.map(c => "# " + c[1] + ": " + c[5] + "\n# " + c[2] + "\n" + c[6]).join("\n");
                     card.diff.hidden = false;
+                    card.reviewed = changes;
                 })
                 .catch(err => showMessage(errorText("Diff of " + name, err), true));
         }
-        const method = verb === "approve" ? "ApproveChanges" : "RejectChanges";
         const what = (verb === "approve" ? "Approve" : "Reject") + " changes of " + name;
-        return proxy[method]([])
-            .then(decided => showMessage(what + ": " + (decided.length ? decided.join(", ") : "nothing to decide"), false))
-            .catch(err => showMessage(errorText(what, err), true));
+        const shown = card.reviewed || [];
+        // What can be approved of what was shown; everything shown can be
+        // rejected.
+        const ids = shown.filter(c => verb !== "approve" || c[4]).map(c => c[2]);
+        if (!ids.length) {
+            showMessage(what + ": show the diff first; what is approved is what it shows", true);
+            return Promise.resolve();
+        }
+        const method = verb === "approve" ? "ApproveChanges" : "RejectChanges";
+        return proxy[method](ids)
+            .then(decided => {
+                card.reviewed = null;
+                card.diff.hidden = true;
+                showMessage(what + ": " + decided.join(", "), false);
+            })
+            .catch(err => {
+                // Changed since it was shown: the review must start again.
+                card.reviewed = null;
+                card.diff.hidden = true;
+                showMessage(errorText(what, err), true);
+            });
     }
 
     /* Plots: calls and errors per second, from NCalls and NFailedCalls as
