@@ -30,8 +30,8 @@ type PendingChange struct {
 // a(sssbbss): a pending change with the version it is and its diff, so
 // that what is approved is what was shown.
 type ReviewedChange struct {
-	Kind   string `json:"kind"`
-	Name   string `json:"name"`
+	Kind string `json:"kind"`
+	Name string `json:"name"`
 	// ID is "KIND:NAME@FINGERPRINT", the version shown: what
 	// ApproveChanges and RejectChanges take.
 	ID         string `json:"id"`

@@ -439,7 +439,9 @@ func TestStateFormat1IsUpgraded(t *testing.T) {
 	if !slices.Equal(names(served), []string{"add"}) || !slices.Equal(held, []string{"echo"}) {
 		t.Fatalf("served %v held %v; want add (unchanged in what format 1 pinned) served, echo held", names(served), held)
 	}
-	if !slices.ContainsFunc(rec.Messages(), func(m string) bool { return strings.Contains(m, "1 approved items, unchanged since they were approved, are now pinned whole") }) {
+	if !slices.ContainsFunc(rec.Messages(), func(m string) bool {
+		return strings.Contains(m, "1 approved items, unchanged since they were approved, are now pinned whole")
+	}) {
 		t.Errorf("the upgrade is not journaled: %q", rec.Messages())
 	}
 	st, err := loadState(filepath.Join(dir, StateFile))
