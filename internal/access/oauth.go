@@ -54,6 +54,10 @@ type Grant struct {
 	Groups  []string  // values of its groups_claim
 	Scopes  []string  // the token's scopes
 	Expiry  time.Time // when the token stops being valid
+	// Identity is the Caller.Identity of the token's holder:
+	// "oauth:ISSUER:SUB", by the token's sub (else the client_claim, else
+	// the token itself, "oauth:ISSUER:token:ID").
+	Identity string
 }
 
 // TokenError says why a token was refused. Its text never holds the token.
@@ -142,6 +146,9 @@ func (o *OAuth) validateHashed(ctx context.Context, token string, key [32]byte, 
 	g, err := o.validate(ctx, token, resource, now)
 	if err != nil {
 		return nil, err
+	}
+	if g.Identity == "" {
+		g.Identity = "oauth:" + g.Issuer + ":" + TokenIdentity(key[:])
 	}
 	o.cache.put(key, resource, g)
 	return g, nil
@@ -260,6 +267,12 @@ func (is *issuer) grant(claims map[string]any, sub string, exp time.Time) *Grant
 		}
 	}
 	g.Groups = stringsOf(claims[is.cfg.GroupsClaim])
+	switch {
+	case sub != "":
+		g.Identity = "oauth:" + is.cfg.Name + ":" + sub
+	case g.Subject != "":
+		g.Identity = "oauth:" + is.cfg.Name + ":" + g.Subject
+	}
 	if s, ok := claims["scope"].(string); ok { // RFC 8693, RFC 9068
 		g.Scopes = strings.Fields(s)
 	} else {

@@ -14,6 +14,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -213,13 +214,16 @@ func TestOAuthTokens(t *testing.T) {
 				if ref != nil {
 					t.Fatalf("refused: %s", ref.Reason)
 				}
-				if c.Name != tc.client {
-					t.Fatalf("client %q, want %q", c.Name, tc.client)
+				if c.Client.Name != tc.client {
+					t.Fatalf("client %q, want %q", c.Client.Name, tc.client)
+				}
+				if !strings.HasPrefix(c.Identity, "oauth:test:") || tc.client == "svc" && c.Identity != "oauth:test:svc-1" {
+					t.Fatalf("identity %q, want oauth:test: and the token's sub", c.Identity)
 				}
 				return
 			}
 			if ref == nil {
-				t.Fatalf("let in as %q", c.Name)
+				t.Fatalf("let in as %q", c.Client.Name)
 			}
 			if ref.Status != tc.status {
 				t.Errorf("status %d, want %d (%s)", ref.Status, tc.status, ref.Reason)
@@ -496,5 +500,37 @@ client_secret_credential = "secret"
 	rotated, _ := NewSet(load("10s"), Options{CredentialsDirectory: creds, Previous: changed})
 	if rotated.OAuth() == changed.OAuth() {
 		t.Errorf("a rotated introspection secret kept the old resource server")
+	}
+}
+
+// TestOAuthIdentityIsTheSubject: two users whose groups map them to one
+// client are one client and two identities; a token without a subject is
+// an identity of its own.
+func TestOAuthIdentityIsTheSubject(t *testing.T) {
+	ti := newTestIssuer(t)
+	rs := ti.addKey(t, "rs", jose.RS256)
+	set, _ := NewSet(oauthConfig(t, ti.srv.URL, ""), Options{})
+	identify := func(claims map[string]any) Caller {
+		t.Helper()
+		r := httptest.NewRequest("POST", testResource, nil)
+		r.Header.Set("Authorization", "Bearer "+sign(t, rs, claims))
+		c, ref := set.Identify(r, Peer{})
+		if ref != nil {
+			t.Fatalf("refused: %s", ref.Reason)
+		}
+		return c
+	}
+	n := 0
+	team := func(sub any) map[string]any {
+		n++ // RS256 is deterministic: tokens of equal claims are equal
+		return claims(ti.srv.URL, map[string]any{"sub": sub, "groups": []string{"team"}, "scope": "mcp:write", "jti": strconv.Itoa(n)})
+	}
+	alice, bob := identify(team("alice")), identify(team("bob"))
+	if alice.Client != bob.Client || alice.Identity != "oauth:test:alice" || bob.Identity != "oauth:test:bob" {
+		t.Errorf("alice %q as %q, bob %q as %q; want one client, two identities", alice.Client.Name, alice.Identity, bob.Client.Name, bob.Identity)
+	}
+	anon1, anon2 := identify(team(nil)), identify(team(nil))
+	if !strings.HasPrefix(anon1.Identity, "oauth:test:token:") || anon1.Identity == anon2.Identity {
+		t.Errorf("tokens without sub: %q and %q; want each its own identity", anon1.Identity, anon2.Identity)
 	}
 }

@@ -64,11 +64,11 @@ func (s *Set) OAuth() *OAuth {
 }
 
 // byOAuth identifies the holder of an OAuth access token.
-func (s *Set) byOAuth(r *http.Request, peer Peer, token string, sum [32]byte) (*Client, *Refusal) {
+func (s *Set) byOAuth(r *http.Request, peer Peer, token string, sum [32]byte) (Caller, *Refusal) {
 	o := s.oauth
 	resource := o.Resource(peer)
 	if resource == "" {
-		return nil, noResource(peer)
+		return Caller{}, noResource(peer)
 	}
 	g, err := o.validateHashed(r.Context(), token, sum, resource)
 	if err != nil {
@@ -76,7 +76,7 @@ func (s *Set) byOAuth(r *http.Request, peer Peer, token string, sum [32]byte) (*
 		if !errors.As(err, &te) {
 			te = &TokenError{err.Error()}
 		}
-		return nil, &Refusal{Status: http.StatusUnauthorized, Reason: "invalid access token: " + te.Reason,
+		return Caller{}, &Refusal{Status: http.StatusUnauthorized, Reason: "invalid access token: " + te.Reason,
 			Advice:    "get a new token for resource " + resource + " from an authorization server listed at " + MetadataURL(resource),
 			Challenge: o.challenge(resource, "invalid_token", te.Reason, nil)}
 	}
@@ -85,19 +85,19 @@ func (s *Set) byOAuth(r *http.Request, peer Peer, token string, sum [32]byte) (*
 		oc = lacking // to say which scopes it lacks
 	}
 	if oc == nil {
-		return nil, &Refusal{Status: http.StatusForbidden,
+		return Caller{}, &Refusal{Status: http.StatusForbidden,
 			Reason: fmt.Sprintf("the access token of issuer %q is valid, but its %s %s matches no client's oauth_subjects or oauth_groups",
 				g.Issuer, o.cfg.Issuers[g.Issuer].ClientClaim, quoteShort(g.Subject)),
 			Advice: "this identity may not use this gateway; an administrator can add it to oauth_subjects or oauth_groups of a [clients.NAME] table"}
 	}
 	want := append(slices.Clone(o.cfg.ScopesRequired), oc.scopes...)
 	if missing := g.missingScopes(want); len(missing) > 0 {
-		return nil, &Refusal{Status: http.StatusForbidden,
+		return Caller{}, &Refusal{Status: http.StatusForbidden,
 			Reason:    fmt.Sprintf("client %q: the access token lacks scope %s", oc.c.Name, strings.Join(missing, " ")),
 			Advice:    "ask the authorization server for a token with scope \"" + strings.Join(want, " ") + "\"",
 			Challenge: o.challenge(resource, "insufficient_scope", "the token lacks scope "+strings.Join(missing, " "), want)}
 	}
-	return oc.c, nil
+	return Caller{Client: oc.c, Identity: g.Identity}, nil
 }
 
 // matchGrant returns the client the grant is: of the clients whose

@@ -19,6 +19,8 @@ type Peer struct {
 	// Local is the address of the listener the connection came to, as
 	// net.Addr.String() gives it: "127.0.0.1:7431" or the socket path.
 	Local string
+	// identity is the Caller.Identity of a unix peer, "uid:UID".
+	identity string
 }
 
 // String names the peer for logs: "uid 1000 pid 4242" or "127.0.0.1:5555".
@@ -27,6 +29,15 @@ func (p Peer) String() string {
 		return "uid " + strconv.Itoa(int(p.Cred.Uid)) + " pid " + strconv.Itoa(int(p.Cred.Pid))
 	}
 	return p.Addr
+}
+
+// callerIdentity is the Caller.Identity of a unix peer: computed once
+// per connection by ConnContext.
+func (p Peer) callerIdentity() string {
+	if p.identity == "" && p.Cred != nil {
+		return "uid:" + strconv.Itoa(int(p.Cred.Uid))
+	}
+	return p.identity
 }
 
 // key identifies the peer for counting failures: the uid of a unix peer,
@@ -67,6 +78,7 @@ func ConnContext(ctx context.Context, c net.Conn) context.Context {
 		}
 		if p.Cred != nil {
 			p.Groups = peerGroups(p.Cred.Uid, p.Cred.Pid)
+			p.identity = "uid:" + strconv.Itoa(int(p.Cred.Uid))
 		}
 	}
 	return context.WithValue(ctx, peerKey{}, p)

@@ -229,7 +229,7 @@ func (h *Handler) initialize(w http.ResponseWriter, r *http.Request, msg *jsonrp
 		h.log.Debug("initialize abandoned by the client before it was answered; no session started", "client", client.Name)
 		return
 	}
-	sess, result, err := h.g.NewSession(msg.Params, client)
+	sess, result, err := h.g.NewSession(msg.Params, client, identityOf(r))
 	if h.limitError(w, err, msg.ID) {
 		return
 	}
@@ -248,7 +248,8 @@ func (h *Handler) initialize(w http.ResponseWriter, r *http.Request, msg *jsonrp
 		return
 	}
 	if h.log.Enabled(r.Context(), slog.LevelDebug) { // no message built per session for nobody
-		h.log.Debug(fmt.Sprintf("session started for client %q", client.Name), "session", sess.ID, "protocol_version", sess.Protocol, "client", client.Name)
+		h.log.Debug(fmt.Sprintf("session started for client %q", client.Name), "session", sess.ID, "protocol_version", sess.Protocol, "client", client.Name,
+			"identity", sess.Identity())
 	}
 	w.Header().Set(headerSession, sess.ID)
 	w.Header().Set("Content-Type", "application/json")

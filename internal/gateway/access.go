@@ -120,6 +120,14 @@ var listChangedMethod = map[access.Kind]string{
 // Client returns the client the session belongs to.
 func (s *Session) Client() *access.Client { return s.client.Load() }
 
+// Identity returns who authenticated when the session began
+// (access.Caller.Identity); only that identity may use it.
+func (s *Session) Identity() string { return s.identity }
+
+// sealedTo is what a requestState issued in the session is bound to: its
+// client and its identity.
+func (s *Session) sealedTo() string { return s.Client().Name + "\x00" + s.identity }
+
 func (s *Session) policy() *access.Policy { return s.client.Load().Policy }
 
 // allowsTool reports whether the session's client may call the tool the
@@ -229,7 +237,7 @@ func (s *Session) audited(msg *jsonrpc.Message, backend, what, name string) func
 		}
 		now := time.Now()
 		journal.WriteAudit(h, &journal.Audit{
-			Time: now, Client: client, Session: s.ID, Backend: backend, What: what, Name: name,
+			Time: now, Client: client, Identity: s.identity, Session: s.ID, Backend: backend, What: what, Name: name,
 			Method: msg.Method, Duration: now.Sub(start), Outcome: outcome,
 			Request: len(msg.Params), Response: size,
 		})

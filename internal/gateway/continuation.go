@@ -76,13 +76,16 @@ func NewContinuations(opts ContinuationOptions) *Continuations {
 // InputRequiredResult, or is about to. Its fields are guarded by the
 // Continuations' mu.
 type continuation struct {
-	t       *Continuations
-	id      reqstate.ID
-	client  string
-	binding string        // the request the requestState is bound to
-	call    *call         // the backend call, which outlives the client's requests
-	first   *Stream       // the stream of the first request: the call's, diverted here
-	timeout time.Duration // the backend's client_request_timeout
+	t      *Continuations
+	id     reqstate.ID
+	client string
+	// sealedTo is the client and identity its requestState is bound to
+	// (Session.sealedTo): another identity of the same client is refused.
+	sealedTo string
+	binding  string        // the request the requestState is bound to
+	call     *call         // the backend call, which outlives the client's requests
+	first    *Stream       // the stream of the first request: the call's, diverted here
+	timeout  time.Duration // the backend's client_request_timeout
 	// instance is the pool instance (instance = "session") the call runs
 	// on, taken from the first request's context when that request ends:
 	// it stays bound to the call until the continuation ends.
@@ -238,15 +241,16 @@ func (t *Continuations) start(in *Input) (*continuation, string) {
 		return nil, fmt.Sprintf("client %q already has %d calls waiting for its input (max_input_required_calls_per_client)", client, t.maxPerClient)
 	}
 	cont := &continuation{
-		t:       t,
-		id:      reqstate.NewID(),
-		client:  client,
-		binding: binding,
-		call:    c,
-		first:   in.Stream,
-		timeout: in.Backend.Config().ClientRequestTimeout,
-		caps:    s.caps,
-		waiter:  &waiter{sess: s, id: c.clientID, stream: in.Stream},
+		t:        t,
+		id:       reqstate.NewID(),
+		client:   client,
+		sealedTo: s.sealedTo(),
+		binding:  binding,
+		call:     c,
+		first:    in.Stream,
+		timeout:  in.Backend.Config().ClientRequestTimeout,
+		caps:     s.caps,
+		waiter:   &waiter{sess: s, id: c.clientID, stream: in.Stream},
 	}
 	cont.instance = s.keepInstance(in.Conn.Backend())
 	// The backend started answering: a fallback would repeat what it did.

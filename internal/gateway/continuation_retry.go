@@ -32,12 +32,11 @@ func (t *Continuations) HandleRetry(s *Session, msg *jsonrpc.Message, stream *St
 	if !ok || !s.g.issuesRequestState(backendName) {
 		return false
 	}
-	client := s.Client().Name
 	token, isString := jsonrpc.StringValue(raw)
 	var st reqstate.State
 	err := error(&reqstate.Error{Reason: reqstate.Malformed})
 	if isString {
-		st, err = t.sealer.Open(token, client, binding, time.Now())
+		st, err = t.sealer.Open(token, s.sealedTo(), binding, time.Now())
 	}
 	if err != nil {
 		t.refuse(s, msg, stream, err)
@@ -145,7 +144,7 @@ func (t *Continuations) refuse(s *Session, msg *jsonrpc.Message, stream *Stream,
 		reason = e.Reason.String()
 	}
 	if t.refusals != nil {
-		t.refusals.RequestState(s.Client().Name, msg.Method, reason, err)
+		t.refusals.RequestState(s.Client().Name, s.identity, msg.Method, reason, err)
 	}
 	data := append(jsonrpc.AppendString([]byte(`{"reason":`), reason), '}')
 	stream.push(jsonrpc.AppendError(nil, msg.ID, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: err.Error(), Data: data}), true)

@@ -23,6 +23,10 @@ type Session struct {
 	caps     clientCaps
 	offered  offeredCaps // what the gateway advertised at initialize
 	client   atomic.Pointer[access.Client]
+	// identity is who authenticated when the session (or the request)
+	// began (access.Caller.Identity): what the session and the
+	// requestState of its calls are bound to.
+	identity string
 	// stateless marks the context of one 2026-07-28 request (see
 	// StatelessRequest): no ID, no standalone stream, in no session table.
 	stateless bool
@@ -86,10 +90,11 @@ type offeredCaps struct {
 	tools, prompts, resources bool
 }
 
-// NewSession handles an initialize request of client: it negotiates the
-// protocol version and returns the new session with its initialize result.
-// Beyond the client's max_sessions it returns an *access.LimitError.
-func (g *Gateway) NewSession(params json.RawMessage, client *access.Client) (*Session, json.RawMessage, error) {
+// NewSession handles an initialize request of client, authenticated as
+// identity (access.Caller.Identity): it negotiates the protocol version
+// and returns the new session with its initialize result. Beyond the
+// client's max_sessions it returns an *access.LimitError.
+func (g *Gateway) NewSession(params json.RawMessage, client *access.Client, identity string) (*Session, json.RawMessage, error) {
 	if g.draining.Load() {
 		return nil, nil, jsonrpc.Errorf(CodeShuttingDown, "the gateway is shutting down")
 	}
@@ -122,6 +127,7 @@ func (g *Gateway) NewSession(params json.RawMessage, client *access.Client) (*Se
 		caps:       p.Capabilities,
 		lastActive: time.Now(),
 		logLevel:   -1,
+		identity:   identity,
 	}
 	// The session's maps are made when first written: an idle session
 	// keeps none. Its standalone stream, key 0, is in none of them.

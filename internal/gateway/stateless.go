@@ -59,12 +59,12 @@ type RequestMeta struct {
 }
 
 // StatelessRequest returns the routing context of one stateless request
-// of client: a Session that lives as long as the request, is in no
+// of client, authenticated as identity (access.Caller.Identity): a Session that lives as long as the request, is in no
 // session table and has no standalone stream, so everything it routes
 // (policy, audit, limits, fallback, the output pipeline, composites)
 // takes the same path as a session's request. The caller answers one
 // request with it (NewStream, HandleRequest) and then calls End.
-func (g *Gateway) StatelessRequest(meta RequestMeta, client *access.Client) *Session {
+func (g *Gateway) StatelessRequest(meta RequestMeta, client *access.Client, identity string) *Session {
 	if client == nil {
 		client = access.Anonymous()
 	}
@@ -76,6 +76,7 @@ func (g *Gateway) StatelessRequest(meta RequestMeta, client *access.Client) *Ses
 		Session: Session{
 			Protocol:  meta.Protocol,
 			g:         g,
+			identity:  identity,
 			stateless: true,
 			logLevel:  -1,
 			calls:     make(map[string]*call, 1),

@@ -16,6 +16,7 @@ import (
 type Audit struct {
 	Time     time.Time
 	Client   string
+	Identity string // who authenticated as the client (access.Caller.Identity); "" without auth
 	Session  string
 	Backend  string
 	What     string // "tool", "prompt" or "uri"
@@ -32,6 +33,7 @@ func (a *Audit) Record() slog.Record {
 	r := slog.NewRecord(a.Time, slog.LevelInfo, a.message(), 0)
 	r.AddAttrs(
 		slog.String("client", a.Client),
+		slog.String("identity", a.Identity),
 		slog.String("session", a.Session),
 		slog.String("backend", a.Backend),
 		slog.String(a.What, a.Name),
@@ -70,6 +72,7 @@ func (h textHandler) writeAudit(a *Audit) {
 	b = append(b, " level=INFO msg="...)
 	b = appendTextValue(b, a.message())
 	b = appendTextAttr(b, "client", a.Client)
+	b = appendTextAttr(b, "identity", a.Identity)
 	b = appendTextAttr(b, "session", a.Session)
 	b = appendTextAttr(b, "backend", a.Backend)
 	b = appendTextAttr(b, a.What, a.Name)
