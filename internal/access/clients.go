@@ -26,12 +26,12 @@ type Client struct {
 	MaxSessions int     // 0: no limit of its own
 	Limit       *Bucket // requests per interval; nil: unlimited
 
-	hash   []byte          // SHA-256 of its bearer token; nil without one
-	tokenIdentity string   // the Identity of its configured token
-	uids   map[uint32]bool // peers recognised by uid
-	gids   map[uint32]bool // peers recognised by group
-	byPeer bool
-	cfg    *config.Client // what it was made from; nil for Anonymous
+	hash          []byte          // SHA-256 of its bearer token; nil without one
+	tokenIdentity string          // the Identity of its configured token
+	uids          map[uint32]bool // peers recognised by uid
+	gids          map[uint32]bool // peers recognised by group
+	byPeer        bool
+	cfg           *config.Client // what it was made from; nil for Anonymous
 
 	// issued are the tokens issued for it at run time (see Issued);
 	// replaced whole when one is created or revoked.
