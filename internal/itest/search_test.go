@@ -273,4 +273,3 @@ search = true
 		}
 	}
 }
-
