@@ -188,8 +188,9 @@ func (p *Profile) Equal(o *Profile) bool {
 		maps.Equal(p.Annotations, o.Annotations) && p.Search == o.Search && p.MaxAddedTools == o.MaxAddedTools
 }
 
+// checkProfileName accepts a profile's name, or "" for none.
 func checkProfileName(s string) string {
-	if !profileName.MatchString(s) {
+	if s != "" && !profileName.MatchString(s) {
 		return fmt.Sprintf(`%q is not a profile name; profiles are named with 1 to 64 letters, digits, "_" or "-"`, s)
 	}
 	return ""
