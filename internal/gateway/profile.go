@@ -142,7 +142,10 @@ func (g *Gateway) setProfiles(cfg map[string]*config.Profile) {
 		}
 	}
 	g.eachSession(func(s *Session) {
-		update(s, func(why string) { g.CloseSession(s.ID, why) })
+		update(s, func(why string) {
+			g.log.Info(fmt.Sprintf("ending a session of client %q: %s", s.Client().Name, why), "session", s.ID, "client", s.Client().Name)
+			g.CloseSession(s.ID, why)
+		})
 	})
 	g.eachListener(func(s *Session) { update(s, s.endListener) })
 }

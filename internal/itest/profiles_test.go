@@ -6,6 +6,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -58,6 +59,10 @@ tools = ["*", "!a__echo"]
 token_sha256 = %[4]q
 profile = "ro"
 
+[clients.seeker]
+token_sha256 = %[7]q
+search = true
+
 [profiles.ro]
 backends = ["a", "c"]
 tools = ["*", "!a__alpha"]
@@ -71,12 +76,15 @@ annotations = { readOnlyHint = true }
 search = true
 max_added_tools = 2
 %[6]s
-`, bins.Fake, sha256Hex(fullToken), sha256Hex(narrowToken), sha256Hex(ciToken), tools, extra)
+`, bins.Fake, sha256Hex(fullToken), sha256Hex(narrowToken), sha256Hex(ciToken), tools, extra, sha256Hex(seekerToken))
 	toml, url := testutil.ConfigWith(t, backends, testutil.ConfigOptions{Auth: "required"})
 	return testutil.StartDaemon(t, toml, url, testutil.DaemonOptions{})
 }
 
-const ciToken = "mcpgate_itest_ci_0123456789"
+const (
+	ciToken     = "mcpgate_itest_ci_0123456789"
+	seekerToken = "mcpgate_itest_seeker_0123456789"
+)
 
 // names returns the tool names of a listing.
 func names(t *testing.T, cs *mcp.ClientSession) []string {
@@ -218,4 +226,51 @@ func TestProfileThroughTheBridge(t *testing.T) {
 	if res := testutil.MustCallTool(t, cs, "c__look", nil); !strings.Contains(testutil.ToolText(res), "look ok") {
 		t.Errorf("c__look through the bridge = %q", testutil.ToolText(res))
 	}
+}
+
+// TestProfileReload: a reload applies a changed profile to the sessions
+// of its path, with list_changed, and ends those of a profile it removed;
+// a client with search = true gets the meta-tools at the endpoint itself.
+func TestProfileReload(t *testing.T) {
+	d := profileGateway(t, "")
+	base := strings.TrimSuffix(d.URL, "/mcp")
+	events := testutil.NewClientEvents("ro")
+	ro := testutil.ConnectHTTP(t, base+"/mcp/ro", tokenClient(fullToken), events.ClientOptions())
+	if testutil.ToolNames(t, ro)["a__alpha"] {
+		t.Fatal("a__alpha at /mcp/ro before the reload")
+	}
+	reader := &rawClient{url: base + "/mcp/reader"}
+	resp, body := reader.do(t, "POST", initializeBody, map[string]string{"Authorization": "Bearer " + fullToken})
+	if reader.session = resp.Header.Get("Mcp-Session-Id"); resp.StatusCode != 200 || reader.session == "" {
+		t.Fatalf("initialize at /mcp/reader: %s %s", resp.Status, body)
+	}
+	seeker := names(t, testutil.ConnectHTTP(t, d.URL, tokenClient(seekerToken), nil))
+	if fmt.Sprint(seeker) != "[add_tools call_tool find_tools]" {
+		t.Errorf("a client with search = true at /mcp lists %v; want the meta-tools", seeker)
+	}
+
+	config, err := os.ReadFile(d.ConfigPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	next := strings.Replace(string(config), `tools = ["*", "!a__alpha"]`, `tools = ["*"]`, 1)
+	next = strings.Replace(next, "[profiles.reader]\nbackends = [\"c\"]\nannotations = { readOnlyHint = true }\n", "", 1)
+	if next == string(config) || strings.Contains(next, "profiles.reader") {
+		t.Fatal("the test did not change the configuration")
+	}
+	if err := os.WriteFile(d.ConfigPath, []byte(next), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	d.Signal(syscall.SIGHUP)
+	events.Await(t, 1, 30*time.Second, "tools/list_changed after ro changed", testutil.Method("notifications/tools/list_changed"))
+	if !testutil.ToolNames(t, ro)["a__alpha"] {
+		t.Error("a__alpha not at /mcp/ro after the reload that selects it")
+	}
+	testutil.Eventually(t, 30*time.Second, "the session of /mcp/reader ended", func() bool {
+		resp, _ := reader.do(t, "POST", `{"jsonrpc":"2.0","id":2,"method":"tools/list"}`, map[string]string{"Authorization": "Bearer " + fullToken})
+		return resp.StatusCode == 404
+	})
+	d.Stderr.Await(t, 10*time.Second, "why the session ended, and the reload's summary", func(out string) bool {
+		return strings.Contains(out, `profile \"reader\" was removed from the configuration`) && strings.Contains(out, "profiles removed reader; profiles changed ro")
+	})
 }
