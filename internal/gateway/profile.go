@@ -130,7 +130,7 @@ func (g *Gateway) setProfiles(cfg map[string]*config.Profile) {
 		before := s.view()
 		p, ok := s.resolveProfile(next)
 		if !ok {
-			end(fmt.Sprintf("profile %q was removed from the configuration", s.endpoint))
+			end(fmt.Sprintf("profile %q was removed from the configuration", s.profileName()))
 			return
 		}
 		s.profile.Store(p)
@@ -174,17 +174,29 @@ type shape struct {
 	added    []string                // added tools, in order; guarded by Session.mu
 }
 
-// resolveProfile finds the session's profile in set: the endpoint's, else
-// its client's default. It reports false when the endpoint's is gone.
-func (s *Session) resolveProfile(set profiles) (*Profile, bool) {
+// profileName is the name of the profile the session is to see: the
+// endpoint's, else its client's default; "" for none.
+func (s *Session) profileName() string {
 	if s.endpoint != "" {
-		p := set[s.endpoint]
-		return p, p != nil
+		return s.endpoint
 	}
-	if c := s.Client().Config(); c != nil && c.Profile != "" {
-		return set[c.Profile], true
+	if c := s.Client().Config(); c != nil {
+		return c.Profile
 	}
-	return nil, true
+	return ""
+}
+
+// resolveProfile finds the session's profile in set. It reports false
+// when set lacks it (the endpoint's was removed; or, while a reload
+// applies its parts one after the other, a client's new default is not
+// there yet): never the whole catalog in its place.
+func (s *Session) resolveProfile(set profiles) (*Profile, bool) {
+	name := s.profileName()
+	if name == "" {
+		return nil, true
+	}
+	p := set[name]
+	return p, p != nil
 }
 
 // Profile returns the name of the session's profile, "" for none.

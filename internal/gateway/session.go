@@ -139,7 +139,7 @@ func (g *Gateway) NewSessionAt(params json.RawMessage, client *access.Client, pr
 	shown, ok := s.resolveProfile(g.profileSet())
 	if !ok {
 		g.nsess.Add(-1)
-		return nil, nil, jsonrpc.Errorf(jsonrpc.CodeInvalidRequest, "no profile %q is configured", profile)
+		return nil, nil, jsonrpc.Errorf(jsonrpc.CodeInvalidRequest, "no profile %q is configured; initialize again once the configuration names one", s.profileName())
 	}
 	s.profile.Store(shown)
 	if err := g.admit(client); err != nil {

@@ -97,9 +97,10 @@ func (g *Gateway) StatelessRequest(meta RequestMeta, client *access.Client) *Ses
 	s.standalone = g.nowhere
 	s.client.Store(client)
 	s.endpoint = meta.Profile
-	p, _ := s.resolveProfile(g.profileSet()) // an unknown one narrows to nothing (Profile nil would show all)
-	if p == nil && meta.Profile != "" {
-		p = &Profile{Name: meta.Profile, cfg: &config.Profile{Name: meta.Profile}, names: &access.Policy{}, backends: &access.Policy{}}
+	p, ok := s.resolveProfile(g.profileSet())
+	if !ok { // gone meanwhile: nothing, rather than the whole catalog
+		name := s.profileName()
+		p = &Profile{Name: name, cfg: &config.Profile{Name: name}, names: &access.Policy{}, backends: &access.Policy{}}
 	}
 	s.profile.Store(p)
 	g.requests.add(s)
