@@ -265,7 +265,7 @@ search = true
 		}
 		// A tool may refuse the empty arguments, or take long: either way
 		// the call got to it; only an unknown tool did not.
-		callCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		callCtx, cancel := context.WithTimeout(ctx, time.Second)
 		_, err := search.CallTool(callCtx, &mcp.CallToolParams{Name: "call_tool", Arguments: map[string]any{"name": tool.Name, "arguments": map[string]any{}}})
 		cancel()
 		if err != nil && strings.Contains(err.Error(), "unknown tool") {
