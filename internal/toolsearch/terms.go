@@ -3,6 +3,7 @@ package toolsearch
 import (
 	"strings"
 	"unicode"
+	"unicode/utf8"
 
 	"github.com/kljensen/snowball/english"
 )
@@ -42,45 +43,51 @@ func (s *stemmer) stem(w string) string {
 // words splits text at non-alphanumerics, and a word whose case changes
 // also into its parts: "get_pullRequestFiles" is get, pullRequestFiles,
 // pull, Request, Files; "JavaScript" is JavaScript, Java, Script, so that
-// it is found as one word and as two.
+// it is found as one word and as two. The words are substrings of text.
 func words(text string) []string {
 	var out []string
-	runes := []rune(text)
-	start := -1
+	start := -1     // byte offset of the current word
 	var parts []int // where the parts of the current word start
 	end := func(i int) {
-		out = append(out, string(runes[start:i]))
+		out = append(out, text[start:i])
 		if len(parts) > 0 {
 			from := start
 			for _, p := range parts {
-				out = append(out, string(runes[from:p]))
+				out = append(out, text[from:p])
 				from = p
 			}
-			out = append(out, string(runes[from:i]))
+			out = append(out, text[from:i])
 		}
 		start, parts = -1, parts[:0]
 	}
-	for i, r := range runes {
+	var prev rune
+	for i, r := range text {
 		if !unicode.IsLetter(r) && !unicode.IsDigit(r) {
 			if start >= 0 {
 				end(i)
 			}
+			prev = r
 			continue
 		}
 		if start < 0 {
-			start = i
+			start, prev = i, r
 			continue
 		}
-		prev := runes[i-1]
-		upper := unicode.IsUpper(r)
-		if upper && unicode.IsLower(prev) ||
-			// The last capital of a run starts the next part, as S in HTTPServer.
-			upper && unicode.IsUpper(prev) && i+1 < len(runes) && unicode.IsLower(runes[i+1]) {
-			parts = append(parts, i)
+		if unicode.IsUpper(r) {
+			if unicode.IsLower(prev) {
+				parts = append(parts, i)
+			} else if unicode.IsUpper(prev) {
+				// The last capital of a run starts the next part, as S
+				// in HTTPServer.
+				if next, _ := utf8.DecodeRuneInString(text[i+utf8.RuneLen(r):]); unicode.IsLower(next) {
+					parts = append(parts, i)
+				}
+			}
 		}
+		prev = r
 	}
 	if start >= 0 {
-		end(len(runes))
+		end(len(text))
 	}
 	return out
 }

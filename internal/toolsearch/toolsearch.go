@@ -81,22 +81,34 @@ type Hit struct {
 	Score float64
 }
 
+// docTerm is how often a term occurs in each field of one document.
+type docTerm struct {
+	term  string
+	count [numFields]uint16
+}
+
 // New indexes docs; a Hit's Doc is an index into docs.
 func New(docs []Doc) *Index {
 	stems := newStemmer()
-	var counts [][numFields]map[string]int
-	var lens [][numFields]int
+	terms := make([][]docTerm, len(docs)) // each document's terms, sorted
+	lens := make([][numFields]int, len(docs))
 	var total [numFields]int
-	for _, d := range docs {
-		var c [numFields]map[string]int
-		var l [numFields]int
+	at := map[string]int{} // a term's place in the document's terms
+	for i, d := range docs {
+		var list []docTerm
+		clear(at)
 		add := func(f field, text string) {
 			for _, t := range stems.terms(text) {
-				if c[f] == nil {
-					c[f] = map[string]int{}
+				j, ok := at[t]
+				if !ok {
+					j = len(list)
+					at[t] = j
+					list = append(list, docTerm{term: t})
 				}
-				c[f][t]++
-				l[f]++
+				if list[j].count[f] < math.MaxUint16 {
+					list[j].count[f]++
+				}
+				lens[i][f]++
 			}
 		}
 		add(fieldName, d.Name)
@@ -106,10 +118,11 @@ func New(docs []Doc) *Index {
 			add(fieldParamName, p.Name)
 			add(fieldParamDescription, p.Description)
 		}
-		counts = append(counts, c)
-		lens = append(lens, l)
+		// Sorted, so that postings are built the same way every time.
+		slices.SortFunc(list, func(a, b docTerm) int { return strings.Compare(a.term, b.term) })
+		terms[i] = list
 		for f := range numFields {
-			total[f] += l[f]
+			total[f] += lens[i][f]
 		}
 	}
 	var avg [numFields]float64
@@ -118,26 +131,21 @@ func New(docs []Doc) *Index {
 	}
 	x := &Index{terms: map[string]int32{}, docs: len(docs)}
 	for i := range docs {
-		// Each document's terms, in sorted order so that postings are
-		// built the same way every time.
-		seen := map[string]bool{}
+		var norm [numFields]float64
 		for f := range numFields {
-			for t := range counts[i][f] {
-				seen[t] = true
-			}
+			norm[f] = 1 - lengthNorm[f] + lengthNorm[f]*float64(lens[i][f])/avg[f]
 		}
-		for _, t := range slices.Sorted(maps.Keys(seen)) {
+		for _, dt := range terms[i] {
 			tf := 0.0
 			for f := range numFields {
-				if n := counts[i][f][t]; n > 0 {
-					norm := 1 - lengthNorm[f] + lengthNorm[f]*float64(lens[i][f])/avg[f]
-					tf += weights[f] * float64(n) / norm
+				if n := dt.count[f]; n > 0 {
+					tf += weights[f] * float64(n) / norm[f]
 				}
 			}
-			id, ok := x.terms[t]
+			id, ok := x.terms[dt.term]
 			if !ok {
 				id = int32(len(x.postings))
-				x.terms[t] = id
+				x.terms[dt.term] = id
 				x.postings = append(x.postings, nil)
 			}
 			x.postings[id] = append(x.postings[id], posting{doc: int32(i), weight: float32(tf * (k1 + 1) / (k1 + tf))})
