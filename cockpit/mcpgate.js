@@ -5,8 +5,9 @@
  * PropertiesChanged (through cockpit.dbus proxies), BackendNew and
  * BackendRemoved (backends a reload adds or removes), and
  * `journalctl -f`. Nothing is polled; a one-second timer only moves the
- * clocks (uptime, the plots' time axis) on, and the clients' table is read
- * again (ListClients) when a signal says sessions or calls changed.
+ * clocks (uptime, the plots' time axis) on, the clients' table is read
+ * again (ListClients) when a signal says sessions or calls changed, and
+ * the profiles' (ListProfiles) when the number of tools did.
  *
  * Nothing is read with more rights than the user has: the bus is opened
  * without superuser, so polkit decides every Start/Stop/Restart/Reload and
@@ -128,6 +129,10 @@
         $("gw-backends").textContent = formatCount(m.NBackends);
         $("gw-healthy").textContent = formatCount(m.NHealthyBackends);
         $("gw-tools").textContent = formatCount(m.NTools);
+        if (m.NTools !== state.profilesTools) {
+            state.profilesTools = m.NTools;
+            listProfiles();
+        }
         $("gw-sessions").textContent = formatCount(m.NSessions);
         $("gw-clients").textContent = formatCount(m.NClients);
         const listeners = m.Listeners || [];
@@ -145,6 +150,7 @@
             .then(() => {
                 $("reload-result").textContent = "last reload: ok at " + new Date().toLocaleTimeString();
                 listClients();
+                listProfiles();
             })
             .catch(err => {
                 $("reload-result").textContent = "last reload: failed at " + new Date().toLocaleTimeString();
@@ -516,6 +522,42 @@
             .catch(err => {
                 body.replaceChildren(el("tr", {}, [el("td", { colspan: "6", class: "muted",
                     text: "ListClients: " + (err.message || err.problem) })]));
+            });
+    }
+
+    /* Profiles, from ListProfiles: the endpoint (name "") and each
+     * [profiles.NAME], with the tools it serves and the bytes of its
+     * tools/list. Read again when the catalog's size changes and after a
+     * reload. */
+
+    function formatBytes(n) {
+        if (n < 1024)
+            return n + " B";
+        if (n < 1024 * 1024)
+            return (n / 1024).toFixed(1) + " KiB";
+        return (n / 1024 / 1024).toFixed(1) + " MiB";
+    }
+
+    function profileRow(p) {
+        const [name, description, search, tools, bytes] = p;
+        return el("tr", { "data-profile": name }, [
+            cell("Profile", name || "(the endpoint itself)"),
+            cell("Mode", search ? "search" : "list"),
+            el("td", { "data-label": "Tools", "data-field": "tools", text: String(tools) }),
+            el("td", { "data-label": "tools/list", "data-field": "bytes", text: formatBytes(bytes) }),
+            cell("Description", description || "–"),
+        ]);
+    }
+
+    function listProfiles() {
+        const body = $("profiles").tBodies[0];
+        if (!state.manager.valid || !state.manager.ListProfiles)
+            return Promise.resolve();
+        return state.manager.ListProfiles()
+            .then(profiles => body.replaceChildren(...profiles.map(profileRow)))
+            .catch(err => {
+                body.replaceChildren(el("tr", {}, [el("td", { colspan: "5", class: "muted",
+                    text: "ListProfiles: " + (err.message || err.problem) })]));
             });
     }
 

@@ -526,6 +526,7 @@ func (d *daemon) reload(ctx context.Context) (err error) {
 	// policies, and a removed client or token is refused from here on.
 	next := *d.cfg
 	next.Backends, next.Clients, next.Composites, next.Files = cfg.Backends, cfg.Clients, cfg.Composites, cfg.Files
+	next.Profiles = cfg.Profiles
 	change, err := d.apply(ctx, &next, func() {
 		d.integrity.Configure(&next)
 		d.gw.Refresh()
@@ -536,9 +537,13 @@ func (d *daemon) reload(ctx context.Context) (err error) {
 	if clients := clientChange(d.cfg.Clients, cfg.Clients); clients != "" {
 		summary += "; " + clients
 	}
+	if profiles := profileChange(d.cfg.Profiles, cfg.Profiles); profiles != "" {
+		summary += "; " + profiles
+	}
 	d.cfg.Backends = cfg.Backends
 	d.cfg.Clients = cfg.Clients
 	d.cfg.Composites = cfg.Composites
+	d.cfg.Profiles = cfg.Profiles
 	d.cfg.Files = cfg.Files
 	d.resetUnusedUnits(ctx)
 	d.gw.Refresh()

@@ -42,6 +42,10 @@ args = ["--name", "fake", "--stderr-at-start", %q, "--tools-file", %q]
 [backends.everything]
 command = "/usr/local/bin/mcp-server-everything"
 args = ["stdio"]
+
+[profiles.find]
+description = "every tool, found by search"
+search = true
 `, fakeBin, fakeStartLine, integrityToolsFile)
 
 // cockpitPolkitRule grants the page's operator (group mcpgate-admin) every
@@ -186,6 +190,14 @@ func (p *cockpitCheck) checkOperator(t *testing.T) string {
 	b.await(t, "the client e2e with its token's hash", `(() => {
 		const row = document.querySelector('#clients tr[data-client="e2e"]');
 		return row && row.textContent.includes("token sha256:");
+	})()`)
+	b.await(t, "the profiles, with the tools each serves and what its tools/list costs", `(() => {
+		const all = document.querySelector('#profiles tr[data-profile=""]');
+		const find = document.querySelector('#profiles tr[data-profile="find"]');
+		const bytes = row => row.querySelector('[data-field="bytes"]').textContent;
+		return all && find && find.textContent.includes("search") && find.textContent.includes("every tool, found by search") &&
+			all.querySelector('[data-field="tools"]').textContent === find.querySelector('[data-field="tools"]').textContent &&
+			/B$/.test(bytes(all)) && /B$/.test(bytes(find));
 	})()`)
 	b.await(t, "the operator's access note", `!document.body.classList.contains("read-only")`)
 	p.checkGatewayPanel(t, b)

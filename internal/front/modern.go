@@ -210,6 +210,7 @@ func (h *Handler) stateless(w http.ResponseWriter, r *http.Request, msg *jsonrpc
 		*held = false
 		h.release()
 	}
+	meta.Profile = profileOf(r)
 	sess := h.g.StatelessRequest(meta, clientOf(r), identityOf(r))
 	defer sess.End()
 	st := sess.NewStream(1, sse)

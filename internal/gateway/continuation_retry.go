@@ -5,7 +5,6 @@ import (
 	"errors"
 	"time"
 
-	"github.com/mcpgate/mcpgate/internal/access"
 	"github.com/mcpgate/mcpgate/internal/access/reqstate"
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
 )
@@ -116,20 +115,29 @@ func (cont *continuation) answerBackend(params json.RawMessage) {
 // what and name are for the audit entry.
 func (s *Session) visibleTarget(msg *jsonrpc.Message) (backendName, what, name string, ok bool) {
 	cat := s.g.Catalog()
-	p := s.policy()
+	v := s.view()
+	if inner := s.metaCallTarget(msg); inner != nil {
+		msg = inner // a retry of call_tool resumes the call of its tool
+	}
 	switch msg.Method {
 	case "tools/call":
 		name, _, _ = stringParam(msg.Params, "name")
 		tool, found := cat.Tool(name)
-		return tool.Backend, "tool", name, found && p.Allows(access.Tools, name)
+		if !found {
+			return "", "tool", name, false
+		}
+		return tool.Backend, "tool", name, v.tool(cat, name)
 	case "prompts/get":
 		name, _, _ = stringParam(msg.Params, "name")
 		prompt, found := cat.Prompt(name)
-		return prompt.Backend, "prompt", name, found && p.Allows(access.Prompts, name)
+		if !found {
+			return "", "prompt", name, false
+		}
+		return prompt.Backend, "prompt", name, v.prompt(cat, name)
 	case "resources/read":
 		name, _, _ = stringParam(msg.Params, "uri")
 		owner, found := s.g.resourceOwner(cat, name)
-		return owner, "uri", name, found && p.Allows(access.Resources, name)
+		return owner, "uri", name, found && v.resource(owner, name)
 	}
 	return "", "", "", false
 }

@@ -139,6 +139,7 @@ type Gateway struct {
 	standIns atomic.Pointer[map[string][]string]
 	outputState
 	localState
+	profileState
 }
 
 type subKey struct{ backend, uri string }

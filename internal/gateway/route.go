@@ -54,49 +54,19 @@ func (s *Session) HandleRequest(msg *jsonrpc.Message, stream *Stream) {
 	case "ping":
 		reply(json.RawMessage(`{}`))
 	case "tools/list":
-		tools := visibleEntries(s.policy(), access.Tools, cat.Tools)
+		tools := s.listedTools(s.view(), cat)
 		s.page(msg, stream, "tools", len(tools), func(i int) []byte { return tools[i].Raw })
 	case "prompts/list":
-		prompts := visibleEntries(s.policy(), access.Prompts, cat.Prompts)
+		prompts := s.view().entries(cat, access.Prompts, cat.Prompts)
 		s.page(msg, stream, "prompts", len(prompts), func(i int) []byte { return prompts[i].Raw })
 	case "resources/list":
-		resources := visibleResources(s.policy(), cat.Resources)
+		resources := s.view().resources(cat.Resources)
 		s.page(msg, stream, "resources", len(resources), func(i int) []byte { return resources[i].Raw })
 	case "resources/templates/list":
-		templates := visibleResources(s.policy(), cat.Templates)
+		templates := s.view().resources(cat.Templates)
 		s.page(msg, stream, "resourceTemplates", len(templates), func(i int) []byte { return templates[i].Raw })
 	case "tools/call":
-		// One pass over params: the checks of checkDecided, the name, and
-		// what forwarding needs (see toolCallParams); none for a stateless
-		// request, whose params the front's pass found them in.
-		name, span, known, err := toolCallParams(msg.Params, s.headOf(msg.Params))
-		if err != nil {
-			if jsonrpc.AsError(err).Code == jsonrpc.CodeInvalidRequest {
-				s.ambiguous(msg.Method, err)
-			}
-			fail(err)
-			return
-		}
-		tool, ok := cat.Tool(name)
-		if !ok || !s.allowsTool(cat, name) {
-			if ok {
-				s.hidden(msg.Method, "tool", access.Tools, name)
-			}
-			fail(s.unknownToolFor(cat, name))
-			return
-		}
-		if s.stateless && tool.ParamHeaders != nil {
-			if err := checkParamHeaders(s.one.header, msg.Params, tool.ParamHeaders); err != nil {
-				fail(err)
-				return
-			}
-		}
-		audit := s.audited(msg, tool.Backend, "tool", name)
-		if s.callLocal(msg, stream, tool, audit) {
-			return
-		}
-		params := renamed(msg.Params, span, name, tool.Original)
-		s.callTool(msg, stream, tool, params, known.renamed(params, span, tool.Original), audit)
+		s.toolsCall(msg, stream, cat, true)
 	case "prompts/get":
 		name, span, err := stringParam(msg.Params, "name")
 		if err != nil {
@@ -104,7 +74,7 @@ func (s *Session) HandleRequest(msg *jsonrpc.Message, stream *Stream) {
 			return
 		}
 		prompt, ok := cat.Prompt(name)
-		if !ok || !s.policy().Allows(access.Prompts, name) {
+		if !ok || !s.view().prompt(cat, name) {
 			if ok {
 				s.hidden(msg.Method, "prompt", access.Prompts, name)
 			}
@@ -122,7 +92,7 @@ func (s *Session) HandleRequest(msg *jsonrpc.Message, stream *Stream) {
 			return
 		}
 		owner, ok := g.resourceOwner(cat, uri)
-		if !ok || !s.policy().Allows(access.Resources, uri) {
+		if !ok || !s.view().resource(owner, uri) {
 			if ok {
 				s.hidden(msg.Method, "uri", access.Resources, uri)
 			}
@@ -140,12 +110,54 @@ func (s *Session) HandleRequest(msg *jsonrpc.Message, stream *Stream) {
 	default:
 		// A method the gateway does not know cannot be checked against a
 		// policy: only clients without restrictions may pass it on.
-		if b := g.soleBackend(); b != nil && s.policy().Unrestricted() {
+		if b := g.soleBackend(); b != nil && s.view().unrestricted() {
 			s.forwardTo(msg, stream, b.Name(), msg.Params)
 			return
 		}
 		fail(jsonrpc.Errorf(jsonrpc.CodeMethodNotFound, "method not found: %s", msg.Method))
 	}
+}
+
+// toolsCall answers a tools/call; meta is whether the name may be one of
+// the meta-tools of search mode (not for a call made through call_tool).
+func (s *Session) toolsCall(msg *jsonrpc.Message, stream *Stream, cat *catalog.Catalog, meta bool) {
+	fail := func(err error) { stream.push(jsonrpc.AppendError(nil, msg.ID, jsonrpc.AsError(err)), true) }
+	// One pass over params: the checks of checkDecided, the name, and
+	// what forwarding needs (see toolCallParams); none for a stateless
+	// request, whose params the front's pass found them in.
+	name, span, known, err := toolCallParams(msg.Params, s.headOf(msg.Params))
+	if err != nil {
+		if jsonrpc.AsError(err).Code == jsonrpc.CodeInvalidRequest {
+			s.ambiguous(msg.Method, err)
+		}
+		fail(err)
+		return
+	}
+	if meta && s.metaTool(msg, stream, cat, name) {
+		return
+	}
+	tool, ok := cat.Tool(name)
+	if !ok || !s.allowsTool(cat, name) {
+		if ok {
+			s.hidden(msg.Method, "tool", access.Tools, name)
+		}
+		fail(s.unknownToolFor(cat, name))
+		return
+	}
+	// A call through call_tool carries the headers of call_tool, which
+	// mirror none of the tool's parameters.
+	if s.stateless && tool.ParamHeaders != nil && meta {
+		if err := checkParamHeaders(s.one.header, msg.Params, tool.ParamHeaders); err != nil {
+			fail(err)
+			return
+		}
+	}
+	audit := s.audited(msg, tool.Backend, "tool", name)
+	if s.callLocal(msg, stream, tool, audit) {
+		return
+	}
+	params := renamed(msg.Params, span, name, tool.Original)
+	s.callTool(msg, stream, tool, params, known.renamed(params, span, tool.Original), audit)
 }
 
 // soleBackend returns the only healthy backend, where an unknown method can

@@ -27,6 +27,7 @@ type Session struct {
 	// began (access.Caller.Identity): what the session and the
 	// requestState of its calls are bound to.
 	identity string
+	shape    // its profile, and what search mode added to its list
 	// stateless marks the context of one 2026-07-28 request (see
 	// StatelessRequest): no ID, no standalone stream, in no session table.
 	stateless bool
@@ -95,6 +96,13 @@ type offeredCaps struct {
 // and returns the new session with its initialize result. Beyond the
 // client's max_sessions it returns an *access.LimitError.
 func (g *Gateway) NewSession(params json.RawMessage, client *access.Client, identity string) (*Session, json.RawMessage, error) {
+	return g.NewSessionAt(params, client, identity, "")
+}
+
+// NewSessionAt is NewSession at the path of the named profile ("" for the
+// endpoint itself, where the client's own profile applies). An unknown
+// profile is refused.
+func (g *Gateway) NewSessionAt(params json.RawMessage, client *access.Client, identity, profile string) (*Session, json.RawMessage, error) {
 	if g.draining.Load() {
 		return nil, nil, jsonrpc.Errorf(CodeShuttingDown, "the gateway is shutting down")
 	}
@@ -133,6 +141,13 @@ func (g *Gateway) NewSession(params json.RawMessage, client *access.Client, iden
 	// keeps none. Its standalone stream, key 0, is in none of them.
 	s.standalone = newStream(0, true, g.opts.MaxStreamEvents)
 	s.client.Store(client)
+	s.endpoint = profile
+	shown, ok := s.resolveProfile(g.profileSet())
+	if !ok {
+		g.nsess.Add(-1)
+		return nil, nil, jsonrpc.Errorf(jsonrpc.CodeInvalidRequest, "no profile %q is configured; initialize again once the configuration names one", s.profileName())
+	}
+	s.profile.Store(shown)
 	if err := g.admit(client); err != nil {
 		g.nsess.Add(-1) // the global slot taken above
 		return nil, nil, err
@@ -339,7 +354,7 @@ func (s *Session) HandleNotification(msg *jsonrpc.Message) {
 		// Unknown notifications pass through where they cannot be
 		// misrouted, and only from clients that may use everything: what
 		// one means cannot be checked against a policy.
-		if !s.policy().Unrestricted() {
+		if !s.view().unrestricted() {
 			s.g.log.Debug("dropped an unknown notification from a client with a policy", "session", s.ID, "client", s.Client().Name, "method", msg.Method)
 			return
 		}

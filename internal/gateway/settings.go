@@ -17,4 +17,5 @@ type settings struct {
 func (g *Gateway) Configure(cfg *config.Config) {
 	g.settings.Store(&settings{backends: cfg.Backends, composites: cfg.Composites,
 		compositePrefix: cfg.Gateway.CompositePrefix, maxMessageBytes: cfg.Gateway.MaxMessageBytes})
+	g.setProfiles(cfg.Profiles)
 }

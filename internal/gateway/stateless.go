@@ -7,6 +7,7 @@ import (
 
 	"github.com/mcpgate/mcpgate/internal/access"
 	"github.com/mcpgate/mcpgate/internal/backend"
+	"github.com/mcpgate/mcpgate/internal/config"
 	"github.com/mcpgate/mcpgate/internal/journal"
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
 )
@@ -56,6 +57,10 @@ type RequestMeta struct {
 	// Head is what ScanHead found in the request's params, if the
 	// caller scanned them: routing reuses it rather than scan again.
 	Head RequestHead
+	// Profile is the profile the request's path names, "" for the
+	// endpoint itself (where the client's own profile applies). It must
+	// be configured (see HasProfile).
+	Profile string
 }
 
 // StatelessRequest returns the routing context of one stateless request
@@ -92,6 +97,13 @@ func (g *Gateway) StatelessRequest(meta RequestMeta, client *access.Client, iden
 	s.caps = capsOf(meta.Capabilities)
 	s.standalone = g.nowhere
 	s.client.Store(client)
+	s.endpoint = meta.Profile
+	p, ok := s.resolveProfile(g.profileSet())
+	if !ok { // gone meanwhile: nothing, rather than the whole catalog
+		name := s.profileName()
+		p = &Profile{Name: name, cfg: &config.Profile{Name: name}, names: &access.Policy{}, backends: &access.Policy{}}
+	}
+	s.profile.Store(p)
 	g.requests.add(s)
 	return s
 }
