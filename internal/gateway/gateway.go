@@ -199,7 +199,7 @@ func (g *Gateway) Refresh() {
 		lists = g.integrityFilter(b, lists, held)
 		sources = append(sources, catalog.Source{Backend: b.Name(), Prefix: b.Config().ToolPrefix, Lists: lists})
 	}
-	standIns, kept := g.standInSources()
+	standIns, kept := g.standInSources(held)
 	sources = append(sources, standIns...)
 	g.standIns.Store(&kept)
 	// Composites come last: a backend's tool keeps a name both claim.
