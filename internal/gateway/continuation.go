@@ -131,6 +131,16 @@ const maxInputsPerCall = 32
 // InputRequiredResult.
 var inputMethods = map[string]string{"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}
 
+// bindingOf is requestBinding of the request msg stands for: the call of
+// its tool when it is a call of call_tool, so that a retry that names
+// another tool resumes nothing.
+func (s *Session) bindingOf(msg *jsonrpc.Message) string {
+	if inner := s.metaCallTarget(msg); inner != nil {
+		msg = inner
+	}
+	return requestBinding(msg)
+}
+
 // requestBinding is what a requestState of msg is bound to: the method and
 // the tool, prompt or resource, as the client named it; "" for a method
 // that cannot return an InputRequiredResult.
@@ -225,7 +235,7 @@ func (t *Continuations) start(in *Input) (*continuation, string) {
 	if c == nil || c.stream != in.Stream || s.one == nil || s.one.request == nil {
 		return nil, "no call of the client is in flight"
 	}
-	binding := requestBinding(s.one.request)
+	binding := s.bindingOf(s.one.request)
 	if binding == "" {
 		return nil, "only tools/call, prompts/get and resources/read can ask the client for input"
 	}

@@ -22,7 +22,7 @@ import (
 // client may not use, a backend whose own requestState it is) are routed
 // as usual, which refuses what must be.
 func (t *Continuations) HandleRetry(s *Session, msg *jsonrpc.Message, stream *Stream) bool {
-	binding := requestBinding(msg)
+	binding := s.bindingOf(msg)
 	raw, _, hasState := jsonrpc.Lookup(msg.Params, "requestState")
 	if binding == "" || !hasState || checkDecided(msg.Method, msg.Params, true) != nil {
 		return false
