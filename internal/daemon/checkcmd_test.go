@@ -102,7 +102,7 @@ func TestCheckConfigShowsEras(t *testing.T) {
 	state := t.TempDir()
 	t.Setenv("STATE_DIRECTORY", state)
 	os.MkdirAll(filepath.Join(state, "catalog"), 0o750)
-	os.WriteFile(filepath.Join(state, "catalog", "lazy.json"), []byte(`{"version":1,"protocolVersion":"2026-07-28","name":"m","capabilities":{}}`), 0o640)
+	os.WriteFile(filepath.Join(state, "catalog", "lazy.json"), []byte(`{"version":2,"protocolVersion":"2026-07-28","name":"m","capabilities":{}}`), 0o640)
 	cfg := filepath.Join(t.TempDir(), "mcpgate.toml")
 	os.WriteFile(cfg, []byte(`[backends.child]
 command = "sh"
