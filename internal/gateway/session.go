@@ -185,7 +185,10 @@ func (g *Gateway) initializeResult(s *Session) json.RawMessage {
 		}
 		logging = logging || c.Logging != nil
 		completions = completions || c.Completions != nil
-		if text := strings.TrimSpace(info.Instructions); text != "" {
+		// A backend's instructions name it and what it does: only for a
+		// client that may see something of it. (Its capabilities stay
+		// offered to sessions, whose view a reload may widen.)
+		if text := strings.TrimSpace(info.Instructions); text != "" && (s.stateless || s.seesBackend(b.Name())) {
 			instructions = append(instructions, "## "+b.Name()+"\n"+text)
 		}
 	}

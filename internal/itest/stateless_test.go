@@ -230,4 +230,12 @@ resources = []
 		strings.Contains(fmt.Sprint(narrow["instructions"]), "instructions of b") || !strings.Contains(fmt.Sprint(narrow["instructions"]), "instructions of a") {
 		t.Errorf("narrow's discover: %v; want a's tools and instructions only", narrow)
 	}
+	// A 2025 session's initialize, too, has the instructions of the
+	// backends its client may see only. Before, it had every backend's.
+	for token, want := range map[string]bool{fullToken: true, narrowToken: false} {
+		_, body := exchange(t, tokenClient(token), d.URL, initializeBody)
+		if got := strings.Contains(body, "instructions of b"); got != want || !strings.Contains(body, "instructions of a") {
+			t.Errorf("initialize with the token of %s: %s; want b's instructions: %v", map[bool]string{true: "full", false: "narrow"}[want], body, want)
+		}
+	}
 }
