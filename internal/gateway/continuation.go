@@ -232,6 +232,11 @@ func (t *Continuations) askAfterBurst(cont *continuation) {
 func (t *Continuations) start(in *Input) (*continuation, string) {
 	s := in.Session
 	c := latestCall(in.Conn, s)
+	if in.Stream != nil && in.Stream.internal {
+		// Its answer is the step's, which the composite reads: an
+		// InputRequiredResult there would reach no client.
+		return nil, "a composite's step cannot ask the client for input"
+	}
 	if c == nil || c.stream != in.Stream || s.one == nil || s.one.request == nil {
 		return nil, "no call of the client is in flight"
 	}

@@ -27,7 +27,7 @@ func (s *Session) HandleRequest(msg *jsonrpc.Message, stream *Stream) {
 		fail(jsonrpc.Errorf(CodeShuttingDown, "the gateway is shutting down"))
 		return
 	}
-	if s.stateless {
+	if s.stateless && !stream.internal { // a composite's step is not the client's request
 		stream.mu.Lock()
 		stream.modern, stream.method = &g.modern, msg.Method
 		stream.mu.Unlock()
@@ -146,7 +146,7 @@ func (s *Session) toolsCall(msg *jsonrpc.Message, stream *Stream, cat *catalog.C
 	}
 	// A call through call_tool carries the headers of call_tool, which
 	// mirror none of the tool's parameters.
-	if s.stateless && tool.ParamHeaders != nil && meta {
+	if s.stateless && tool.ParamHeaders != nil && meta && !stream.internal {
 		if err := checkParamHeaders(s.one.header, msg.Params, tool.ParamHeaders); err != nil {
 			fail(err)
 			return
