@@ -112,6 +112,20 @@ func (s *Session) followClient(c *access.Client, cat *catalog.Catalog) {
 			s.listChanged(listChangedMethod[k])
 		}
 	}
+	// A subscription to what the client may no longer read ends: it would
+	// go on telling the client of updates to it.
+	dropped := map[string]string{}
+	s.mu.Lock()
+	for uri, owner := range s.subs {
+		if !after.resource(owner, uri) {
+			dropped[uri] = owner
+			delete(s.subs, uri)
+		}
+	}
+	s.mu.Unlock()
+	for uri, owner := range dropped {
+		s.g.unsubscribe(owner, uri)
+	}
 }
 
 var listChangedMethod = map[access.Kind]string{
