@@ -26,7 +26,9 @@ datadir    ?= $(PREFIX)/share
 mandir     ?= $(datadir)/man
 sysconfdir ?= /etc
 # systemd's directories as systemd.pc names them (on Debian bookworm
-# /lib/systemd/system, /usr/lib/sysusers.d, /usr/lib/tmpfiles.d).
+# /lib/systemd/system, /usr/lib/sysusers.d, /usr/lib/tmpfiles.d; on trixie
+# all under /usr/lib). The package ships its units in /usr/lib/systemd/system
+# whatever the build host says (packaging/deb/mkdeb.sh).
 systemd_dir     = $(or $(shell pkg-config --variable=$(1) systemd 2>/dev/null),$(2))
 SYSTEMDUNITDIR ?= $(call systemd_dir,systemdsystemunitdir,/usr/lib/systemd/system)
 SYSUSERSDIR    ?= $(call systemd_dir,sysusersdir,/usr/lib/sysusers.d)
@@ -192,9 +194,15 @@ build-release:
 
 man: $(MAN_PAGES)
 
+# A page with a table starts with the preprocessor hint '\" t, which tells
+# man(1) to run tbl; without it groff 1.23 warns (lintian's groff-message)
+# and the table may not render.
 man/build/%: man/%.scd
 	@mkdir -p man/build
-	scdoc < $< > $@.tmp.$$$$ && mv $@.tmp.$$$$ $@
+	scdoc < $< > $@.tmp.$$$$ && \
+	if grep -q '^\.TS' $@.tmp.$$$$; then \
+		{ printf '%s\n' "'\\\" t"; cat $@.tmp.$$$$; } > $@.tbl.$$$$ && mv $@.tbl.$$$$ $@.tmp.$$$$; \
+	fi && mv $@.tmp.$$$$ $@
 
 install: install-bin install-systemd install-dbus install-man install-config
 
