@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"os"
@@ -627,55 +626,6 @@ func (g *installedGateway) checkKillBackend(t *testing.T) string {
 	}
 	return fmt.Sprintf("kill -9 of node %d: exit entry (%s, MCPGATE_SIGNAL=SIGKILL), healthy again as %d after %v; NRestarts %d; tools answer",
 		old, journal.MessageExit, now, restartedIn.Round(time.Millisecond), restarts+1)
-}
-
-// checkReload: `systemctl reload` with an added backend starts it and
-// leaves the others alone.
-func (g *installedGateway) checkReload(t *testing.T) string {
-	c := g.c
-	mainPID := g.mainPID(t)
-	before := map[string]int{"fake": g.backendPID(t, "fake"), "everything": g.backendPID(t, "everything")}
-	c.WriteFile(t, "/etc/mcpgate/conf.d/e2e-added.toml", []byte(addedConfig), 0o644)
-	res, err := c.Exec(t.Context(), nil, "systemctl", "reload", "mcpgate")
-	if err != nil {
-		t.Fatal(err)
-	}
-
-	var list struct {
-		Data [][][2]string `json:"data"` // a(so): one array of (name, path)
-	}
-	out := c.Run(t, "busctl", "--json=short", "call", busName, busPath, managerIf, "ListBackends")
-	if err := json.Unmarshal([]byte(out), &list); err != nil || len(list.Data) != 1 {
-		t.Fatalf("ListBackends printed %q: %v", out, err)
-	}
-	var names []string
-	for _, b := range list.Data[0] {
-		names = append(names, b[0])
-	}
-	if !slices.Equal(names, []string{"added", "everything", "fake"}) {
-		t.Errorf("ListBackends after the reload: %v, want added, everything, fake", names)
-	}
-	status := c.Run(t, "mcpgatectl", "status")
-	if !statusLineHealthy(status, "added") {
-		t.Errorf("mcpgatectl status does not show added healthy:\n%s", status)
-	}
-	added := g.backendPID(t, "added")
-	for name, pid := range before {
-		if now := g.backendPID(t, name); now != pid {
-			t.Errorf("backend %s's MainPID changed from %d to %d across the reload", name, pid, now)
-		}
-	}
-	if now := g.mainPID(t); now != mainPID {
-		t.Errorf("mcpgated's MainPID changed from %d to %d across the reload", mainPID, now)
-	}
-	if tools := toolNames(t, g.client); !slices.Contains(tools, "added__echo") {
-		t.Errorf("tools/list after the reload lacks added__echo: %v", tools)
-	}
-	if t.Failed() {
-		return ""
-	}
-	return fmt.Sprintf("systemctl reload in %v: added is healthy (PID %d) in ListBackends, mcpgatectl status and tools/list; fake %d, everything %d, mcpgated %d unchanged",
-		res.Elapsed.Round(time.Millisecond), added, before["fake"], before["everything"], mainPID)
 }
 
 // checkWatchdog: a frozen mcpgated is killed by systemd's watchdog and
