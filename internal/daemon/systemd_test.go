@@ -809,6 +809,36 @@ func TestReloadDoesNotWaitForHandshakes(t *testing.T) {
 	awaitLastStatus(t, d, fmt.Sprintf("2/2 backends healthy, %d tools", len(testutil.ToolNames(t, cs))))
 }
 
+// TestReloadKeepsPettingTheWatchdog holds a reload in the stop of the
+// backend it removes, one that ignores both the end of its stdin and
+// SIGTERM, so that only SIGKILL ends it after its two grace periods: the
+// daemon keeps answering its liveness check meanwhile, so a slow stop on
+// reload does not get it killed.
+func TestReloadKeepsPettingTheWatchdog(t *testing.T) {
+	toml, url := config(t, `shutdown_grace_period = "1s"
+`, "[backends.alpha]\ncommand = \"FAKE\"\n\n[backends.stubborn]\ncommand = \"FAKE\"\nargs = [\"--ignore-eof\", \"--ignore-sigterm\"]\n")
+	d := testutil.StartDaemon(t, toml, url, testutil.DaemonOptions{Watchdog: 400 * time.Millisecond})
+	cfg := toml[:strings.Index(toml, "\n[backends.stubborn]")] + "\n"
+	if err := os.WriteFile(d.ConfigPath, []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	from := len(d.Notify.Messages())
+	d.Signal(syscall.SIGHUP)
+	i := d.AwaitNotify(t, from, wait, "RELOADING=1", testutil.Has("RELOADING=1"))
+	ready := d.AwaitNotify(t, i+1, wait, "READY=1 after the reload", testutil.Has("READY=1"))
+	pets := 0
+	for _, m := range d.Notify.Messages()[i+1 : ready] {
+		if testutil.Has("WATCHDOG=1")(m) {
+			pets++
+		}
+	}
+	// The stop takes the two grace periods, 2s; WATCHDOG=1 comes every
+	// 200ms.
+	if pets < 3 {
+		t.Errorf("%d WATCHDOG=1 while the reload waited for stubborn's stop, want at least 3", pets)
+	}
+}
+
 // TestWatchdog runs mcpgated with WATCHDOG_USEC and WATCHDOG_PID as systemd
 // sets them: WATCHDOG=1 keeps coming at half the interval, a failed backend
 // does not stop it, and a wedged main loop does.
