@@ -43,9 +43,10 @@ packages=(
 	cockpit-ws cockpit-bridge cockpit-system
 )
 # What one suite needs beside them. trixie: polkitd depends on
-# "default-logind | logind", which only libpam-systemd provides there (and
-# without --no-install-recommends nothing would pick it); lintian is
-# trixie's, for TestLintian (bookworm's is the host's, in TestDeb).
+# "default-logind | logind", virtual packages that only libpam-systemd
+# provides there (debootstrap --include cannot resolve them, and naming it
+# leaves apt nothing to choose); lintian is trixie's, for TestLintian
+# (bookworm's is the host's, in TestDeb).
 declare -A suite_packages=(
 	[bookworm]=""
 	[trixie]="libpam-systemd lintian"

@@ -5,7 +5,7 @@
 # it if it is not there), each run booting its own release's root
 # (MCPGATE_E2E_RELEASE). The runs share them all, and the host's Chromium.
 #
-# Usage: packaging/e2e/suite.sh DIR RELEASE... [-- go test flags]
+# Usage: packaging/e2e/suite.sh DIR RELEASE... [-- test binary flags]
 #
 # Each run's whole output goes to DIR/e2e-RELEASE.log and, each line
 # prefixed with "[RELEASE] ", to stdout. At the end one line per run says
@@ -15,7 +15,7 @@
 # Environment: GO (default go), to build the test binary.
 set -euo pipefail
 
-[[ $# -ge 2 ]] || { echo "usage: $0 DIR RELEASE... [-- go test flags]" >&2; exit 2; }
+[[ $# -ge 2 ]] || { echo "usage: $0 DIR RELEASE... [-- test binary flags, such as -test.run=TestLintian]" >&2; exit 2; }
 dir=$1
 shift
 releases=()
