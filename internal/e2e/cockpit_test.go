@@ -22,7 +22,8 @@ import (
 )
 
 // envArtefacts names the directory where TestCockpitPage keeps its
-// screenshots (default dist/e2e-artefacts under the checkout).
+// screenshots, in a directory per release (default dist/e2e-artefacts
+// under the checkout).
 const envArtefacts = "MCPGATE_E2E_ARTEFACTS"
 
 // cockpitPage is the page's address in cockpit-ws, outside Cockpit's shell
@@ -125,12 +126,14 @@ type cockpitCheck struct {
 	base      string // http://127.0.0.1:PORT, forwarded to cockpit-ws
 }
 
-// artefactDir is where screenshots go, made if need be.
+// artefactDir is where screenshots go, made if need be: one directory per
+// release, as the runs of both go side by side.
 func artefactDir(t *testing.T) string {
 	dir := os.Getenv(envArtefacts)
 	if dir == "" {
 		dir = filepath.Join(testutil.ModuleRoot(), "dist", "e2e-artefacts")
 	}
+	dir = filepath.Join(dir, Release(t))
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
