@@ -546,14 +546,6 @@
      * tools/list. Read again when the catalog's size changes and after a
      * reload. */
 
-    function formatBytes(n) {
-        if (n < 1024)
-            return n + " B";
-        if (n < 1024 * 1024)
-            return (n / 1024).toFixed(1) + " KiB";
-        return (n / 1024 / 1024).toFixed(1) + " MiB";
-    }
-
     function profileRow(p) {
         const [name, description, search, tools, bytes] = p;
         return el("tr", { "data-profile": name }, [
