@@ -422,21 +422,13 @@ func (s *supervision) start(ctx context.Context) (*Conn, time.Time, error) {
 		}()
 	}
 	// The legacy HTTP+SSE transport predates server/discover; a child
-	// that ended during the last probe is spared it once.
-	probe := b.cfg.Transport != "sse" && !b.skipProbe.Swap(false)
+	// that ended during the last probe is spared it once, and era =
+	// "legacy" always.
+	probe := b.cfg.Transport != "sse" && b.cfg.Era != config.EraLegacy && !b.skipProbe.Swap(false)
 	handshake(conn, probe)
 	for {
 		select {
 		case r := <-hs:
-			if errors.Is(r.err, errDualStdio) {
-				// Its first message made the connection 2026-07-28 only:
-				// a second child is initialized (see companion.go).
-				if conn, err = s.secondChild(conn); err != nil {
-					return nil, started, err
-				}
-				handshake(conn, false)
-				continue
-			}
 			if errors.Is(r.err, errProbeEnded) {
 				// A crash, or a legacy server that exits on a method it
 				// does not know: restarted as a crash, with initialize.

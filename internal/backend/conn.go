@@ -60,18 +60,13 @@ type Conn struct {
 	lastActive atomic.Int64 // unix nanoseconds of the last call sent or answered, for idle_stop
 
 	modern   atomic.Bool  // the server speaks 2026-07-28 (see probe)
-	dual     atomic.Bool  // initialized, and speaks 2026-07-28 per request too (see EraDual)
+	dual     atomic.Bool  // a remote server initialized that speaks 2026-07-28 per request too (see EraDual)
 	listenID atomic.Int64 // our subscriptions/listen request, 0 if none
 
 	burst  burst    // see AfterBurst
 	listen listener // its filter and request
 
 	metaCache atomic.Pointer[modernMeta] // see meta
-
-	// companion serves the 2026-07-28 requests of a dual stdio server's
-	// connection; owner is the connection a companion serves (see
-	// companion.go).
-	companion, owner atomic.Pointer[Conn]
 }
 
 // Call is one request in flight on a child.
@@ -214,7 +209,6 @@ func (c *Conn) start() {
 		}
 		c.b.opts.Handler.Exited(c.b, c)
 		c.fail(fmt.Errorf("backend %q: %w: %s", c.b.name, ErrGone, why))
-		c.endPair()
 		close(c.done)
 	}()
 }

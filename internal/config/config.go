@@ -113,6 +113,7 @@ type Backend struct {
 	Lifecycle // when children run and whom they serve
 	Resources // cgroup limits of its children; see resources.go
 	Integrity // default Gateway.Integrity; see integrity.go
+	Protocol  // era, declared client capabilities, list_ttl; see protocol.go
 }
 
 // defaultGateway is the one place that knows the gateway defaults.
@@ -161,6 +162,7 @@ func defaultBackend(name string, g *Gateway) *Backend {
 		Lifecycle:             defaultLifecycle(),
 		Runner:                g.Runner,
 		Integrity:             g.Integrity,
+		Protocol:              defaultProtocol(),
 	}
 }
 
@@ -226,7 +228,8 @@ func (b *Backend) Equal(o *Backend) bool {
 		slices.Equal(b.Fallback, o.Fallback) &&
 		b.remoteEqual(&o.Remote) &&
 		b.Lifecycle == o.Lifecycle &&
-		b.Resources == o.Resources
+		b.Resources == o.Resources &&
+		b.Era == o.Era && b.ClientCapabilities == o.ClientCapabilities && b.InputRetryTimeout == o.InputRetryTimeout
 }
 
 // String returns the TOML spelling of r: "off" when unlimited, otherwise

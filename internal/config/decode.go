@@ -185,6 +185,7 @@ func backendFields() []field[Backend] {
 	fields = append(fields, remoteFields()...)
 	fields = append(fields, runnerField[Backend](func(b *Backend) *string { return &b.Runner }))
 	fields = append(fields, lifecycleFields()...)
+	fields = append(fields, protocolFields()...)
 	return append(fields, resourceFields()...)
 }
 
@@ -470,6 +471,7 @@ func (d *decoder) backend(at keyPath, v any, g *Gateway) *Backend {
 	}
 	d.checkLifecycle(at, t, refused, b)
 	d.checkResources(at, t, b)
+	d.checkProtocol(at, t, b)
 	return b
 }
 

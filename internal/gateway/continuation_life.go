@@ -118,7 +118,7 @@ func (cont *continuation) deliver(w *waiter, data []byte) {
 // saying why.
 func (cont *continuation) replyPending(why string) {
 	for _, r := range cont.pending {
-		r.conn.ReplyError(r.id, jsonrpc.Errorf(jsonrpc.CodeInternalError, "the client did not answer %s: %s", r.method, why))
+		r.in.ReplyError(jsonrpc.Errorf(jsonrpc.CodeInternalError, "the client did not answer %s: %s", r.method, why))
 	}
 	cont.pending = nil
 }
@@ -174,7 +174,7 @@ func (cont *continuation) expire(round uint64) {
 	// which ignores it.
 	cont.call.cancel(why)
 	for _, r := range pending {
-		r.conn.ReplyError(r.id, jsonrpc.Errorf(CodeTimeout, "%s", why))
+		r.in.ReplyError(jsonrpc.Errorf(CodeTimeout, "%s", why))
 	}
 	if inst != nil {
 		inst.Release() // after the cancellation, as when a session ends

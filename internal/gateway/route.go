@@ -297,9 +297,6 @@ func (s *Session) sendAdmitted(msg *jsonrpc.Message, stream *Stream, b *backend.
 		return
 	}
 	conn := adm.Conn
-	if s.stateless {
-		conn = conn.ForModern() // a dual stdio server's process of that era
-	}
 	// The call's end also ends its admission (see call.finish).
 	c := &call{sess: s, clientID: msg.ID, stream: stream, b: b, conn: conn, adm: adm, then: then, started: time.Now(), fb: fb}
 	if !known.of(params) {
@@ -339,8 +336,8 @@ func (s *Session) sendAdmitted(msg *jsonrpc.Message, stream *Stream, b *backend.
 	if s.stateless && s.logLevel >= 0 {
 		g.requestLevel(conn, s.logLevel)
 	}
-	// A dual backend takes a stateless client's request in its era (see
-	// backend.EraDual), a session's as a legacy backend would.
+	// A dual remote backend takes a stateless client's request in its era
+	// (see backend.EraDual), a session's as a legacy backend would.
 	modern := conn.Modern() || s.stateless && conn.Dual()
 	c.modern = modern
 	if modern {
