@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/mcpgate/mcpgate/internal/access/reqstate"
+	"github.com/mcpgate/mcpgate/internal/config"
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
 )
 
@@ -160,7 +161,7 @@ func (cont *continuation) expire(round uint64) {
 		t.mu.Unlock()
 		return // a retry came
 	}
-	why := fmt.Sprintf("the client did not retry within %s (client_request_timeout of backend %q)", cont.timeout, cont.call.b.Name())
+	why := fmt.Sprintf("the client did not retry within %s (%s of backend %q)", cont.timeout, retryKey(cont.call.b.Config()), cont.call.b.Name())
 	pending := cont.pending
 	cont.pending = nil
 	inst := cont.takeInstance()
@@ -179,6 +180,15 @@ func (cont *continuation) expire(round uint64) {
 	if inst != nil {
 		inst.Release() // after the cancellation, as when a session ends
 	}
+}
+
+// retryKey names the key that bounds how long a call of the backend of
+// cfg waits for its stateless client's retry (config.Backend.InputRetry).
+func retryKey(cfg *config.Backend) string {
+	if cfg.InputRetryTimeout > 0 {
+		return "input_retry_timeout"
+	}
+	return "client_request_timeout"
 }
 
 // divertAfter pushes resp as the stream's answer and from then on hands
