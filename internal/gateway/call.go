@@ -94,6 +94,9 @@ func (c *call) deliver(resp *jsonrpc.Message, err error) {
 		c.stream.push(jsonrpc.AppendRawError(nil, c.clientID, resp.Error), true)
 	default:
 		result := resp.Result
+		if c.modern && !c.sess.stateless {
+			result = legacyResult(result) // a 2025 session's (see legacy.go)
+		}
 		if c.tool != "" && !(c.modern && isInputRequired(result)) { // a question to the client is no output
 			result = c.sess.g.processOutput(c.b.Name(), c.tool, result)
 		}

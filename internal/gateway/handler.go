@@ -44,7 +44,11 @@ func (g *Gateway) Notification(b *backend.Backend, conn *backend.Conn, msg *json
 		if err != nil {
 			return
 		}
-		data := jsonrpc.AppendNotification(nil, msg.Method, msg.Params)
+		params := msg.Params
+		if conn.Modern() {
+			params = legacyParams(params) // without our own subscription's id
+		}
+		data := jsonrpc.AppendNotification(nil, msg.Method, params)
 		dedicated := ownerSession(conn) // an instance's updates are its session's alone
 		updated := func(s *Session) {
 			s.mu.Lock()
@@ -52,7 +56,7 @@ func (g *Gateway) Notification(b *backend.Backend, conn *backend.Conn, msg *json
 			s.mu.Unlock()
 			if subscribed && owner == b.Name() && (dedicated == nil || dedicated == s) {
 				if s.listenTag() != nil {
-					s.standalone.push(s.notification(msg.Method, msg.Params), false)
+					s.standalone.push(s.notification(msg.Method, params), false)
 					return
 				}
 				s.standalone.push(data, false)
@@ -75,9 +79,14 @@ func (g *Gateway) Notification(b *backend.Backend, conn *backend.Conn, msg *json
 		params := jsonrpc.Replace(msg.Params, span, jsonrpc.IntID(r.clientID))
 		r.sess.send(jsonrpc.AppendNotification(nil, msg.Method, params), r.via)
 	default:
-		// Unknown notifications pass through untouched, to the one session
-		// they can be attributed to, else to every session.
-		data := jsonrpc.AppendNotification(nil, msg.Method, msg.Params)
+		// Unknown notifications pass through untouched (but for what
+		// 2026-07-28 adds, from a modern backend), to the one session they
+		// can be attributed to, else to every session.
+		params := msg.Params
+		if conn.Modern() {
+			params = legacyParams(params)
+		}
+		data := jsonrpc.AppendNotification(nil, msg.Method, params)
 		if s, via := attribute(conn); s != nil {
 			s.send(data, via)
 			return

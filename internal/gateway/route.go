@@ -340,8 +340,16 @@ func (s *Session) sendAdmitted(msg *jsonrpc.Message, stream *Stream, b *backend.
 	// (see backend.EraDual), a session's as a legacy backend would.
 	modern := conn.Modern() || s.stateless && conn.Dual()
 	c.modern = modern
-	if modern {
+	switch {
+	case modern:
 		params = s.modernCall(c, msg.Method, jsonrpc.Compact(params))
+	case s.stateless && known.meta != nil:
+		// A legacy backend gets no 2026-07-28 _meta (see legacy.go).
+		meta := known.metaSpan
+		if hasToken && span.Start >= meta.Start && span.End <= meta.End {
+			meta.End += len(c.token) - (span.End - span.Start)
+		}
+		params = legacyRequestParams(params, params[meta.Start:meta.End], meta)
 	}
 	ctx := &c.send // in the call: no allocation of its own
 	ctx.deadline = c.started.Add(b.Config().Timeout)
