@@ -53,6 +53,7 @@ type Gateway struct {
 	Health                            // defaults of every backend's health keys
 	Limits                            // sessions, requests in flight, idle times
 	IdleExit            time.Duration // 0 (default, "off"): never exit for being idle
+	FirstListWait       time.Duration // default 2s; 0 ("off"): a list waits for no backend's first handshake
 	Runner              string        // default of every backend's runner: "process" (default) | "unit"
 	Integrity                         // defaults of every backend's integrity keys
 	StateDirectory      string        // "" (default): $STATE_DIRECTORY, else /var/lib/mcpgate
@@ -137,6 +138,7 @@ func defaultGateway() Gateway {
 		Health:              defaultHealth(),
 		Limits:              defaultLimits(),
 		Integrity:           defaultIntegrity(),
+		FirstListWait:       2 * time.Second,
 	}
 }
 

@@ -103,7 +103,7 @@ func gatewayFields() []field[Gateway] {
 	fields = append(fields, limitFields()...)
 	fields = append(fields, accessFields()...)
 	fields = append(fields, healthFields(func(g *Gateway) *Health { return &g.Health })...)
-	fields = append(fields, idleExitField(), runnerField[Gateway](func(g *Gateway) *string { return &g.Runner }))
+	fields = append(fields, idleExitField(), firstListWaitField(), runnerField[Gateway](func(g *Gateway) *string { return &g.Runner }))
 	return append(append(fields, integrityFields(func(g *Gateway) *Integrity { return &g.Integrity })...), stateDirectoryField())
 }
 

@@ -13,7 +13,7 @@ import (
 // call that asked for input waits for the client's retry.
 type Protocol struct {
 	Era                string             // "auto" (default) | "legacy"
-	ClientCapabilities ClientCapabilities // default: all three
+	ClientCapabilities ClientCapabilities // unset (default): all three
 	// ListTTL is the ttlMs of the list results 2026-07-28 clients get
 	// (the least over the backends); 0 (default) means immediately
 	// stale. The gateway applies it, so Equal ignores it.
@@ -31,9 +31,12 @@ const (
 )
 
 // ClientCapabilities are the client capabilities mcpgate may declare to a
-// backend, in initialize or in every 2026-07-28 request's _meta. What it
-// declares is what it can relay (see Declared).
+// backend, in initialize or in every 2026-07-28 request's _meta, as
+// client_capabilities lists them; without Set (the zero value, the key
+// not given), all three. What it declares is what it can relay (see
+// Declared).
 type ClientCapabilities struct {
+	Set                          bool
 	Sampling, Elicitation, Roots bool
 }
 
@@ -42,7 +45,7 @@ var clientCapabilityNames = []string{"sampling", "elicitation", "roots"}
 
 // defaultProtocol is the one place that knows the defaults of Protocol.
 func defaultProtocol() Protocol {
-	return Protocol{Era: EraAuto, ClientCapabilities: ClientCapabilities{Sampling: true, Elicitation: true, Roots: true}}
+	return Protocol{Era: EraAuto}
 }
 
 // InputRetry is how long a call that asked a stateless client for input
@@ -61,6 +64,9 @@ func (b *Backend) InputRetry() time.Duration {
 // roots also when roots answers them from the configuration.
 func (b *Backend) Declared() ClientCapabilities {
 	c := b.ClientCapabilities
+	if !c.Set {
+		c = ClientCapabilities{Sampling: true, Elicitation: true, Roots: true}
+	}
 	return ClientCapabilities{
 		Sampling:    c.Sampling && b.RelayClientRequests,
 		Elicitation: c.Elicitation && b.RelayClientRequests,
@@ -79,6 +85,7 @@ func protocolFields() []field[Backend] {
 				return false
 			}
 			b.ClientCapabilities = ClientCapabilities{
+				Set:         true,
 				Sampling:    slices.Contains(names, "sampling"),
 				Elicitation: slices.Contains(names, "elicitation"),
 				Roots:       slices.Contains(names, "roots"),
@@ -108,8 +115,7 @@ func (d *decoder) checkProtocol(at keyPath, t map[string]any, b *Backend) {
 		}
 		return
 	}
-	if _, set := t["client_capabilities"]; set && !b.RelayClientRequests {
-		c := b.ClientCapabilities
+	if c := b.ClientCapabilities; c.Set && !b.RelayClientRequests {
 		var relayed []string
 		if c.Sampling {
 			relayed = append(relayed, "sampling")
@@ -130,8 +136,12 @@ func (d *decoder) checkProtocol(at keyPath, t map[string]any, b *Backend) {
 	}
 }
 
-// String is how client_capabilities is written: the declared names.
+// String is how client_capabilities is written: the names listed, or
+// "default" when the key was not given.
 func (c ClientCapabilities) String() string {
+	if !c.Set {
+		return "default"
+	}
 	var names []string
 	for i, on := range []bool{c.Sampling, c.Elicitation, c.Roots} {
 		if on {

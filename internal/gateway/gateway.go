@@ -94,6 +94,10 @@ type Options struct {
 	// Input, if set, takes what backends ask the clients of stateless
 	// requests (see InputHandler); nil refuses it.
 	Input InputHandler
+	// FirstListWait bounds, from each backend's first start, how long a
+	// session's first list waits for backends in their first handshake
+	// (see startup.go); 0 waits for none.
+	FirstListWait time.Duration
 }
 
 // Gateway is the MCP server clients talk to.

@@ -18,7 +18,12 @@ import (
 // HandleRequest answers a request from the client. The answer, and any
 // message that belongs to the request before it, is pushed on stream;
 // HandleRequest itself does not wait for backends.
-func (s *Session) HandleRequest(msg *jsonrpc.Message, stream *Stream) {
+func (s *Session) HandleRequest(msg *jsonrpc.Message, stream *Stream) { s.handle(msg, stream, false) }
+
+// handle is HandleRequest; waited is set when the request comes back
+// after waiting for backends in their first handshake (see startup.go),
+// which it does once.
+func (s *Session) handle(msg *jsonrpc.Message, stream *Stream, waited bool) {
 	s.touch()
 	g := s.g
 	reply := func(result json.RawMessage) { stream.push(jsonrpc.AppendResult(nil, msg.ID, result), true) }
@@ -53,18 +58,11 @@ func (s *Session) HandleRequest(msg *jsonrpc.Message, stream *Stream) {
 		fail(jsonrpc.Errorf(jsonrpc.CodeInvalidRequest, "the session is already initialized; start a new session to initialize again"))
 	case "ping":
 		reply(json.RawMessage(`{}`))
-	case "tools/list":
-		tools := visibleEntries(s.policy(), access.Tools, cat.Tools)
-		s.page(msg, stream, "tools", len(tools), func(i int) []byte { return tools[i].Raw })
-	case "prompts/list":
-		prompts := visibleEntries(s.policy(), access.Prompts, cat.Prompts)
-		s.page(msg, stream, "prompts", len(prompts), func(i int) []byte { return prompts[i].Raw })
-	case "resources/list":
-		resources := visibleResources(s.policy(), cat.Resources)
-		s.page(msg, stream, "resources", len(resources), func(i int) []byte { return resources[i].Raw })
-	case "resources/templates/list":
-		templates := visibleResources(s.policy(), cat.Templates)
-		s.page(msg, stream, "resourceTemplates", len(templates), func(i int) []byte { return templates[i].Raw })
+	case "tools/list", "prompts/list", "resources/list", "resources/templates/list":
+		if !waited && s.awaitFirstList(msg, stream) {
+			return
+		}
+		s.list(msg, stream, cat)
 	case "tools/call":
 		// One pass over params: the checks of checkDecided, the name, and
 		// what forwarding needs (see toolCallParams); none for a stateless
@@ -78,9 +76,15 @@ func (s *Session) HandleRequest(msg *jsonrpc.Message, stream *Stream) {
 			return
 		}
 		tool, ok := cat.Tool(name)
+		if !ok && !waited && s.awaitStartingTool(msg, stream, name) {
+			return // its backend is in its first handshake
+		}
 		if !ok || !s.allowsTool(cat, name) {
 			if ok {
 				s.hidden(msg.Method, "tool", access.Tools, name)
+			} else if err := s.stillStarting(name); err != nil {
+				fail(err)
+				return
 			}
 			fail(s.unknownToolFor(cat, name))
 			return
@@ -145,6 +149,25 @@ func (s *Session) HandleRequest(msg *jsonrpc.Message, stream *Stream) {
 			return
 		}
 		fail(jsonrpc.Errorf(jsonrpc.CodeMethodNotFound, "method not found: %s", msg.Method))
+	}
+}
+
+// list answers one of the list methods from the catalog, with what the
+// session's client may see.
+func (s *Session) list(msg *jsonrpc.Message, stream *Stream, cat *catalog.Catalog) {
+	switch msg.Method {
+	case "tools/list":
+		tools := visibleEntries(s.policy(), access.Tools, cat.Tools)
+		s.page(msg, stream, "tools", len(tools), func(i int) []byte { return tools[i].Raw })
+	case "prompts/list":
+		prompts := visibleEntries(s.policy(), access.Prompts, cat.Prompts)
+		s.page(msg, stream, "prompts", len(prompts), func(i int) []byte { return prompts[i].Raw })
+	case "resources/list":
+		resources := visibleResources(s.policy(), cat.Resources)
+		s.page(msg, stream, "resources", len(resources), func(i int) []byte { return resources[i].Raw })
+	case "resources/templates/list":
+		templates := visibleResources(s.policy(), cat.Templates)
+		s.page(msg, stream, "resourceTemplates", len(templates), func(i int) []byte { return templates[i].Raw })
 	}
 }
 

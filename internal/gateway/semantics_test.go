@@ -359,11 +359,12 @@ func TestInitializeAdvertisesHealthyBackends(t *testing.T) {
 // flight there, or are refused with an error that says why.
 func TestClientRequestRouting(t *testing.T) {
 	t.Parallel()
-	cfgRecord, noRecord := recordFile(t, "cfgroots"), recordFile(t, "norelay")
+	cfgRecord, noRecord, lessRecord := recordFile(t, "cfgroots"), recordFile(t, "norelay"), recordFile(t, "less")
 	d := startGateway(t, "",
 		fakeBackend(t, "f", ""),
 		fakeBackend(t, "cfgroots", `roots = ["file:///srv/data", "file:///srv/more"]`, "--record", cfgRecord),
 		fakeBackend(t, "norelay", "relay_client_requests = false", "--record", noRecord),
+		fakeBackend(t, "less", `client_capabilities = ["roots"]`, "--record", lessRecord),
 	)
 	evA, evB := testutil.NewClientEvents("A"), testutil.NewClientEvents("B")
 	a := connect(t, d, evA, nil, "file:///client/a")
@@ -431,6 +432,26 @@ func TestClientRequestRouting(t *testing.T) {
 		res := callTool(t, a, "norelay__request", map[string]any{"method": "ping"})
 		if res.IsError || testutil.ToolText(res) != "{}" {
 			t.Errorf("norelay ping = %q (isError %v), want {}", testutil.ToolText(res), res.IsError)
+		}
+	})
+
+	// client_capabilities declares less: what is left out is not
+	// declared at initialize, and a request for it is refused by the
+	// gateway whatever the backend does, while roots still reach the
+	// client.
+	t.Run("client_capabilities", func(t *testing.T) {
+		init := recordedInitialize(t, lessRecord)
+		if !strings.Contains(init, `"capabilities":{"roots":{"listChanged":true}}`) {
+			t.Errorf("initialize sent to less = %s; want roots only", init)
+		}
+		for _, tool := range []string{"less__sample", "less__elicit"} {
+			res := callTool(t, a, tool, nil)
+			if !res.IsError || !strings.Contains(testutil.ToolText(res), "(client_capabilities)") {
+				t.Errorf("%s = %q (isError %v), want an error naming client_capabilities", tool, testutil.ToolText(res), res.IsError)
+			}
+		}
+		if got := testutil.ToolText(callTool(t, a, "less__roots", nil)); !strings.Contains(got, "file:///client/a") {
+			t.Errorf("less__roots = %s, want A's roots", got)
 		}
 	})
 

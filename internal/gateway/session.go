@@ -48,6 +48,8 @@ type Session struct {
 	deadlineAt int64
 
 	bindMu sync.Mutex // serialises binding instances, see instanceConn
+
+	listed atomic.Uint32 // the kinds of list the session asked for (see firstList)
 }
 
 // oneRequest is what the context of one stateless request knows of it.
