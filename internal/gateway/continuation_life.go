@@ -168,7 +168,7 @@ func (cont *continuation) expire(round uint64) {
 	cont.end("")
 	t.mu.Unlock()
 	t.log.Info(fmt.Sprintf("cancelled a call of client %q at backend %q: %s", cont.client, cont.call.b.Name(), why),
-		"client", cont.client, "backend", cont.call.b.Name())
+		"client", cont.client, "backend", cont.call.b.Name(), "request", cont.call.sess.RequestID())
 	// The call is cancelled before its requests are answered: a backend
 	// that answers its call as soon as a request fails must not win the
 	// race with notifications/cancelled. Its end comes back to fromCall,

@@ -120,6 +120,11 @@ type Gateway struct {
 	progress  sync.Map     // gateway progress token (as JSON) → *call
 	tokens    atomic.Int64 // numbers composite runs
 
+	// requestPrefix and requestSeq make the RequestIDs of stateless
+	// requests: random per run, then a sequence.
+	requestPrefix string
+	requestSeq    atomic.Uint64
+
 	subsMu sync.Mutex
 	subs   map[subKey]int // subscribing sessions per backend and uri
 
@@ -173,6 +178,7 @@ func New(registry Registry, opts Options) *Gateway {
 		idle:      make(chan struct{}, 1),
 	}
 	g.requestLevels = map[*backend.Conn]int{}
+	g.requestPrefix = "r" + newID()[:8] + "-"
 	g.catalog.Store(catalog.Build(nil))
 	g.nowhere = newStream(-1, true, 1)
 	g.nowhere.finished = true

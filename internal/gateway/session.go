@@ -68,6 +68,8 @@ type oneRequest struct {
 	head RequestHead
 	// shard is the request's shard of Gateway.requests.
 	shard uint8
+	// seq numbers the request, for RequestID.
+	seq uint64
 }
 
 // listenTag is the tag of a listener's notifications, nil for others.
