@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"strconv"
+	"sync/atomic"
 
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
 )
@@ -15,12 +16,16 @@ import (
 // backend's result is never decoded and encoded again.
 type modernResult struct {
 	serverInfo []byte // `"io.modelcontextprotocol/serverInfo":{...}`
+	// listTTL is the ttlMs of list results and server/discover, in ms:
+	// the least list_ttl of the enabled backends (see Configure).
+	listTTL atomic.Int64
 }
 
-// CacheTTLMillis is the ttlMs of the results the gateway marks cacheable:
-// 0, immediately stale, since a backend's restart or a reload of the
-// access policy can change any list at any time; subscriptions/listen
-// tells a client when to fetch again.
+// CacheTTLMillis is the ttlMs of the results the gateway marks cacheable
+// by default, and always of resources/read: 0, immediately stale, since a
+// backend's restart or a reload of the access policy can change any list
+// at any time; subscriptions/listen tells a client when to fetch again.
+// An operator who knows better says so with each backend's list_ttl.
 const CacheTTLMillis = 0
 
 func (m *modernResult) init(version string) {
@@ -107,8 +112,12 @@ func (m *modernResult) additions(method string, result, buf []byte) (add []byte,
 	}
 	if cacheable(method) {
 		if have[2] == nil {
+			ttl := int64(CacheTTLMillis)
+			if method != "resources/read" {
+				ttl = m.listTTL.Load()
+			}
 			add = append(add, `"ttlMs":`...)
-			add = strconv.AppendInt(add, CacheTTLMillis, 10)
+			add = strconv.AppendInt(add, ttl, 10)
 			add = append(add, ',')
 		}
 		if have[3] == nil {

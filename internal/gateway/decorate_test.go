@@ -2,8 +2,11 @@ package gateway
 
 import (
 	"encoding/json"
+	"strings"
 	"testing"
+	"time"
 
+	"github.com/mcpgate/mcpgate/internal/config"
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
 )
 
@@ -103,5 +106,31 @@ func BenchmarkDecorate(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		m.decorate("tools/call", resp)
+	}
+}
+
+// list_ttl is the ttlMs of lists and server/discover, the least of the
+// enabled backends'; resources/read stays immediately stale.
+func TestListTTL(t *testing.T) {
+	cfg := &config.Config{Backends: map[string]*config.Backend{
+		"a":   {Name: "a", Enabled: true, Protocol: config.Protocol{ListTTL: 5 * time.Minute}},
+		"b":   {Name: "b", Enabled: true, Protocol: config.Protocol{ListTTL: 90 * time.Second}},
+		"off": {Name: "off", Enabled: false},
+	}}
+	if got := listTTL(cfg); got != 90000 {
+		t.Errorf("listTTL = %d, want 90000, the least of the enabled backends", got)
+	}
+	cfg.Backends["c"] = &config.Backend{Name: "c", Enabled: true}
+	if got := listTTL(cfg); got != 0 {
+		t.Errorf("listTTL with a backend without list_ttl = %d, want 0", got)
+	}
+	var m modernResult
+	m.init("1")
+	m.listTTL.Store(90000)
+	for method, want := range map[string]string{"tools/list": `"ttlMs":90000`, "server/discover": `"ttlMs":90000`, "resources/read": `"ttlMs":0`} {
+		out, _ := m.decorate(method, []byte(`{"jsonrpc":"2.0","id":1,"result":{"x":[]}}`))
+		if !strings.Contains(string(out), want) {
+			t.Errorf("%s: %s, want %s", method, out, want)
+		}
 	}
 }
