@@ -231,7 +231,7 @@ func (b *Backend) Equal(o *Backend) bool {
 		b.remoteEqual(&o.Remote) &&
 		b.Lifecycle == o.Lifecycle &&
 		b.Resources == o.Resources &&
-		b.Era == o.Era && b.ClientCapabilities == o.ClientCapabilities && b.InputRetryTimeout == o.InputRetryTimeout
+		b.Era == o.Era && b.Declared() == o.Declared() && b.InputRetry() == o.InputRetry()
 }
 
 // String returns the TOML spelling of r: "off" when unlimited, otherwise
