@@ -115,6 +115,9 @@ func (s *Session) later(msg *jsonrpc.Message, stream *Stream, pending []*backend
 		defer cancel()
 		awaitSettled(ctx, pending, until)
 		if ctx.Err() != nil {
+			// Its stream is gone: the answer ends it, as a call's that
+			// was waiting for its backend does.
+			stream.push(errorResponse(msg.ID, CodeBackendUnavailable, "the client went away while %s waited for backends in their first handshake", msg.Method), true)
 			return
 		}
 		s.handle(msg, stream, true)
