@@ -321,10 +321,16 @@ func (c *Conn) fail(err error) {
 // answered through deliver like any other. Either way the call ends exactly
 // once. Params must not contain line breaks (see jsonrpc.Compact).
 func (c *Conn) Go(ctx context.Context, method string, params json.RawMessage, owner any, deliver func(*jsonrpc.Message, error)) (*Call, error) {
-	return c.goEra(ctx, c.modern.Load(), method, params, owner, deliver)
+	return c.goEra(ctx, c.modern.Load(), method, params, noSpan, owner, deliver)
 }
 
-func (c *Conn) goEra(ctx context.Context, modern bool, method string, params json.RawMessage, owner any, deliver func(*jsonrpc.Message, error)) (*Call, error) {
+// noSpan is goEra's without for a request sent as it is.
+var noSpan = jsonrpc.Span{Start: -1}
+
+// goEra is Go in the era modern says; without is the span in params of
+// an object whose 2026-07-28 members are left out as the message is
+// written (see GoWithout), or noSpan.
+func (c *Conn) goEra(ctx context.Context, modern bool, method string, params json.RawMessage, without jsonrpc.Span, owner any, deliver func(*jsonrpc.Message, error)) (*Call, error) {
 	if modern {
 		if c.modern.Load() && (method == "resources/subscribe" || method == "resources/unsubscribe") {
 			return c.resourceSubscription(method, params, owner, deliver), nil // gone in 2026-07-28
@@ -346,6 +352,9 @@ func (c *Conn) goEra(ctx context.Context, modern bool, method string, params jso
 	err := c.sendWith(ctx, func(dst []byte) []byte {
 		var id [20]byte
 		dst = slices.Grow(dst, len(params)+len(method)+64) // one allocation for a large request, if any
+		if without.Start >= 0 {
+			return jsonrpc.AppendRequestWithout(dst, strconv.AppendInt(id[:0], call.ID, 10), method, params, without, modernRequestMeta[:])
+		}
 		return jsonrpc.AppendRequest(dst, strconv.AppendInt(id[:0], call.ID, 10), method, params)
 	})
 	if err != nil {

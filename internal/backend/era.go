@@ -71,6 +71,7 @@ const (
 	metaClientCapabilities = "io.modelcontextprotocol/clientCapabilities"
 	metaClientInfo         = "io.modelcontextprotocol/clientInfo"
 	metaServerInfo         = "io.modelcontextprotocol/serverInfo"
+	metaLogLevel           = "io.modelcontextprotocol/logLevel"
 )
 
 // Modern reports whether the connection speaks 2026-07-28 to its server.
@@ -88,8 +89,26 @@ func (c *Conn) Dual() bool { return c.dual.Load() }
 // comes back to the client and its retry reaches the server as sent. To
 // any other server it is Go.
 func (c *Conn) GoModern(ctx context.Context, method string, params json.RawMessage, owner any, deliver func(*jsonrpc.Message, error)) (*Call, error) {
-	return c.goEra(ctx, c.modern.Load() || c.dual.Load(), method, params, owner, deliver)
+	return c.goEra(ctx, c.modern.Load() || c.dual.Load(), method, params, noSpan, owner, deliver)
 }
+
+// GoWithout is Go for a request of a 2026-07-28 client to a server that
+// does not speak that era: the members of that era's _meta (the
+// request's protocol version, client capabilities, client info and log
+// level, which the caller acts on itself) are left out of the object at
+// params[meta], the request's _meta, as the message is written, and the
+// rest of params is sent byte for byte. To a modern or dual server, which
+// reads them, it is GoModern.
+func (c *Conn) GoWithout(ctx context.Context, method string, params json.RawMessage, meta jsonrpc.Span, owner any, deliver func(*jsonrpc.Message, error)) (*Call, error) {
+	if c.modern.Load() || c.dual.Load() {
+		return c.GoModern(ctx, method, params, owner, deliver)
+	}
+	return c.goEra(ctx, false, method, params, meta, owner, deliver)
+}
+
+// modernRequestMeta are the members of a request's _meta that 2026-07-28
+// defines (see GoWithout).
+var modernRequestMeta = [4]string{metaProtocolVersion, metaClientCapabilities, metaClientInfo, metaLogLevel}
 
 // modernCall reports whether the request id of a dual connection was sent
 // with GoModern.

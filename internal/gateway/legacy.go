@@ -24,8 +24,12 @@ var modernResultMembers = []string{"resultType", "ttlMs", "cacheScope"}
 // notification's _meta.
 var modernResultMeta = []string{MetaServerInfo, MetaSubscriptionID}
 
-// modernRequestMeta are the members 2026-07-28 adds to a request's _meta.
+// modernRequestMeta are the members 2026-07-28 adds to a request's _meta
+// (backend.Conn.GoWithout leaves out the same).
 var modernRequestMeta = []string{MetaProtocolVersion, MetaClientCapabilities, MetaClientInfo, MetaLogLevel}
+
+// modernMetaPrefix begins the name of every member 2026-07-28 defines.
+var modernMetaPrefix = []byte(`"io.modelcontextprotocol/`)
 
 // legacyResult returns result, a modern backend's, as a 2025 session gets
 // it: without modernResultMembers, and without modernResultMeta in its
@@ -75,10 +79,11 @@ func withoutModern(obj json.RawMessage, drop []string) json.RawMessage {
 
 // legacyRequestParams returns params, a stateless request's going to a
 // backend of the legacy era, without modernRequestMeta in its _meta, whose
-// value meta is at span (see forwardedParams). Without such members
+// value meta is at span (see forwardedParams): a copy, for what
+// backend.Conn.GoWithout cannot cut as it writes. Without such members
 // params are returned as they are.
 func legacyRequestParams(params, meta json.RawMessage, span jsonrpc.Span) json.RawMessage {
-	if !bytes.Contains(meta, []byte(`"io.modelcontextprotocol/`)) {
+	if !bytes.Contains(meta, modernMetaPrefix) {
 		return params
 	}
 	out := make([]byte, 0, len(params))

@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -363,27 +364,33 @@ func (s *Session) sendAdmitted(msg *jsonrpc.Message, stream *Stream, b *backend.
 	// (see backend.EraDual), a session's as a legacy backend would.
 	modern := conn.Modern() || s.stateless && conn.Dual()
 	c.modern = modern
-	switch {
-	case modern:
+	// A legacy backend gets a stateless request without the 2026-07-28
+	// _meta (see legacy.go), cut out as the request is written.
+	strip := !modern && s.stateless && known.meta != nil && bytes.Contains(known.meta, modernMetaPrefix)
+	meta := known.metaSpan
+	if strip && hasToken && span.Start >= meta.Start && span.End <= meta.End {
+		meta.End += len(c.token) - (span.End - span.Start)
+	}
+	if modern {
 		params = s.modernCall(c, msg.Method, jsonrpc.Compact(params))
-	case s.stateless && known.meta != nil:
-		// A legacy backend gets no 2026-07-28 _meta (see legacy.go).
-		meta := known.metaSpan
-		if hasToken && span.Start >= meta.Start && span.End <= meta.End {
-			meta.End += len(c.token) - (span.End - span.Start)
-		}
-		params = legacyRequestParams(params, params[meta.Start:meta.End], meta)
 	}
 	ctx := &c.send // in the call: no allocation of its own
 	ctx.deadline = c.started.Add(b.Config().Timeout)
 	defer ctx.stop()
 	// The callback may run before Go returns; c.bcall is only needed to
 	// abandon the call, which can happen only after Go returned.
-	send := conn.Go
-	if modern {
-		send = conn.GoModern
+	var bcall *backend.Call
+	var err error
+	switch compact := jsonrpc.Compact(params); {
+	case modern:
+		bcall, err = conn.GoModern(ctx, msg.Method, compact, c, c.deliver)
+	case strip && len(compact) == len(params):
+		bcall, err = conn.GoWithout(ctx, msg.Method, compact, meta, c, c.deliver)
+	case strip: // compacted, which moved the _meta
+		bcall, err = conn.Go(ctx, msg.Method, jsonrpc.Compact(legacyRequestParams(params, params[meta.Start:meta.End], meta)), c, c.deliver)
+	default:
+		bcall, err = conn.Go(ctx, msg.Method, compact, c, c.deliver)
 	}
-	bcall, err := send(ctx, msg.Method, jsonrpc.Compact(params), c, c.deliver)
 	if err != nil {
 		if c.end() {
 			if !fb.try(s, b, err) {

@@ -45,3 +45,16 @@ func TestAppendWithout(t *testing.T) {
 		}
 	}
 }
+
+func TestAppendRequestWithout(t *testing.T) {
+	params := []byte(`{"name":"x","_meta":{"a":1,"p":"t","b":2},"arguments":{}}`)
+	meta, span, _ := Lookup(params, "_meta")
+	if string(meta) != `{"a":1,"p":"t","b":2}` {
+		t.Fatalf("meta %s", meta)
+	}
+	got := AppendRequestWithout(nil, []byte("7"), "tools/call", params, span, []string{"a", "b"})
+	want := `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"x","_meta":{"p":"t"},"arguments":{}}}`
+	if string(got) != want {
+		t.Errorf("got  %s\nwant %s", got, want)
+	}
+}
