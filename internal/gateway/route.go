@@ -153,25 +153,6 @@ func (s *Session) handle(msg *jsonrpc.Message, stream *Stream, waited bool) {
 	}
 }
 
-// list answers one of the list methods from the catalog, with what the
-// session's client may see.
-func (s *Session) list(msg *jsonrpc.Message, stream *Stream, cat *catalog.Catalog) {
-	switch msg.Method {
-	case "tools/list":
-		tools := visibleEntries(s.policy(), access.Tools, cat.Tools)
-		s.page(msg, stream, "tools", len(tools), func(i int) []byte { return tools[i].Raw })
-	case "prompts/list":
-		prompts := visibleEntries(s.policy(), access.Prompts, cat.Prompts)
-		s.page(msg, stream, "prompts", len(prompts), func(i int) []byte { return prompts[i].Raw })
-	case "resources/list":
-		resources := visibleResources(s.policy(), cat.Resources)
-		s.page(msg, stream, "resources", len(resources), func(i int) []byte { return resources[i].Raw })
-	case "resources/templates/list":
-		templates := visibleResources(s.policy(), cat.Templates)
-		s.page(msg, stream, "resourceTemplates", len(templates), func(i int) []byte { return templates[i].Raw })
-	}
-}
-
 // soleBackend returns the only healthy backend, where an unknown method can
 // go without ambiguity, or nil.
 func (g *Gateway) soleBackend() *backend.Backend {
