@@ -5,8 +5,9 @@
  * PropertiesChanged (through cockpit.dbus proxies), BackendNew and
  * BackendRemoved (backends a reload adds or removes), and
  * `journalctl -f`. Nothing is polled; a one-second timer only moves the
- * clocks (uptime, the plots' time axis) on, and the clients' table is read
- * again (ListClients) when a signal says sessions or calls changed.
+ * clocks (uptime, the plots' time axis) on, the clients' table is read
+ * again (ListClients) when a signal says sessions or calls changed, and
+ * the profiles' (ListProfiles) when the number of tools did.
  *
  * Nothing is read with more rights than the user has: the bus is opened
  * without superuser, so polkit decides every Start/Stop/Restart/Reload and
@@ -128,6 +129,10 @@
         $("gw-backends").textContent = formatCount(m.NBackends);
         $("gw-healthy").textContent = formatCount(m.NHealthyBackends);
         $("gw-tools").textContent = formatCount(m.NTools);
+        if (m.NTools !== state.profilesTools) {
+            state.profilesTools = m.NTools;
+            listProfiles();
+        }
         $("gw-sessions").textContent = formatCount(m.NSessions);
         $("gw-clients").textContent = formatCount(m.NClients);
         const listeners = m.Listeners || [];
@@ -145,6 +150,7 @@
             .then(() => {
                 $("reload-result").textContent = "last reload: ok at " + new Date().toLocaleTimeString();
                 listClients();
+                listProfiles();
             })
             .catch(err => {
                 $("reload-result").textContent = "last reload: failed at " + new Date().toLocaleTimeString();
@@ -247,6 +253,22 @@
         tick(card, proxy);
     }
 
+    // addBackend watches the backend object at path (once) and shows it.
+    function addBackend(path) {
+        if (state.backends[path])
+            return;
+        const proxy = state.client.proxy(BACKEND_IFACE, path);
+        state.backends[path] = proxy;
+        proxy.addEventListener("changed", () => updateCard(path));
+        proxy.wait(() => updateCard(path));
+    }
+
+    // dropBackend forgets the backend object at path and takes its card away.
+    function dropBackend(path) {
+        delete state.backends[path];
+        removeCard(path);
+    }
+
     function insertSorted(parent, node, name) {
         for (const child of parent.children) {
             if (child.getAttribute("data-backend") > name) {
@@ -284,27 +306,47 @@
             .catch(err => showMessage(errorText(verb + " " + name, err), true));
     }
 
-    /* Integrity: pending changes are reviewed with DiffChanges (open to
-     * all) and approved or rejected (polkit's org.mcpgate.Gateway1.approve
-     * decides). */
+    /* Integrity: pending changes are reviewed with ReviewChanges (open to
+     * all), which gives each change's diff and ID, the version shown; an
+     * approval or rejection names the IDs of the diff the page showed
+     * (polkit's org.mcpgate.Gateway1.approve decides), so a change made
+     * after the review stays pending and the gateway says so. */
 
     function reviewChanges(name, verb, card) {
         const proxy = Object.values(state.backends).find(p => p.Name === name);
         if (!proxy)
             return Promise.resolve();
         if (verb === "diff") {
-            return proxy.DiffChanges([])
-                .then(diff => {
-                    card.diff.textContent = diff;
+            return proxy.ReviewChanges([])
+                .then(changes => {
+                    card.diff.textContent = changes.map(c => "# " + c[1] + ": " + c[5] + "\n# " + c[2] + "\n" + c[6]).join("\n");
                     card.diff.hidden = false;
+                    card.reviewed = changes;
                 })
                 .catch(err => showMessage(errorText("Diff of " + name, err), true));
         }
-        const method = verb === "approve" ? "ApproveChanges" : "RejectChanges";
         const what = (verb === "approve" ? "Approve" : "Reject") + " changes of " + name;
-        return proxy[method]([])
-            .then(decided => showMessage(what + ": " + (decided.length ? decided.join(", ") : "nothing to decide"), false))
-            .catch(err => showMessage(errorText(what, err), true));
+        const shown = card.reviewed || [];
+        // What can be approved of what was shown; everything shown can be
+        // rejected.
+        const ids = shown.filter(c => verb !== "approve" || c[4]).map(c => c[2]);
+        if (!ids.length) {
+            showMessage(what + ": show the diff first; what is approved is what it shows", true);
+            return Promise.resolve();
+        }
+        const method = verb === "approve" ? "ApproveChanges" : "RejectChanges";
+        return proxy[method](ids)
+            .then(decided => {
+                card.reviewed = null;
+                card.diff.hidden = true;
+                showMessage(what + ": " + decided.join(", "), false);
+            })
+            .catch(err => {
+                // Changed since it was shown: the review must start again.
+                card.reviewed = null;
+                card.diff.hidden = true;
+                showMessage(errorText(what, err), true);
+            });
     }
 
     /* Plots: calls and errors per second, from NCalls and NFailedCalls as
@@ -499,6 +541,42 @@
             });
     }
 
+    /* Profiles, from ListProfiles: the endpoint (name "") and each
+     * [profiles.NAME], with the tools it serves and the bytes of its
+     * tools/list. Read again when the catalog's size changes and after a
+     * reload. */
+
+    function formatBytes(n) {
+        if (n < 1024)
+            return n + " B";
+        if (n < 1024 * 1024)
+            return (n / 1024).toFixed(1) + " KiB";
+        return (n / 1024 / 1024).toFixed(1) + " MiB";
+    }
+
+    function profileRow(p) {
+        const [name, description, search, tools, bytes] = p;
+        return el("tr", { "data-profile": name }, [
+            cell("Profile", name || "(the endpoint itself)"),
+            cell("Mode", search ? "search" : "list"),
+            el("td", { "data-label": "Tools", "data-field": "tools", text: String(tools) }),
+            el("td", { "data-label": "tools/list", "data-field": "bytes", text: formatBytes(bytes) }),
+            cell("Description", description || "–"),
+        ]);
+    }
+
+    function listProfiles() {
+        const body = $("profiles").tBodies[0];
+        if (!state.manager.valid || !state.manager.ListProfiles)
+            return Promise.resolve();
+        return state.manager.ListProfiles()
+            .then(profiles => body.replaceChildren(...profiles.map(profileRow)))
+            .catch(err => {
+                body.replaceChildren(el("tr", {}, [el("td", { colspan: "5", class: "muted",
+                    text: "ListProfiles: " + (err.message || err.problem) })]));
+            });
+    }
+
     // refreshClients reads the clients again after a signal, at most once
     // per CLIENTS_REFRESH.
     function refreshClients() {
@@ -583,21 +661,23 @@
             updateManager();
             listClients();
         });
-        state.backends = state.client.proxies(BACKEND_IFACE, MANAGER_PATH);
-        state.backends.addEventListener("added", (ev, proxy) => updateCard(proxy.path));
-        state.backends.addEventListener("changed", (ev, proxy) => updateCard(proxy.path));
-        state.backends.addEventListener("removed", (ev, proxy) => removeCard(proxy.path));
-        // The bridge watches the objects that exist when the page opens; a
-        // backend that a reload adds is announced by BackendNew, and its
-        // object is watched from then on. BackendRemoved takes the card away.
+        // The backends come from ListBackends, then BackendNew (a reload
+        // added one) and BackendRemoved, each with a proxy of its own.
+        // Not client.proxies(BACKEND_IFACE, MANAGER_PATH): the Python bridge
+        // of Cockpit 294 and later (Debian trixie's) watches a path
+        // namespace only through org.freedesktop.DBus.ObjectManager, which
+        // the gateway does not offer, and would show no backend at all.
+        state.backends = {};
         state.client.subscribe({ interface: MANAGER_IFACE, path: MANAGER_PATH, member: "BackendNew" },
-            (path, iface, signal, args) => state.client.watch(args[1])
-                .catch(err => console.warn("watching backend", args[0], err)));
+            (path, iface, signal, args) => addBackend(args[1]));
         state.client.subscribe({ interface: MANAGER_IFACE, path: MANAGER_PATH, member: "BackendRemoved" },
-            (path, iface, signal, args) => removeCard(args[1]));
-        state.backends.wait(() => {
-            for (const path in state.backends)
-                updateCard(path);
+            (path, iface, signal, args) => dropBackend(args[1]));
+        state.manager.wait(() => {
+            if (!state.manager.valid)
+                return;
+            state.manager.ListBackends()
+                .then(list => list.forEach(([, path]) => addBackend(path)))
+                .catch(err => showMessage(errorText("ListBackends", err), true));
         });
         state.client.addEventListener("close", (ev, options) => {
             $("gw-status").textContent = "Disconnected from the bus: " + (options.problem || "closed");

@@ -113,6 +113,7 @@ func TestConfigKeys(t *testing.T) {
 		"backends":   entries(p.sections["[backends.NAME] SECTION"]),
 		"clients":    entries(p.sections["[clients.NAME] SECTION"]),
 		"composites": entries(p.sections["[composites.NAME] SECTION"]),
+		"profiles":   entries(p.sections["[profiles.NAME] SECTION"]),
 		"oauth":      entries(p.sections["[oauth] SECTION"]),
 	}
 	adapter, err := os.ReadFile("../examples/adapters/jq.toml")
@@ -207,6 +208,8 @@ func TestConfigKeys(t *testing.T) {
 			case "oauth":
 				needs, _ := e.field("Needs")
 				checkOAuthKey(t, key, name, def, example, needs)
+			case "profiles":
+				checkProfileKey(t, name, def, example)
 			case "composites":
 				const base = "[composites.x]\nsteps = [{ tool = \"a__b\" }]\n"
 				exampleBase := base
@@ -555,9 +558,43 @@ func TestPagesBuild(t *testing.T) {
 
 // checkClientKey checks a [clients.NAME] key's example and default, in a
 // client that has an identity of its own.
+// checkProfileKey checks a profile key's example and documented default.
+func checkProfileKey(t *testing.T, name, def, example string) {
+	t.Helper()
+	const base = "[profiles.x]\n"
+	load := func(text string) (*config.Config, error) {
+		return config.Load(testutil.WriteConfigFiles(t, map[string]string{"mcpgate.toml": text}))
+	}
+	if _, err := load(base + example + "\n"); err != nil {
+		t.Errorf("example %q: %v", example, err)
+	}
+	unset, err := load(base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range append([]string{strings.ReplaceAll(def, "\\", "")}, defaultValues(def)...) {
+		set, err := load(base + name + " = " + v + "\n")
+		if err != nil {
+			continue
+		}
+		got, want := set.Profiles["x"], unset.Profiles["x"]
+		if name == "annotations" && len(got.Annotations) == 0 && len(want.Annotations) == 0 {
+			return // {} and unset select the same
+		}
+		if !got.Equal(want) {
+			t.Errorf("documented default %q is not the real default:\n got %+v\nwant %+v", def, got, want)
+		}
+		return
+	}
+	t.Errorf("default %q holds no TOML value to compare with the real default", def)
+}
+
 func checkClientKey(t *testing.T, name, def, example string) {
 	t.Helper()
 	base := "[clients.x]\nunix_users = [\"0\"]\n"
+	if name == "profile" {
+		base = "[profiles.readonly]\n" + base
+	}
 	if name == "unix_users" {
 		base = "[clients.x]\nunix_groups = [\"0\"]\n"
 	}

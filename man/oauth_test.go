@@ -67,11 +67,14 @@ func checkOAuthKey(t *testing.T, key, name, def, example, needs string) {
 // needs besides itself.
 func remoteOAuthBase(name string) string {
 	base := "[backends.x]\nurl = \"https://mcp.example.com/mcp\"\n"
+	issuer := "oauth_issuer = \"https://auth.example.com\"\n"
 	switch name {
 	case "oauth_client_id":
-		return base + "oauth_client_secret_credential = \"s\"\n"
+		return base + issuer + "oauth_client_secret_credential = \"s\"\n"
 	case "oauth_client_secret_credential", "oauth_private_key_credential":
-		return base + "oauth_client_id = \"mcpgate\"\n"
+		return base + issuer + "oauth_client_id = \"mcpgate\"\n"
+	case "oauth_issuer", "oauth_token_endpoint":
+		return base + "oauth_client_id = \"mcpgate\"\noauth_client_secret_credential = \"s\"\n"
 	}
-	return base + "oauth_client_id = \"mcpgate\"\noauth_client_secret_credential = \"s\"\n"
+	return base + issuer + "oauth_client_id = \"mcpgate\"\noauth_client_secret_credential = \"s\"\n"
 }

@@ -2,6 +2,7 @@ package access
 
 import (
 	"context"
+	"encoding/hex"
 	"log/slog"
 	"net"
 	"net/http"
@@ -113,24 +114,27 @@ token_credential = "missing"
 	if len(warnings) != 1 || !strings.Contains(warnings[0], "${credential:missing}") {
 		t.Errorf("warnings %q, want one for the missing credential", warnings)
 	}
+	hashed, cred := TokenIdentity(mustHex(t, sha("hashed-token"))), TokenIdentity(mustHex(t, sha("credential-token")))
 	tests := []struct {
 		name       string
 		auth       string
 		peer       Peer
 		want       string
+		identity   string
 		wantStatus int
 	}{
-		{"hashed token", "Bearer hashed-token", Peer{Addr: "127.0.0.1:1"}, "hashed", 0},
-		{"token from a credential", "Bearer credential-token", Peer{Addr: "127.0.0.1:1"}, "cred", 0},
-		{"scheme is case-insensitive", "bearer hashed-token", Peer{Addr: "127.0.0.1:1"}, "hashed", 0},
-		{"wrong token", "Bearer nope", Peer{Addr: "127.0.0.1:1"}, "", 401},
-		{"basic auth", "Basic eDp5", Peer{Addr: "127.0.0.1:1"}, "", 401},
-		{"no token over TCP", "", Peer{Addr: "127.0.0.1:1"}, "", 401},
-		{"uid listed", "", Peer{Cred: &unix.Ucred{Uid: 0, Gid: 0}}, "rootish", 0},
-		{"primary group listed", "", Peer{Cred: &unix.Ucred{Uid: 5000, Gid: 4242}}, "group", 0},
-		{"supplementary group listed", "", Peer{Cred: &unix.Ucred{Uid: 5000, Gid: 5000}, Groups: []uint32{27, 4242}}, "group", 0},
-		{"peer no client lists", "", Peer{Cred: &unix.Ucred{Uid: 5000, Gid: 5000, Pid: 1 << 30}}, "", 403},
-		{"token beats peer credentials", "Bearer nope", Peer{Cred: &unix.Ucred{Uid: 0}}, "", 401},
+		{"hashed token", "Bearer hashed-token", Peer{Addr: "127.0.0.1:1"}, "hashed", hashed, 0},
+		{"token from a credential", "Bearer credential-token", Peer{Addr: "127.0.0.1:1"}, "cred", cred, 0},
+		{"scheme is case-insensitive", "bearer hashed-token", Peer{Addr: "127.0.0.1:1"}, "hashed", hashed, 0},
+		{"wrong token", "Bearer nope", Peer{Addr: "127.0.0.1:1"}, "", "", 401},
+		{"basic auth", "Basic eDp5", Peer{Addr: "127.0.0.1:1"}, "", "", 401},
+		{"no token over TCP", "", Peer{Addr: "127.0.0.1:1"}, "", "", 401},
+		{"uid listed", "", Peer{Cred: &unix.Ucred{Uid: 0, Gid: 0}}, "rootish", "uid:0", 0},
+		{"primary group listed", "", Peer{Cred: &unix.Ucred{Uid: 5000, Gid: 4242}}, "group", "uid:5000", 0},
+		{"supplementary group listed", "", Peer{Cred: &unix.Ucred{Uid: 5001, Gid: 5000}, Groups: []uint32{27, 4242}}, "group", "uid:5001", 0},
+		{"peer no client lists", "", Peer{Cred: &unix.Ucred{Uid: 5000, Gid: 5000, Pid: 1 << 30}}, "", "", 403},
+		{"token beats peer credentials", "Bearer nope", Peer{Cred: &unix.Ucred{Uid: 0}}, "", "", 401},
+		{"a token's identity, not the peer's", "Bearer hashed-token", Peer{Cred: &unix.Ucred{Uid: 0}}, "hashed", hashed, 0},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -142,8 +146,8 @@ token_credential = "missing"
 			switch {
 			case tc.wantStatus != 0 && (refusal == nil || refusal.Status != tc.wantStatus):
 				t.Errorf("got %v %v, want refusal %d", c, refusal, tc.wantStatus)
-			case tc.wantStatus == 0 && (refusal != nil || c.Name != tc.want):
-				t.Errorf("got %v %v, want client %s", c, refusal, tc.want)
+			case tc.wantStatus == 0 && (refusal != nil || c.Client.Name != tc.want || c.Identity != tc.identity):
+				t.Errorf("got %v %v, want client %s as %s", c, refusal, tc.want, tc.identity)
 			}
 			if refusal != nil && strings.Contains(refusal.Reason+refusal.Advice, "nope") {
 				t.Errorf("the refusal repeats the token: %+v", refusal)
@@ -158,7 +162,7 @@ func TestAuthNone(t *testing.T) {
 	set, _ := NewSet(cfg, Options{})
 	r, _ := http.NewRequest(http.MethodPost, "http://localhost/mcp", nil)
 	c, refusal := set.Identify(r, Peer{Addr: "127.0.0.1:1"})
-	if refusal != nil || c.Name != "anonymous" || !c.Policy.Unrestricted() {
+	if refusal != nil || c.Client.Name != "anonymous" || !c.Client.Policy.Unrestricted() || c.Identity != "" {
 		t.Errorf("auth none: %v %v, want anonymous without restrictions", c, refusal)
 	}
 }
@@ -265,8 +269,56 @@ func BenchmarkIdentify(b *testing.B) {
 	r.Header.Set("Authorization", "Bearer token-c19")
 	b.ReportAllocs()
 	for b.Loop() {
-		if c, _ := set.Identify(r, Peer{Addr: "127.0.0.1:1"}); c == nil {
+		if c, _ := set.Identify(r, Peer{Addr: "127.0.0.1:1"}); c.Client == nil {
 			b.Fatal("not identified")
 		}
+	}
+}
+
+func mustHex(t *testing.T, s string) []byte {
+	t.Helper()
+	b, err := hex.DecodeString(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// TestResourcePatternsJudgeNormalURIs: a resource pattern matches a URI as
+// written, and a backend reads it resolved; a URI with dot segments,
+// empty segments or encoded dots and slashes is hidden from a client with
+// resource patterns (and the rule says why), never matched. Before,
+// file:///srv/docs/../secret passed file:///srv/docs/*, and
+// file:///srv/docs//private/x escaped !file:///srv/docs/private/*.
+func TestResourcePatternsJudgeNormalURIs(t *testing.T) {
+	p := NewPolicy(nil, []string{"file:///srv/docs/*", "!file:///srv/docs/private/*"}, nil)
+	for _, tc := range []struct {
+		uri  string
+		want bool
+	}{
+		{"file:///srv/docs/a.md", true},
+		{"file:///srv/docs/sub/b.md?x=..#..", true},
+		{"file:///srv/docs/private/x", false},
+		{"file:///srv/docs/../secret", false},
+		{"file:///srv/docs/./private/x", false},
+		{"file:///srv/docs//private/x", false},
+		{"file:///srv/docs/%2e%2e/secret", false},
+		{"file:///srv/docs/%2E%2e/secret", false},
+		{"file:///srv/docs/x%2fy", false},
+		{"file:///srv/docs/..\\secret", false},
+		{"file:///srv/docs/%5c../secret", false},
+	} {
+		if got := p.Allows(Resources, tc.uri); got != tc.want {
+			t.Errorf("Allows(%q) = %v, want %v", tc.uri, got, tc.want)
+		}
+	}
+	if r := p.Rule(Resources, "file:///srv/docs/../secret"); !strings.Contains(r, "normal form") {
+		t.Errorf("the rule of a URI not in normal form: %q", r)
+	}
+	if all := NewPolicy([]string{"x"}, []string{"*"}, nil); !all.Allows(Resources, "file:///srv/docs/../secret") {
+		t.Error("a policy that shows every resource hides a URI not in normal form")
+	}
+	if !NormalURI("note://host") || !NormalURI("urn:isbn:0451450523") || !NormalURI("mcpgate://backend/a") {
+		t.Error("URIs in normal form are taken for others")
 	}
 }

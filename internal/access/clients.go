@@ -26,15 +26,16 @@ type Client struct {
 	MaxSessions int     // 0: no limit of its own
 	Limit       *Bucket // requests per interval; nil: unlimited
 
-	hash   []byte          // SHA-256 of its bearer token; nil without one
-	uids   map[uint32]bool // peers recognised by uid
-	gids   map[uint32]bool // peers recognised by group
-	byPeer bool
-	cfg    *config.Client // what it was made from; nil for Anonymous
+	hash          []byte          // SHA-256 of its bearer token; nil without one
+	tokenIdentity string          // the Identity of its configured token
+	uids          map[uint32]bool // peers recognised by uid
+	gids          map[uint32]bool // peers recognised by group
+	byPeer        bool
+	cfg           *config.Client // what it was made from; nil for Anonymous
 
-	// issued are the hashes of the tokens issued for it at run time (see
-	// Issued); replaced whole when one is created or revoked.
-	issued atomic.Pointer[[][]byte]
+	// issued are the tokens issued for it at run time (see Issued);
+	// replaced whole when one is created or revoked.
+	issued atomic.Pointer[[]issuedHash]
 	// lastSeen is when a request of this client was last let in, in
 	// seconds since the epoch; 0 before the first.
 	lastSeen atomic.Int64
@@ -70,6 +71,31 @@ func (c *Client) seen(now time.Time) {
 	}
 }
 
+// issuedHash is a token issued at run time, as a client matches it.
+type issuedHash struct {
+	sum      []byte // its SHA-256
+	identity string // its Identity
+}
+
+// Caller is who sent a request: the client it acts as, and the identity
+// that authenticated as that client. Several identities may be one client
+// (OAuth users mapped to it by their groups, several tokens of it); a
+// session and a stateless call's continuation belong to the identity.
+type Caller struct {
+	Client *Client
+	// Identity names who authenticated, never with a secret:
+	// "token:ID" for a bearer token (ID is the first 12 hex digits of its
+	// SHA-256, as `mcpgatectl token list` shows it), "oauth:ISSUER:sub:SUB"
+	// for an OAuth access token (the issuer's name and the token's sub;
+	// see Grant.Identity),
+	// "uid:UID" for a unix socket peer, "" for every caller when auth is
+	// "none".
+	Identity string
+}
+
+// TokenIdentity is the Identity of the bearer token whose SHA-256 is sum.
+func TokenIdentity(sum []byte) string { return "token:" + hex.EncodeToString(sum[:6]) }
+
 // Anonymous is the client of every caller when auth is "none".
 func Anonymous() *Client {
 	return &Client{Name: config.AnonymousClient, Policy: AllowAll()}
@@ -99,6 +125,9 @@ type Options struct {
 	Previous *Set
 	// Issued, if set, holds tokens issued at run time for the clients.
 	Issued *Issued
+	// Resources is the OAuth resource of each listener, by its address
+	// (ListenerResources); unused when OAuth is off.
+	Resources map[string]string
 }
 
 // NewSet builds the clients of cfg. Problems that leave a client without
@@ -155,6 +184,9 @@ func newClient(cc *config.Client, opts Options) (*Client, []string) {
 		sum := sha256.Sum256([]byte(token))
 		c.hash = sum[:]
 	}
+	if c.hash != nil {
+		c.tokenIdentity = TokenIdentity(c.hash)
+	}
 	for _, u := range cc.UnixUsers {
 		uid, err := lookupID(u, func(n string) (string, error) {
 			usr, err := user.Lookup(n)
@@ -200,7 +232,13 @@ func lookupID(s string, byName func(string) (string, error)) (uint32, error) {
 	return uint32(n), err
 }
 
-func (c *Client) setIssued(hashes [][]byte) { c.issued.Store(&hashes) }
+func (c *Client) setIssued(hashes [][]byte) {
+	issued := make([]issuedHash, len(hashes))
+	for i, h := range hashes {
+		issued[i] = issuedHash{sum: h, identity: TokenIdentity(h)}
+	}
+	c.issued.Store(&issued)
+}
 
 // RefreshIssued makes the named client's issued tokens those its store
 // holds now: call it after the store's Create or Revoke. A token revoked
@@ -268,27 +306,27 @@ type Refusal struct {
 // Error returns the reason, so that a Refusal can travel as an error.
 func (r *Refusal) Error() string { return r.Reason }
 
-// Identify returns the client a request comes from: the holder of the
-// bearer token it presents, else the client its peer credentials match.
-func (s *Set) Identify(r *http.Request, peer Peer) (*Client, *Refusal) {
+// Identify returns who a request comes from: the holder of the bearer
+// token it presents, else the client its peer credentials match.
+func (s *Set) Identify(r *http.Request, peer Peer) (Caller, *Refusal) {
 	c, refusal := s.identify(r, peer)
-	if c != nil {
-		c.seen(time.Now())
+	if c.Client != nil {
+		c.Client.seen(time.Now())
 	}
 	return c, refusal
 }
 
-func (s *Set) identify(r *http.Request, peer Peer) (*Client, *Refusal) {
+func (s *Set) identify(r *http.Request, peer Peer) (Caller, *Refusal) {
 	if !s.required {
-		return s.anon, nil
+		return Caller{Client: s.anon}, nil
 	}
 	// A token in a URL ends up in logs and Referer headers (RFC 6750
 	// section 5.3); the MCP authorization specification forbids it.
 	if q := r.URL.RawQuery; q != "" && (r.URL.Query().Has("access_token") || r.URL.Query().Has("token")) {
-		return nil, s.badRequest(r, peer, "a token in the query string", "send the token in the Authorization header, never in the URL")
+		return Caller{}, s.badRequest(r, peer, "a token in the query string", "send the token in the Authorization header, never in the URL")
 	}
 	if len(r.Header.Values("Authorization")) > 1 {
-		return nil, s.badRequest(r, peer, "more than one Authorization header", "send one Authorization: Bearer TOKEN header")
+		return Caller{}, s.badRequest(r, peer, "more than one Authorization header", "send one Authorization: Bearer TOKEN header")
 	}
 	if h := r.Header.Get("Authorization"); h != "" {
 		scheme, token, _ := strings.Cut(h, " ")
@@ -296,52 +334,52 @@ func (s *Set) identify(r *http.Request, peer Peer) (*Client, *Refusal) {
 			if s.oauth != nil {
 				ref := s.missingToken(r, peer)
 				ref.Reason = "the Authorization header is not a bearer token"
-				return nil, ref
+				return Caller{}, ref
 			}
-			return nil, &Refusal{Status: http.StatusUnauthorized, Reason: "the Authorization header is not a bearer token",
+			return Caller{}, &Refusal{Status: http.StatusUnauthorized, Reason: "the Authorization header is not a bearer token",
 				Advice: "send Authorization: Bearer TOKEN with a token from `mcpgatectl token create`"}
 		}
 		token = strings.TrimSpace(token)
 		sum := sha256.Sum256([]byte(token)) // once: static tokens and OAuth's cache both key by it
-		if c := s.byHash(sum); c != nil {
+		if c := s.byHash(sum); c.Client != nil {
 			return c, nil
 		}
 		if s.oauth != nil {
 			return s.byOAuth(r, peer, token, sum)
 		}
-		return nil, &Refusal{Status: http.StatusUnauthorized, Reason: "wrong bearer token: it matches no client",
+		return Caller{}, &Refusal{Status: http.StatusUnauthorized, Reason: "wrong bearer token: it matches no client",
 			Advice: "the token is not known to this gateway (revoked, or never created); create one with `mcpgatectl token create NAME`"}
 	}
 	if peer.Cred != nil {
 		if c := s.byPeer(peer.Cred.Uid, peer.Cred.Gid, peer.Groups); c != nil {
-			return c, nil
+			return Caller{Client: c, Identity: peer.callerIdentity()}, nil
 		}
 		name := strconv.Itoa(int(peer.Cred.Uid))
 		if u, err := user.LookupId(name); err == nil {
 			name = u.Username + " (" + name + ")"
 		}
-		return nil, &Refusal{Status: http.StatusForbidden, Reason: "uid " + name + " matches no client's unix_users or unix_groups",
+		return Caller{}, &Refusal{Status: http.StatusForbidden, Reason: "uid " + name + " matches no client's unix_users or unix_groups",
 			Advice: "user " + name + " may not use this gateway; an administrator can add it to unix_users or unix_groups of a [clients.NAME] table, or give it a token"}
 	}
 	if s.oauth != nil {
-		return nil, s.missingToken(r, peer)
+		return Caller{}, s.missingToken(r, peer)
 	}
-	return nil, &Refusal{Status: http.StatusUnauthorized, Reason: "no bearer token", Advice: "this listener needs Authorization: Bearer TOKEN; `mcpgatectl token create NAME` makes one (or connect over the unix socket as a user a client lists)"}
+	return Caller{}, &Refusal{Status: http.StatusUnauthorized, Reason: "no bearer token", Advice: "this listener needs Authorization: Bearer TOKEN; `mcpgatectl token create NAME` makes one (or connect over the unix socket as a user a client lists)"}
 }
 
 // byHash finds the client whose token hashes to sum, the SHA-256 of the
 // presented one. Every client is compared, in constant time, so timing
 // tells nothing.
-func (s *Set) byHash(sum [32]byte) *Client {
-	var found *Client
+func (s *Set) byHash(sum [32]byte) Caller {
+	var found Caller
 	for _, c := range s.clients {
-		if c.hash != nil && subtle.ConstantTimeCompare(c.hash, sum[:]) == 1 && found == nil {
-			found = c
+		if c.hash != nil && subtle.ConstantTimeCompare(c.hash, sum[:]) == 1 && found.Client == nil {
+			found = Caller{Client: c, Identity: c.tokenIdentity}
 		}
 		if issued := c.issued.Load(); issued != nil {
 			for _, h := range *issued {
-				if subtle.ConstantTimeCompare(h, sum[:]) == 1 && found == nil {
-					found = c
+				if subtle.ConstantTimeCompare(h.sum, sum[:]) == 1 && found.Client == nil {
+					found = Caller{Client: c, Identity: h.identity}
 				}
 			}
 		}

@@ -42,7 +42,10 @@ unix_users = ["0"]
 		if refusal != nil {
 			return "refused: " + refusal.Reason
 		}
-		return c.Name
+		if c.Identity != TokenIdentity(mustHex(t, sha(token))) {
+			return "identity " + c.Identity
+		}
+		return c.Client.Name
 	}
 	token, tok, err := issued.Create("ci", time.Now())
 	if err != nil {

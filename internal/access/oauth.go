@@ -3,6 +3,7 @@ package access
 import (
 	"context"
 	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"maps"
@@ -28,14 +29,14 @@ const MaxTokenBytes = 8192
 // as its configuration does (a reload that leaves [oauth] alone keeps it,
 // with its caches).
 type OAuth struct {
-	cfg      config.OAuth
-	endpoint string
-	byIss    map[string]*issuer // JWT issuers by "iss"
-	intro    []*issuer          // issuers checked by introspection
-	algs     []jose.SignatureAlgorithm
-	proxies  proxies
-	cache    *tokenCache
-	now      func() time.Time
+	cfg       config.OAuth
+	endpoint  string
+	resources map[string]string  // by listener address; see ListenerResources
+	byIss     map[string]*issuer // JWT issuers by "iss"
+	intro     []*issuer          // issuers checked by introspection
+	algs      []jose.SignatureAlgorithm
+	cache     *tokenCache
+	now       func() time.Time
 }
 
 // issuer is one trusted authorization server.
@@ -54,6 +55,11 @@ type Grant struct {
 	Groups  []string  // values of its groups_claim
 	Scopes  []string  // the token's scopes
 	Expiry  time.Time // when the token stops being valid
+	// Identity is the Caller.Identity of the token's holder:
+	// "oauth:ISSUER:sub:SUB" by the token's sub, else
+	// "oauth:ISSUER:claim:VALUE" by its client_claim, else
+	// "oauth:ISSUER:token:ID" by the token itself.
+	Identity string
 }
 
 // TokenError says why a token was refused. Its text never holds the token.
@@ -66,15 +72,15 @@ func tokenErrorf(format string, args ...any) *TokenError {
 }
 
 // NewOAuth returns the resource server of cfg, or nil if cfg names no
-// issuer. credentials is where client_secret_credential is read; a secret
-// that cannot be read is an error, and the issuer it belongs to then
-// refuses every token until a reload.
-func NewOAuth(cfg *config.Config, credentials string) (*OAuth, error) {
+// issuer. resources is the resource of each listener (ListenerResources).
+// credentials is where client_secret_credential is read; a secret that
+// cannot be read is an error, and the issuer it belongs to then refuses
+// every token until a reload.
+func NewOAuth(cfg *config.Config, resources map[string]string, credentials string) (*OAuth, error) {
 	if !cfg.OAuth.Enabled() {
 		return nil, nil
 	}
-	o := &OAuth{cfg: cfg.OAuth, endpoint: cfg.Gateway.Endpoint, byIss: map[string]*issuer{}, now: time.Now}
-	o.proxies = parseProxies(cfg.OAuth.TrustedProxies)
+	o := &OAuth{cfg: cfg.OAuth, endpoint: cfg.Gateway.Endpoint, resources: resources, byIss: map[string]*issuer{}, now: time.Now}
 	o.cache = newTokenCache(cfg.OAuth.TokenCacheSize)
 	client := &http.Client{
 		Timeout: cfg.OAuth.HTTPTimeout,
@@ -142,6 +148,9 @@ func (o *OAuth) validateHashed(ctx context.Context, token string, key [32]byte, 
 	g, err := o.validate(ctx, token, resource, now)
 	if err != nil {
 		return nil, err
+	}
+	if g.Identity == "" {
+		g.Identity = "oauth:" + g.Issuer + ":token:" + hex.EncodeToString(key[:6])
 	}
 	o.cache.put(key, resource, g)
 	return g, nil
@@ -260,6 +269,12 @@ func (is *issuer) grant(claims map[string]any, sub string, exp time.Time) *Grant
 		}
 	}
 	g.Groups = stringsOf(claims[is.cfg.GroupsClaim])
+	switch { // each kind of value tagged, so that no value of one is one of another
+	case sub != "":
+		g.Identity = "oauth:" + is.cfg.Name + ":sub:" + sub
+	case g.Subject != "":
+		g.Identity = "oauth:" + is.cfg.Name + ":claim:" + g.Subject
+	}
 	if s, ok := claims["scope"].(string); ok { // RFC 8693, RFC 9068
 		g.Scopes = strings.Fields(s)
 	} else {

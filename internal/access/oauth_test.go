@@ -10,8 +10,11 @@ import (
 	"crypto/x509"
 	"encoding/base64"
 	"encoding/json"
+	"maps"
+	"net"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -211,13 +214,16 @@ func TestOAuthTokens(t *testing.T) {
 				if ref != nil {
 					t.Fatalf("refused: %s", ref.Reason)
 				}
-				if c.Name != tc.client {
-					t.Fatalf("client %q, want %q", c.Name, tc.client)
+				if c.Client.Name != tc.client {
+					t.Fatalf("client %q, want %q", c.Client.Name, tc.client)
+				}
+				if !strings.HasPrefix(c.Identity, "oauth:test:") || tc.client == "svc" && c.Identity != "oauth:test:sub:svc-1" {
+					t.Fatalf("identity %q, want oauth:test: and the token's sub", c.Identity)
 				}
 				return
 			}
 			if ref == nil {
-				t.Fatalf("let in as %q", c.Name)
+				t.Fatalf("let in as %q", c.Client.Name)
 			}
 			if ref.Status != tc.status {
 				t.Errorf("status %d, want %d (%s)", ref.Status, tc.status, ref.Reason)
@@ -347,49 +353,110 @@ func TestOAuthKeyRotation(t *testing.T) {
 	}
 }
 
-// TestOAuthResourceBehindProxy checks the resource a request came to:
-// X-Forwarded-Proto and X-Forwarded-Host count only from a trusted proxy,
-// default ports are dropped, and a configured resource wins.
-func TestOAuthResourceBehindProxy(t *testing.T) {
+// TestListenerResources: the resource of each listener is decided from
+// configuration and the listener alone: the configured one everywhere,
+// else the loopback address or "localhost" for a unix socket; a listener
+// that cannot name itself needs resource, and the error says so.
+func TestListenerResources(t *testing.T) {
+	load := func(resource string) *config.Config {
+		oauth := "[oauth]\n"
+		if resource != "" {
+			oauth += "resource = \"" + resource + "\"\n"
+		}
+		cfg, err := config.Load(testutil.WriteConfigFiles(t, map[string]string{"mcpgate.toml": oauth + "[oauth.issuers.test]\nissuer = \"https://as.example\"\n"}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cfg
+	}
+	loop4 := &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 7431}
+	loop6 := &net.TCPAddr{IP: net.IPv6loopback, Port: 7431}
+	sock := &net.UnixAddr{Name: "/run/mcpgate/mcpgate.sock", Net: "unix"}
+	public := &net.TCPAddr{IP: net.IPv4(192, 0, 2, 10), Port: 8080}
+	any4 := &net.TCPAddr{IP: net.IPv4zero, Port: 8080}
+
+	got, err := ListenerResources(load(""), []net.Addr{loop4, loop6, sock})
+	want := map[string]string{"127.0.0.1:7431": "http://127.0.0.1:7431/mcp", "[::1]:7431": "http://[::1]:7431/mcp",
+		"/run/mcpgate/mcpgate.sock": "http://localhost/mcp"}
+	if err != nil || !maps.Equal(got, want) {
+		t.Errorf("derived: %v, %v; want %v", got, err, want)
+	}
+	for _, a := range []net.Addr{public, any4} {
+		_, err := ListenerResources(load(""), []net.Addr{loop4, a})
+		if err == nil || !strings.Contains(err.Error(), a.String()) || !strings.Contains(err.Error(), "set resource") || !strings.Contains(err.Error(), "mcpgate.toml:1") {
+			t.Errorf("listener %s without resource: %v, want an error naming it, the file and what to set", a, err)
+		}
+	}
+	got, err = ListenerResources(load("https://mcp.example.com/mcp"), []net.Addr{public, sock})
+	if err != nil || got[public.String()] != "https://mcp.example.com/mcp" || got[sock.String()] != "https://mcp.example.com/mcp" {
+		t.Errorf("configured: %v, %v", got, err)
+	}
+	if got := MetadataURL("https://mcp.example.com/mcp"); got != "https://mcp.example.com/.well-known/oauth-protected-resource/mcp" {
+		t.Errorf("MetadataURL = %q", got)
+	}
+}
+
+// TestOAuthAudienceIsNotTheClients: a token is checked against the
+// resource of the listener it came to, whatever the request's Host and
+// X-Forwarded-* say. Before, a loopback Host or a proxy's forwarded host
+// chose the audience, and tokens for another resource were let in.
+func TestOAuthAudienceIsNotTheClients(t *testing.T) {
 	ti := newTestIssuer(t)
+	rs := ti.addKey(t, "rs", jose.RS256)
 	cfg, err := config.Load(testutil.WriteConfigFiles(t, map[string]string{"mcpgate.toml": `
 [oauth]
-trusted_proxies = ["10.0.0.0/8", "::1"]
 [oauth.issuers.test]
 issuer = "` + ti.srv.URL + `"
+[clients.svc]
+oauth_subjects = ["svc-1"]
 `}))
 	if err != nil {
 		t.Fatal(err)
 	}
-	o, err := NewOAuth(cfg, "")
+	resources, err := ListenerResources(cfg, []net.Addr{&net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 7431}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	forwarded := http.Header{"X-Forwarded-Proto": {"https"}, "X-Forwarded-Host": {"MCP.example.com:443, inner.example"}}
-	tests := []struct {
-		name, peer, host string
-		hdr              http.Header
-		want             string
+	set, warnings := NewSet(cfg, Options{Resources: resources})
+	if len(warnings) > 0 {
+		t.Fatal(warnings)
+	}
+	peer := Peer{Addr: "127.0.0.1:5000", Local: "127.0.0.1:7431"}
+	identify := func(aud, host string, hdr map[string]string) *Refusal {
+		r := httptest.NewRequest("POST", "http://"+host+"/mcp", nil)
+		r.Host = host
+		for k, v := range hdr {
+			r.Header.Set(k, v)
+		}
+		r.Header.Set("Authorization", "Bearer "+sign(t, rs, claims(ti.srv.URL, map[string]any{"aud": aud})))
+		_, ref := set.Identify(r, peer)
+		return ref
+	}
+	if ref := identify("http://127.0.0.1:7431/mcp", "127.0.0.1:7431", nil); ref != nil {
+		t.Fatalf("a token for this listener's resource: %s", ref.Reason)
+	}
+	forwarded := map[string]string{"X-Forwarded-Host": "other-rs.example", "X-Forwarded-Proto": "https"}
+	appended := map[string]string{"X-Forwarded-Host": "other-rs.example, 127.0.0.1:7431", "X-Forwarded-Proto": "https, http"}
+	for _, tc := range []struct {
+		name, aud, host string
+		hdr             map[string]string
 	}{
-		{"direct", "192.0.2.7:5000", "127.0.0.1:7431", nil, "http://127.0.0.1:7431/mcp"},
-		{"default port", "192.0.2.7:5000", "gw.example:80", nil, "http://gw.example/mcp"},
-		{"trusted proxy", "10.1.2.3:5000", "127.0.0.1:7431", forwarded, "https://mcp.example.com/mcp"},
-		{"trusted proxy over IPv6", "[::1]:5000", "127.0.0.1:7431", forwarded, "https://mcp.example.com/mcp"},
-		{"untrusted peer", "192.0.2.7:5000", "127.0.0.1:7431", forwarded, "http://127.0.0.1:7431/mcp"},
-		{"unix socket peer", "/run/mcpgate/mcpgate.sock", "localhost", forwarded, "http://localhost/mcp"},
-	}
-	for _, tc := range tests {
-		r := httptest.NewRequest("POST", "http://"+tc.host+"/mcp", nil)
-		r.Host = tc.host
-		for k, v := range tc.hdr {
-			r.Header[k] = v
+		{"another port on a loopback Host", "http://localhost:3000/mcp", "localhost:3000", nil},
+		{"another loopback name", "http://localhost:7431/mcp", "localhost:7431", nil},
+		{"a forwarded host", "https://other-rs.example/mcp", "127.0.0.1:7431", forwarded},
+		{"a forwarded host before the real one", "https://other-rs.example/mcp", "127.0.0.1:7431", appended},
+		{"a Host naming the other resource", "https://other-rs.example/mcp", "other-rs.example", nil},
+	} {
+		ref := identify(tc.aud, tc.host, tc.hdr)
+		if ref == nil || ref.Status != http.StatusUnauthorized || !strings.Contains(ref.Reason, "audience") {
+			t.Errorf("%s: a token for %s got %+v, want 401 for its audience", tc.name, tc.aud, ref)
 		}
-		if got := o.Resource(r, Peer{Addr: tc.peer}); got != tc.want {
-			t.Errorf("%s: resource %q, want %q", tc.name, got, tc.want)
+		if ref != nil && !strings.Contains(ref.Challenge, `resource_metadata="http://127.0.0.1:7431/.well-known/oauth-protected-resource/mcp"`) {
+			t.Errorf("%s: challenge %q names another resource's metadata", tc.name, ref.Challenge)
 		}
 	}
-	if got := MetadataURL("https://mcp.example.com/mcp"); got != "https://mcp.example.com/.well-known/oauth-protected-resource/mcp" {
-		t.Errorf("MetadataURL = %q", got)
+	if got := set.OAuth().Resource(Peer{Local: "127.0.0.1:9999"}); got != "" {
+		t.Errorf("a listener the gateway does not know has resource %q, want none", got)
 	}
 }
 
@@ -433,5 +500,37 @@ client_secret_credential = "secret"
 	rotated, _ := NewSet(load("10s"), Options{CredentialsDirectory: creds, Previous: changed})
 	if rotated.OAuth() == changed.OAuth() {
 		t.Errorf("a rotated introspection secret kept the old resource server")
+	}
+}
+
+// TestOAuthIdentityIsTheSubject: two users whose groups map them to one
+// client are one client and two identities; a token without a subject is
+// an identity of its own.
+func TestOAuthIdentityIsTheSubject(t *testing.T) {
+	ti := newTestIssuer(t)
+	rs := ti.addKey(t, "rs", jose.RS256)
+	set, _ := NewSet(oauthConfig(t, ti.srv.URL, ""), Options{})
+	identify := func(claims map[string]any) Caller {
+		t.Helper()
+		r := httptest.NewRequest("POST", testResource, nil)
+		r.Header.Set("Authorization", "Bearer "+sign(t, rs, claims))
+		c, ref := set.Identify(r, Peer{})
+		if ref != nil {
+			t.Fatalf("refused: %s", ref.Reason)
+		}
+		return c
+	}
+	n := 0
+	team := func(sub any) map[string]any {
+		n++ // RS256 is deterministic: tokens of equal claims are equal
+		return claims(ti.srv.URL, map[string]any{"sub": sub, "groups": []string{"team"}, "scope": "mcp:write", "jti": strconv.Itoa(n)})
+	}
+	alice, bob := identify(team("alice")), identify(team("bob"))
+	if alice.Client != bob.Client || alice.Identity != "oauth:test:sub:alice" || bob.Identity != "oauth:test:sub:bob" {
+		t.Errorf("alice %q as %q, bob %q as %q; want one client, two identities", alice.Client.Name, alice.Identity, bob.Client.Name, bob.Identity)
+	}
+	anon1, anon2 := identify(team(nil)), identify(team(nil))
+	if !strings.HasPrefix(anon1.Identity, "oauth:test:token:") || anon1.Identity == anon2.Identity {
+		t.Errorf("tokens without sub: %q and %q; want each its own identity", anon1.Identity, anon2.Identity)
 	}
 }

@@ -4,8 +4,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
-	"net/netip"
 	"net/url"
 	"slices"
 	"strings"
@@ -35,10 +35,10 @@ func (s *Set) initOAuth(cfg *config.Config, opts Options) []string {
 	switch {
 	case !cfg.OAuth.Enabled():
 	case prev != nil && prev.oauth != nil && prev.oauth.cfg.Equal(&cfg.OAuth) && prev.oauth.endpoint == cfg.Gateway.Endpoint &&
-		prev.oauth.sameSecrets(opts.CredentialsDirectory):
+		maps.Equal(prev.oauth.resources, opts.Resources) && prev.oauth.sameSecrets(opts.CredentialsDirectory):
 		s.oauth = prev.oauth
 	default:
-		o, err := NewOAuth(cfg, opts.CredentialsDirectory)
+		o, err := NewOAuth(cfg, opts.Resources, opts.CredentialsDirectory)
 		if err != nil {
 			warnings = append(warnings, err.Error())
 		}
@@ -64,16 +64,19 @@ func (s *Set) OAuth() *OAuth {
 }
 
 // byOAuth identifies the holder of an OAuth access token.
-func (s *Set) byOAuth(r *http.Request, peer Peer, token string, sum [32]byte) (*Client, *Refusal) {
+func (s *Set) byOAuth(r *http.Request, peer Peer, token string, sum [32]byte) (Caller, *Refusal) {
 	o := s.oauth
-	resource := o.Resource(r, peer)
+	resource := o.Resource(peer)
+	if resource == "" {
+		return Caller{}, noResource(peer)
+	}
 	g, err := o.validateHashed(r.Context(), token, sum, resource)
 	if err != nil {
 		var te *TokenError
 		if !errors.As(err, &te) {
 			te = &TokenError{err.Error()}
 		}
-		return nil, &Refusal{Status: http.StatusUnauthorized, Reason: "invalid access token: " + te.Reason,
+		return Caller{}, &Refusal{Status: http.StatusUnauthorized, Reason: "invalid access token: " + te.Reason,
 			Advice:    "get a new token for resource " + resource + " from an authorization server listed at " + MetadataURL(resource),
 			Challenge: o.challenge(resource, "invalid_token", te.Reason, nil)}
 	}
@@ -82,19 +85,19 @@ func (s *Set) byOAuth(r *http.Request, peer Peer, token string, sum [32]byte) (*
 		oc = lacking // to say which scopes it lacks
 	}
 	if oc == nil {
-		return nil, &Refusal{Status: http.StatusForbidden,
+		return Caller{}, &Refusal{Status: http.StatusForbidden,
 			Reason: fmt.Sprintf("the access token of issuer %q is valid, but its %s %s matches no client's oauth_subjects or oauth_groups",
 				g.Issuer, o.cfg.Issuers[g.Issuer].ClientClaim, quoteShort(g.Subject)),
 			Advice: "this identity may not use this gateway; an administrator can add it to oauth_subjects or oauth_groups of a [clients.NAME] table"}
 	}
 	want := append(slices.Clone(o.cfg.ScopesRequired), oc.scopes...)
 	if missing := g.missingScopes(want); len(missing) > 0 {
-		return nil, &Refusal{Status: http.StatusForbidden,
+		return Caller{}, &Refusal{Status: http.StatusForbidden,
 			Reason:    fmt.Sprintf("client %q: the access token lacks scope %s", oc.c.Name, strings.Join(missing, " ")),
 			Advice:    "ask the authorization server for a token with scope \"" + strings.Join(want, " ") + "\"",
 			Challenge: o.challenge(resource, "insufficient_scope", "the token lacks scope "+strings.Join(missing, " "), want)}
 	}
-	return oc.c, nil
+	return Caller{Client: oc.c, Identity: g.Identity}, nil
 }
 
 // matchGrant returns the client the grant is: of the clients whose
@@ -127,17 +130,29 @@ func (s *Set) matchGrant(g *Grant) (best, lacking *oauthClient) {
 // missingToken is the refusal of a request without a token when OAuth is
 // on: the 401 that starts a client's authorization.
 func (s *Set) missingToken(r *http.Request, peer Peer) *Refusal {
-	resource := s.oauth.Resource(r, peer)
+	resource := s.oauth.Resource(peer)
+	if resource == "" {
+		return noResource(peer)
+	}
 	return &Refusal{Status: http.StatusUnauthorized, Reason: "no bearer token",
 		Advice:    "this listener needs Authorization: Bearer TOKEN, an access token for resource " + resource + " from an authorization server listed at " + MetadataURL(resource),
 		Challenge: s.oauth.challenge(resource, "", "", s.oauth.cfg.ScopesRequired)}
+}
+
+// noResource is the refusal of a token on a listener the gateway knows
+// no resource of, which the daemon's start-up check rules out.
+func noResource(peer Peer) *Refusal {
+	return &Refusal{Status: http.StatusForbidden, Reason: "no OAuth resource is known for listener " + peer.Local,
+		Advice: "an administrator can set resource in the [oauth] section"}
 }
 
 // badRequest is the refusal of a request that carries a token wrongly.
 func (s *Set) badRequest(r *http.Request, peer Peer, reason, advice string) *Refusal {
 	ref := &Refusal{Status: http.StatusBadRequest, Reason: reason, Advice: advice}
 	if s.oauth != nil {
-		ref.Challenge = s.oauth.challenge(s.oauth.Resource(r, peer), "invalid_request", reason, nil)
+		if resource := s.oauth.Resource(peer); resource != "" {
+			ref.Challenge = s.oauth.challenge(resource, "invalid_request", reason, nil)
+		}
 	}
 	return ref
 }
@@ -188,40 +203,16 @@ func MetadataURL(resource string) string {
 	return u.String()
 }
 
-// Resource returns the canonical URI of the MCP endpoint r came to, as a
-// client computes it from the URL it used: the configured resource, else
-// the request's scheme and Host, from X-Forwarded-Proto and
-// X-Forwarded-Host when the peer is a trusted proxy.
-func (o *OAuth) Resource(r *http.Request, peer Peer) string {
+// Resource returns the canonical URI of the MCP endpoint on the listener
+// peer came to: the configured resource, else the one derived from that
+// listener when the gateway started (ListenerResources); "" for a
+// listener it does not know. Nothing of the request counts: a client
+// does not choose the audience its token is checked against.
+func (o *OAuth) Resource(peer Peer) string {
 	if o.cfg.Resource != "" {
 		return o.cfg.Resource
 	}
-	scheme, host := "http", r.Host
-	if r.TLS != nil {
-		scheme = "https"
-	}
-	if o.proxies.trust(peer) {
-		if p := firstValue(r.Header.Get("X-Forwarded-Proto")); p == "https" || p == "http" {
-			scheme = p
-		}
-		if h := firstValue(r.Header.Get("X-Forwarded-Host")); h != "" {
-			host = h
-		}
-	}
-	host = strings.ToLower(host)
-	if scheme == "https" {
-		host = strings.TrimSuffix(host, ":443")
-	} else {
-		host = strings.TrimSuffix(host, ":80")
-	}
-	return scheme + "://" + host + o.endpoint
-}
-
-// firstValue returns the first of a comma-separated header's values: the
-// one the proxy nearest the client set.
-func firstValue(v string) string {
-	first, _, _ := strings.Cut(v, ",")
-	return strings.TrimSpace(first)
+	return o.resources[peer.Local]
 }
 
 // Metadata returns the RFC 9728 metadata document of resource.
@@ -247,37 +238,4 @@ func (o *OAuth) MetadataPaths() []string {
 		}
 	}
 	return paths
-}
-
-// proxies are the trusted proxies' addresses.
-type proxies []netip.Prefix
-
-func parseProxies(list []string) proxies {
-	var ps proxies
-	for _, s := range list {
-		if p, err := netip.ParsePrefix(s); err == nil {
-			ps = append(ps, p.Masked())
-		} else if a, err := netip.ParseAddr(s); err == nil {
-			ps = append(ps, netip.PrefixFrom(a, a.BitLen()))
-		}
-	}
-	return ps
-}
-
-// trust reports whether peer is a trusted proxy.
-func (ps proxies) trust(peer Peer) bool {
-	if len(ps) == 0 || peer.Cred != nil {
-		return false
-	}
-	ap, err := netip.ParseAddrPort(peer.Addr)
-	if err != nil {
-		return false
-	}
-	a := ap.Addr().Unmap()
-	for _, p := range ps {
-		if p.Contains(a) {
-			return true
-		}
-	}
-	return false
 }

@@ -16,6 +16,11 @@ type Peer struct {
 	// Groups are the supplementary groups of a unix peer, read once when
 	// it connected.
 	Groups []uint32
+	// Local is the address of the listener the connection came to, as
+	// net.Addr.String() gives it: "127.0.0.1:7431" or the socket path.
+	Local string
+	// identity is the Caller.Identity of a unix peer, "uid:UID".
+	identity string
 }
 
 // String names the peer for logs: "uid 1000 pid 4242" or "127.0.0.1:5555".
@@ -24,6 +29,15 @@ func (p Peer) String() string {
 		return "uid " + strconv.Itoa(int(p.Cred.Uid)) + " pid " + strconv.Itoa(int(p.Cred.Pid))
 	}
 	return p.Addr
+}
+
+// callerIdentity is the Caller.Identity of a unix peer: computed once
+// per connection by ConnContext.
+func (p Peer) callerIdentity() string {
+	if p.identity == "" && p.Cred != nil {
+		return "uid:" + strconv.Itoa(int(p.Cred.Uid))
+	}
+	return p.identity
 }
 
 // key identifies the peer for counting failures: the uid of a unix peer,
@@ -48,6 +62,9 @@ func ConnContext(ctx context.Context, c net.Conn) context.Context {
 	if a := c.RemoteAddr(); a != nil {
 		p.Addr = a.String()
 	}
+	if a := c.LocalAddr(); a != nil {
+		p.Local = a.String()
+	}
 	if uc, ok := c.(*net.UnixConn); ok {
 		if p.Addr == "" || p.Addr == "@" {
 			p.Addr = uc.LocalAddr().String()
@@ -61,6 +78,7 @@ func ConnContext(ctx context.Context, c net.Conn) context.Context {
 		}
 		if p.Cred != nil {
 			p.Groups = peerGroups(p.Cred.Uid, p.Cred.Pid)
+			p.identity = "uid:" + strconv.Itoa(int(p.Cred.Uid))
 		}
 	}
 	return context.WithValue(ctx, peerKey{}, p)

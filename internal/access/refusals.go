@@ -136,12 +136,12 @@ func (r *Refusals) Ambiguous(client, session, method string, err error) {
 // other-client, …; err says why in words): the retry got -32602 and
 // reached no backend. It counts in the client's window with the policy
 // refusals.
-func (r *Refusals) RequestState(client, method, reason string, err error) {
+func (r *Refusals) RequestState(client, identity, method, reason string, err error) {
 	logIt, suppressed, count := r.count("client " + client)
 	if !logIt {
 		return
 	}
-	attrs := []any{"client", client, "method", method, "reason", reason, "err", err.Error(), journal.MessageAccessDenied.Attr()}
+	attrs := []any{"client", client, "identity", identity, "method", method, "reason", reason, "err", err.Error(), journal.MessageAccessDenied.Attr()}
 	if suppressed > 0 {
 		attrs = append(attrs, "suppressed", suppressed)
 	}

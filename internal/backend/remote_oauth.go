@@ -14,8 +14,11 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/url"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -43,10 +46,16 @@ type tokenSource struct {
 	log      *slog.Logger
 	endpoint string // the token endpoint, once known
 
-	mu     sync.Mutex // one token request at a time; guards what follows
-	token  string
-	expiry time.Time
-	renew  time.Time // when to get the next one
+	mu       sync.Mutex // one token request at a time; guards what follows
+	token    string
+	expiry   time.Time
+	renew    time.Time // when to get the next one
+	obtained time.Time // when the token was obtained
+	// failed is the last failure to get a token (a refused request, a
+	// failed discovery, a fresh token the server refused), and failedAt
+	// when: no new attempt before oauth_retry_interval passed.
+	failed   error
+	failedAt time.Time
 }
 
 // maxOAuthAnswer bounds a metadata or token answer.
@@ -58,7 +67,7 @@ const maxOAuthAnswer = 1 << 20
 // one on.
 func newTokenSource(b *Backend) (*tokenSource, error) {
 	cfg := b.cfg.RemoteOAuth
-	s := &tokenSource{cfg: cfg, url: b.cfg.URL, creds: b.opts.CredentialsDirectory, endpoint: cfg.OAuthTokenEndpoint, log: b.opts.Logger,
+	s := &tokenSource{cfg: cfg, url: b.cfg.URL, creds: b.opts.CredentialsDirectory, endpoint: cfg.OAuthTokenEndpoint, log: b.log,
 		http: &http.Client{Timeout: 30 * time.Second,
 			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}}
 	if s.log == nil {
@@ -142,19 +151,54 @@ func (s *tokenSource) Token(ctx context.Context) (string, error) {
 }
 
 // Refused drops token, which the server answered 401 to, and returns a
-// new one (or the one another request got meanwhile).
+// new one (or the one another request got meanwhile). A token the server
+// refuses within oauth_retry_interval of getting it is not replaced
+// before that interval ends: a server that refuses every token costs one
+// token request per interval, not one per call.
 func (s *tokenSource) Refused(ctx context.Context, token string) (string, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.token != token && s.token != "" && time.Now().Before(s.renew) {
 		return s.token, nil
 	}
-	s.token = ""
+	if s.token == token {
+		s.token = ""
+		if age := time.Since(s.obtained); age < s.cfg.OAuthRetryInterval {
+			s.fail(fmt.Errorf("the server refused (401) the access token the gateway got %s ago from %s; check the client's grants and oauth_resource (%s)",
+				age.Round(time.Millisecond), s.endpoint, s.cfg.OAuthResource))
+		}
+	}
 	return s.fetch(ctx)
 }
 
-// fetch gets a new token. s.mu is held.
+// fail records err as the last failure and journals it: once per
+// oauth_retry_interval at most, since no attempt is made in between.
+// s.mu is held.
+func (s *tokenSource) fail(err error) error {
+	s.failed, s.failedAt = err, time.Now()
+	s.log.Warn(fmt.Sprintf("cannot get an access token for the backend: %v; the next attempt is in %s (oauth_retry_interval)", err, s.cfg.OAuthRetryInterval),
+		"err", err.Error(), "token_endpoint", s.endpoint)
+	return err
+}
+
+// fetch gets a new token, unless the last attempt failed less than
+// oauth_retry_interval ago: then it returns that failure. s.mu is held.
 func (s *tokenSource) fetch(ctx context.Context) (string, error) {
+	if s.failed != nil {
+		if wait := s.cfg.OAuthRetryInterval - time.Since(s.failedAt); wait > 0 {
+			return "", fmt.Errorf("%w; the gateway asks again in %s", s.failed, wait.Round(time.Second))
+		}
+		s.failed = nil
+	}
+	tok, err := s.request(ctx)
+	if err != nil {
+		return "", s.fail(err)
+	}
+	return tok, nil
+}
+
+// request asks the token endpoint, discovering it first if need be.
+func (s *tokenSource) request(ctx context.Context) (string, error) {
 	if s.endpoint == "" {
 		ep, err := s.discover(ctx)
 		if err != nil {
@@ -219,7 +263,7 @@ func (s *tokenSource) fetch(ctx context.Context) (string, error) {
 	if ans.ExpiresIn <= 0 {
 		life = 5 * time.Minute // RFC 6749 leaves it to the server; ask again soon
 	}
-	s.token, s.expiry = ans.AccessToken, start.Add(life)
+	s.token, s.expiry, s.obtained = ans.AccessToken, start.Add(life), start
 	// Renew once four fifths of its life passed, and never later than a
 	// minute before it expires: requests on the way must not carry a token
 	// that expires in flight.
@@ -242,36 +286,23 @@ func (s *tokenSource) assertion(key *jose.JSONWebKey) (string, error) {
 	}).Serialize()
 }
 
-// discover finds the token endpoint: the server's protected resource
-// metadata (RFC 9728) names its authorization server, whose metadata (RFC
-// 8414, else OpenID Connect discovery) names the endpoint.
+// discover finds the token endpoint of oauth_issuer, the authorization
+// server the operator trusts: its metadata (RFC 8414, else OpenID Connect
+// discovery) must name that issuer exactly and a token endpoint on https
+// (or http on a loopback host). The server's own protected resource
+// metadata (RFC 9728) is read too, when it has one: its resource must be
+// the backend's, and its authorization servers must list the issuer.
+// Nothing the server says chooses where the secret goes.
 func (s *tokenSource) discover(ctx context.Context) (string, error) {
-	u, err := url.Parse(s.url)
-	if err != nil {
+	issuer := s.cfg.OAuthIssuer
+	if err := s.checkResourceMetadata(ctx, issuer); err != nil {
 		return "", err
 	}
-	var prm struct {
-		AuthorizationServers []string `json:"authorization_servers"`
-	}
-	var errs []string
-	for _, p := range []string{"/.well-known/oauth-protected-resource" + strings.TrimSuffix(u.Path, "/"), "/.well-known/oauth-protected-resource"} {
-		mu := url.URL{Scheme: u.Scheme, Host: u.Host, Path: p}
-		if err := s.getJSON(ctx, mu.String(), &prm); err != nil {
-			errs = append(errs, err.Error())
-			continue
-		}
-		if len(prm.AuthorizationServers) > 0 {
-			break
-		}
-	}
-	if len(prm.AuthorizationServers) == 0 {
-		return "", fmt.Errorf("no authorization server in the server's resource metadata (%s); set oauth_token_endpoint", strings.Join(errs, "; "))
-	}
-	issuer := prm.AuthorizationServers[0]
 	iu, err := url.Parse(issuer)
 	if err != nil {
-		return "", fmt.Errorf("authorization server %q: %v", issuer, err)
+		return "", fmt.Errorf("oauth_issuer %q: %v", issuer, err)
 	}
+	var errs []string
 	path := strings.TrimSuffix(iu.Path, "/")
 	for _, p := range []string{"/.well-known/oauth-authorization-server" + path, path + "/.well-known/openid-configuration"} {
 		mu := *iu
@@ -284,12 +315,81 @@ func (s *tokenSource) discover(ctx context.Context) (string, error) {
 			errs = append(errs, err.Error())
 			continue
 		}
-		if md.Issuer == issuer && md.TokenEndpoint != "" {
+		switch {
+		case md.Issuer != issuer:
+			errs = append(errs, fmt.Sprintf("%s names issuer %s, not %s", mu.String(), quoteClaim(md.Issuer), issuer))
+		case md.TokenEndpoint == "":
+			errs = append(errs, mu.String()+" names no token_endpoint")
+		case !secureURL(md.TokenEndpoint):
+			errs = append(errs, fmt.Sprintf("%s names token endpoint %s, which is not https:// (plain http only on a loopback host)", mu.String(), quoteClaim(md.TokenEndpoint)))
+		default:
 			return md.TokenEndpoint, nil
 		}
-		errs = append(errs, mu.String()+" names another issuer or no token_endpoint")
 	}
-	return "", fmt.Errorf("no token endpoint for authorization server %s (%s); set oauth_token_endpoint", issuer, strings.Join(errs, "; "))
+	return "", fmt.Errorf("no token endpoint for oauth_issuer %s (%s); set oauth_token_endpoint instead", issuer, strings.Join(errs, "; "))
+}
+
+// checkResourceMetadata reads the server's protected resource metadata,
+// if it has any, and refuses one that is for another resource or does
+// not list issuer.
+func (s *tokenSource) checkResourceMetadata(ctx context.Context, issuer string) error {
+	u, err := url.Parse(s.url)
+	if err != nil {
+		return err
+	}
+	for _, p := range []string{"/.well-known/oauth-protected-resource" + strings.TrimSuffix(u.Path, "/"), "/.well-known/oauth-protected-resource"} {
+		mu := url.URL{Scheme: u.Scheme, Host: u.Host, Path: p}
+		var prm struct {
+			Resource             string   `json:"resource"`
+			AuthorizationServers []string `json:"authorization_servers"`
+		}
+		if s.getJSON(ctx, mu.String(), &prm) != nil {
+			continue // none there: the configured issuer is all there is
+		}
+		switch {
+		case prm.Resource != s.cfg.OAuthResource && prm.Resource != s.url:
+			return fmt.Errorf("the server's resource metadata %s is for resource %s, not %s; the gateway sends its secret to no authorization server it names", mu.String(), quoteClaim(prm.Resource), s.cfg.OAuthResource)
+		case !slices.Contains(prm.AuthorizationServers, issuer):
+			return fmt.Errorf("the server's resource metadata %s names authorization servers %s, not oauth_issuer %s; fix oauth_issuer if the server moved", mu.String(), quoteClaims(prm.AuthorizationServers), issuer)
+		}
+		return nil
+	}
+	return nil
+}
+
+// secureURL reports whether u is https, or http on a loopback host.
+func secureURL(u string) bool {
+	p, err := url.Parse(u)
+	if err != nil || p.Host == "" {
+		return false
+	}
+	if p.Scheme == "https" {
+		return true
+	}
+	ip := net.ParseIP(p.Hostname())
+	return p.Scheme == "http" && (p.Hostname() == "localhost" || ip != nil && ip.IsLoopback())
+}
+
+// quoteClaim quotes a value a server sent, cut short, for a message.
+func quoteClaim(v string) string {
+	if len(v) > 120 {
+		v = v[:120] + "…"
+	}
+	return strconv.Quote(v)
+}
+
+func quoteClaims(vs []string) string {
+	if len(vs) == 0 {
+		return "none"
+	}
+	if len(vs) > 5 {
+		vs = append(vs[:5:5], fmt.Sprintf("and %d more", len(vs)-5))
+	}
+	q := make([]string, len(vs))
+	for i, v := range vs {
+		q[i] = quoteClaim(v)
+	}
+	return strings.Join(q, ", ")
 }
 
 func (s *tokenSource) getJSON(ctx context.Context, u string, v any) error {

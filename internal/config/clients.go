@@ -33,7 +33,12 @@ type Client struct {
 	Prompts         []string  // globs over exposed prompt names
 	MaxSessions     int       // 0: no limit of its own
 	RateLimit       RateLimit // requests per interval; zero: unlimited
-	OAuthIdentity             // oauth_*: how access tokens name it; see oauth.go
+	// Profile is the [profiles.NAME] the client sees at the endpoint's own
+	// path; "" (default) for the whole catalog its policy allows.
+	Profile string
+	// Search serves the client in search mode wherever it connects.
+	Search        bool
+	OAuthIdentity // oauth_*: how access tokens name it; see oauth.go
 }
 
 // AnonymousClient is the name every caller has when [gateway] auth is
@@ -93,6 +98,12 @@ func clientFields() []field[Client] {
 		}},
 		{"rate_limit", func(d *decoder, at keyPath, v any, c *Client) bool {
 			return d.rateLimit(at, v, &c.RateLimit)
+		}},
+		{"profile", func(d *decoder, at keyPath, v any, c *Client) bool {
+			return d.str(at, v, &c.Profile, checkProfileName)
+		}},
+		{"search", func(d *decoder, at keyPath, v any, c *Client) bool {
+			return d.boolean(at, v, &c.Search)
 		}},
 	}, oauthIdentityFields()...)
 }
@@ -156,7 +167,8 @@ func (c *Client) Equal(o *Client) bool {
 	return c.Name == o.Name && c.TokenSHA256 == o.TokenSHA256 && c.TokenCredential == o.TokenCredential &&
 		slices.Equal(c.UnixUsers, o.UnixUsers) && slices.Equal(c.UnixGroups, o.UnixGroups) &&
 		slices.Equal(c.Tools, o.Tools) && slices.Equal(c.Resources, o.Resources) && slices.Equal(c.Prompts, o.Prompts) &&
-		c.MaxSessions == o.MaxSessions && c.RateLimit == o.RateLimit && c.oauthIdentityEqual(&o.OAuthIdentity)
+		c.MaxSessions == o.MaxSessions && c.RateLimit == o.RateLimit && c.Profile == o.Profile && c.Search == o.Search &&
+		c.oauthIdentityEqual(&o.OAuthIdentity)
 }
 
 // CredentialRefs returns the NAMEs of the ${credential:NAME} placeholders

@@ -25,6 +25,7 @@ type Config struct {
 	Backends   map[string]*Backend   // by name
 	Clients    map[string]*Client    // by name; see clients.go
 	Composites map[string]*Composite // by name
+	Profiles   map[string]*Profile   // by name; see profiles.go
 	OAuth      OAuth                 // [oauth]; see oauth.go
 	Files      []string              // files read, main first
 }
@@ -176,6 +177,7 @@ func Default() *Config {
 		Backends:   map[string]*Backend{},
 		Clients:    map[string]*Client{},
 		Composites: map[string]*Composite{},
+		Profiles:   map[string]*Profile{},
 		OAuth:      defaultOAuth(),
 	}
 }

@@ -24,6 +24,7 @@ func TestKeysCoverFields(t *testing.T) {
 		{reflect.TypeFor[Backend](), "backends.NAME.", []string{"Name", "File", "Line", "CommandLine"}},
 		{reflect.TypeFor[Client](), "clients.NAME.", []string{"Name", "File", "Line"}},
 		{reflect.TypeFor[Composite](), "composites.NAME.", []string{"Name", "File", "Line"}},
+		{reflect.TypeFor[Profile](), "profiles.NAME.", []string{"Name", "File", "Line"}},
 	}
 	for _, tt := range tests {
 		var n int

@@ -313,10 +313,12 @@ func (l *loader) resolve() *Config {
 				}
 			case "composites":
 				d.composites(at, f.doc[k], cfg)
+			case "profiles":
+				d.profiles(at, f.doc[k], cfg)
 			case "oauth":
 				d.oauth(at, f.doc[k], &cfg.OAuth)
 			default:
-				d.unknown(at, []string{"gateway", "backends", "clients", "composites", "oauth"}, "settings belong in [gateway], [backends.NAME], [clients.NAME], [composites.NAME] or [oauth]")
+				d.unknown(at, []string{"gateway", "backends", "clients", "composites", "profiles", "oauth"}, "settings belong in [gateway], [backends.NAME], [clients.NAME], [composites.NAME], [profiles.NAME] or [oauth]")
 			}
 		}
 	}
@@ -338,5 +340,6 @@ func (l *loader) resolve() *Config {
 	l.checkFallbacks(cfg)
 	l.checkUnitNames(cfg)
 	l.checkOAuth(cfg)
+	l.checkProfiles(cfg)
 	return cfg
 }

@@ -5,7 +5,6 @@ import (
 	"maps"
 	"math"
 	"net"
-	"net/netip"
 	"net/url"
 	"slices"
 	"strings"
@@ -19,12 +18,11 @@ type OAuth struct {
 	File string // where [oauth] was defined
 	Line int
 	// Resource is the canonical URI of the MCP endpoint that tokens must
-	// name as audience; "" computes it per request from the Host (and,
-	// from a trusted proxy, X-Forwarded-Host and X-Forwarded-Proto).
+	// name as audience; "" derives it from each listener at start (see
+	// access.ListenerResources), never from a request.
 	Resource        string
 	ScopesSupported []string      // published in the resource metadata
 	ScopesRequired  []string      // every token needs these; named in WWW-Authenticate
-	TrustedProxies  []string      // addresses or CIDR prefixes whose X-Forwarded-* headers count
 	Leeway          time.Duration // clock skew allowed on exp, nbf and iat; default 30s
 	// JWKSRefreshInterval is the least time between two fetches of an
 	// issuer's keys caused by unknown key ids; default 1m.
@@ -70,7 +68,7 @@ func (o *OAuth) Enabled() bool { return len(o.Issuers) > 0 }
 // ignoring File and Line.
 func (o *OAuth) Equal(p *OAuth) bool {
 	if o.Resource != p.Resource || !slices.Equal(o.ScopesSupported, p.ScopesSupported) ||
-		!slices.Equal(o.ScopesRequired, p.ScopesRequired) || !slices.Equal(o.TrustedProxies, p.TrustedProxies) ||
+		!slices.Equal(o.ScopesRequired, p.ScopesRequired) ||
 		o.Leeway != p.Leeway || o.JWKSRefreshInterval != p.JWKSRefreshInterval || o.JWKSMaxAge != p.JWKSMaxAge ||
 		o.TokenCacheSize != p.TokenCacheSize || o.HTTPTimeout != p.HTTPTimeout || len(o.Issuers) != len(p.Issuers) {
 		return false
@@ -125,9 +123,6 @@ func oauthFields() []field[OAuth] {
 		}},
 		{"scopes_required", func(d *decoder, at keyPath, v any, o *OAuth) bool {
 			return d.strList(at, v, &o.ScopesRequired, checkScope)
-		}},
-		{"trusted_proxies", func(d *decoder, at keyPath, v any, o *OAuth) bool {
-			return d.strList(at, v, &o.TrustedProxies, checkProxy)
 		}},
 		{"leeway", func(d *decoder, at keyPath, v any, o *OAuth) bool {
 			return d.duration(at, v, &o.Leeway)
@@ -208,6 +203,12 @@ func (d *decoder) oauth(at keyPath, v any, o *OAuth) {
 	}
 	rest := maps.Clone(t)
 	delete(rest, "issuers")
+	if _, ok := rest["trusted_proxies"]; ok {
+		// It let a proxy's X-Forwarded-Host choose the audience tokens
+		// were checked against, which the client chose in turn.
+		d.fail(at.child("trusted_proxies"), "trusted_proxies was removed: the resource is no longer taken from X-Forwarded-Host or any other header of a request; set resource to the URL clients use (such as \"https://mcp.example.com/mcp\") and remove trusted_proxies")
+		delete(rest, "trusted_proxies")
+	}
 	decodeTable(d, at, rest, oauthFields(), o)
 	iv, ok := t["issuers"]
 	if !ok {
@@ -343,16 +344,6 @@ func checkScope(s string) string {
 		return fmt.Sprintf("%q is not a scope; a scope is a non-empty word without spaces, quotes or backslashes", s)
 	}
 	return ""
-}
-
-func checkProxy(s string) string {
-	if _, err := netip.ParsePrefix(s); err == nil {
-		return ""
-	}
-	if _, err := netip.ParseAddr(s); err == nil {
-		return ""
-	}
-	return fmt.Sprintf("%q is neither an IP address nor a CIDR prefix such as \"10.0.0.0/8\"", s)
 }
 
 func checkAlgorithm(s string) string {

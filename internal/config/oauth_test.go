@@ -13,7 +13,7 @@ const testIssuer = "[oauth.issuers.corp]\nissuer = \"https://auth.example.com\"\
 
 func TestOAuth(t *testing.T) {
 	cfg, err := Load(testutil.WriteConfigFiles(t, map[string]string{
-		"mcpgate.toml": "[oauth]\nresource = \"https://mcp.example.com/mcp\"\nleeway = \"5s\"\ntrusted_proxies = [\"10.0.0.0/8\", \"::1\"]\n" + testIssuer +
+		"mcpgate.toml": "[oauth]\nresource = \"https://mcp.example.com/mcp\"\nleeway = \"5s\"\n" + testIssuer +
 			"[clients.ci]\noauth_issuer = \"corp\"\noauth_subjects = [\"ci-runner\"]\noauth_scopes = [\"mcp:tools\"]\n",
 		"conf.d/other.toml": "[oauth.issuers.local]\nissuer = \"http://127.0.0.1:9000\"\nintrospection_endpoint = \"http://127.0.0.1:9000/introspect\"\nclient_id = \"gw\"\nclient_secret_credential = \"gw-secret\"\n" +
 			"[clients.dev]\noauth_issuer = \"local\"\noauth_groups = [\"devs\"]\n",
@@ -25,7 +25,7 @@ func TestOAuth(t *testing.T) {
 	if !o.Enabled() || o.Resource != "https://mcp.example.com/mcp" || o.Leeway != 5*time.Second || o.JWKSRefreshInterval != time.Minute || len(o.Issuers) != 2 {
 		t.Errorf("OAuth = %+v", o)
 	}
-	if c := o.Issuers["corp"]; !slices.Equal(c.Algorithms, []string{"RS256", "ES256", "EdDSA"}) || c.ClientClaim != "sub" || c.Line != 5 {
+	if c := o.Issuers["corp"]; !slices.Equal(c.Algorithms, []string{"RS256", "ES256", "EdDSA"}) || c.ClientClaim != "sub" || c.Line != 4 {
 		t.Errorf("corp = %+v", c)
 	}
 	if ci := cfg.Clients["ci"]; ci.OAuthIssuer != "corp" || !slices.Equal(ci.OAuthScopes, []string{"mcp:tools"}) {
@@ -50,7 +50,7 @@ func TestOAuthErrors(t *testing.T) {
 		{"unknown issuer", testIssuer + "[clients.x]\noauth_issuer = \"nope\"\noauth_subjects = [\"a\"]\n", `no issuer "nope"`},
 		{"scopes without identity", testIssuer + "[clients.x]\nunix_users = [\"0\"]\noauth_scopes = [\"a\"]\n", "neither oauth_subjects nor oauth_groups"},
 		{"ambiguous issuer", testIssuer + "[oauth.issuers.b]\nissuer = \"https://b.example\"\n[clients.x]\noauth_subjects = [\"a\"]\n", "say whose tokens name it with oauth_issuer"},
-		{"bad proxy", "[oauth]\ntrusted_proxies = [\"proxy.example\"]\n" + testIssuer, "neither an IP address nor a CIDR prefix"},
+		{"trusted proxies", "[oauth]\nresource = \"https://a.example/mcp\"\ntrusted_proxies = [\"10.0.0.5\"]\n" + testIssuer, "mcpgate.toml:3:1: oauth.trusted_proxies: trusted_proxies was removed: the resource is no longer taken from X-Forwarded-Host"},
 		{"resource with query", "[oauth]\nresource = \"https://a.example/mcp?x=1\"\n" + testIssuer, "has a query"},
 		{"scope with space", "[oauth]\nscopes_required = [\"a b\"]\n" + testIssuer, "is not a scope"},
 	}
@@ -67,20 +67,24 @@ func TestOAuthErrors(t *testing.T) {
 func TestRemoteOAuth(t *testing.T) {
 	const remote = "[backends.up]\nurl = \"https://mcp.example.com/mcp\"\n"
 	cfg, err := Load(testutil.WriteConfigFiles(t, map[string]string{"mcpgate.toml": remote +
-		"oauth_client_id = \"gw\"\noauth_client_secret_credential = \"gw-secret\"\noauth_scopes = [\"mcp:tools\"]\n"}))
+		"oauth_client_id = \"gw\"\noauth_client_secret_credential = \"gw-secret\"\noauth_scopes = [\"mcp:tools\"]\noauth_issuer = \"https://auth.example.com\"\n"}))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if o := cfg.Backends["up"].RemoteOAuth; o.OAuthClientID != "gw" || o.OAuthResource != "https://mcp.example.com/mcp" || !slices.Equal(o.OAuthScopes, []string{"mcp:tools"}) {
+	if o := cfg.Backends["up"].RemoteOAuth; o.OAuthClientID != "gw" || o.OAuthResource != "https://mcp.example.com/mcp" || !slices.Equal(o.OAuthScopes, []string{"mcp:tools"}) ||
+		o.OAuthIssuer != "https://auth.example.com" || o.OAuthRetryInterval != DefaultOAuthRetryInterval {
 		t.Errorf("RemoteOAuth = %+v", o)
 	}
 	tests := []struct{ name, toml, want string }{
 		{"no credential", remote + "oauth_client_id = \"gw\"\n", "set one of oauth_client_secret_credential"},
 		{"both credentials", remote + "oauth_client_id = \"gw\"\noauth_client_secret_credential = \"a\"\noauth_private_key_credential = \"b\"\n", "set one of"},
 		{"no client id", remote + "oauth_client_secret_credential = \"a\"\n", "needs oauth_client_id"},
-		{"and an Authorization header", remote + "oauth_client_id = \"gw\"\noauth_client_secret_credential = \"a\"\nheaders = { Authorization = \"Bearer x\" }\n", "headers sets Authorization"},
+		{"and an Authorization header", remote + "oauth_client_id = \"gw\"\noauth_client_secret_credential = \"a\"\noauth_issuer = \"https://a.example\"\nheaders = { Authorization = \"Bearer x\" }\n", "headers sets Authorization"},
 		{"spawned backend", "[backends.x]\ncommand = \"x\"\noauth_client_id = \"gw\"\n", "applies only to a remote backend"},
 		{"plain http endpoint", remote + "oauth_client_id = \"gw\"\noauth_client_secret_credential = \"a\"\noauth_token_endpoint = \"http://auth.example.com/token\"\n", "plain http"},
+		{"plain http issuer", remote + "oauth_client_id = \"gw\"\noauth_client_secret_credential = \"a\"\noauth_issuer = \"http://auth.example.com\"\n", "plain http"},
+		{"no authorization server", remote + "oauth_client_id = \"gw\"\noauth_client_secret_credential = \"a\"\n", "set oauth_issuer, the issuer URL of the authorization server you trust"},
+		{"issuer and endpoint", remote + "oauth_client_id = \"gw\"\noauth_client_secret_credential = \"a\"\noauth_issuer = \"https://a.example\"\noauth_token_endpoint = \"https://a.example/token\"\n", "not both"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -1,6 +1,9 @@
 package config
 
-import "slices"
+import (
+	"slices"
+	"time"
+)
 
 // RemoteOAuth holds the keys of a remote backend that gets its own OAuth
 // access token with the client-credentials grant: the backend's server is
@@ -14,20 +17,34 @@ type RemoteOAuth struct {
 	// OAuthPrivateKeyCredential holds a PEM private key that signs a
 	// client assertion instead (private_key_jwt, RFC 7523).
 	OAuthPrivateKeyCredential string
-	OAuthTokenEndpoint        string   // "" discovers it from the server's RFC 9728 metadata
-	OAuthScopes               []string // scopes asked for
-	OAuthResource             string   // the "resource" asked for (RFC 8707); default the url
+	// OAuthIssuer is the authorization server the operator trusts for the
+	// server: its token endpoint is discovered from its RFC 8414 metadata,
+	// which must name this issuer exactly. One of it and
+	// OAuthTokenEndpoint is required: the secret goes only where the
+	// operator said.
+	OAuthIssuer        string
+	OAuthTokenEndpoint string   // the token endpoint itself
+	OAuthScopes        []string // scopes asked for
+	OAuthResource      string   // the "resource" asked for (RFC 8707); default the url
+	// OAuthRetryInterval is the least time between two token requests (or
+	// discoveries) that follow a failure: a refused token request, a
+	// failed discovery, or a 401 to a token that fresh; default 30s.
+	OAuthRetryInterval time.Duration
 }
 
 // remoteOAuthKeys are the keys of RemoteOAuth, which apply to a remote
 // backend only.
 var remoteOAuthKeys = []string{"oauth_client_id", "oauth_client_secret_credential", "oauth_private_key_credential",
-	"oauth_token_endpoint", "oauth_scopes", "oauth_resource"}
+	"oauth_issuer", "oauth_token_endpoint", "oauth_scopes", "oauth_resource", "oauth_retry_interval"}
+
+// DefaultOAuthRetryInterval is oauth_retry_interval's default.
+const DefaultOAuthRetryInterval = 30 * time.Second
 
 func (r *RemoteOAuth) remoteOAuthEqual(o *RemoteOAuth) bool {
 	return r.OAuthClientID == o.OAuthClientID && r.OAuthClientSecretCredential == o.OAuthClientSecretCredential &&
-		r.OAuthPrivateKeyCredential == o.OAuthPrivateKeyCredential && r.OAuthTokenEndpoint == o.OAuthTokenEndpoint &&
-		slices.Equal(r.OAuthScopes, o.OAuthScopes) && r.OAuthResource == o.OAuthResource
+		r.OAuthPrivateKeyCredential == o.OAuthPrivateKeyCredential && r.OAuthIssuer == o.OAuthIssuer &&
+		r.OAuthTokenEndpoint == o.OAuthTokenEndpoint && slices.Equal(r.OAuthScopes, o.OAuthScopes) &&
+		r.OAuthResource == o.OAuthResource && r.OAuthRetryInterval == o.OAuthRetryInterval
 }
 
 func remoteOAuthFields() []field[Backend] {
@@ -40,6 +57,12 @@ func remoteOAuthFields() []field[Backend] {
 		}},
 		{"oauth_private_key_credential", func(d *decoder, at keyPath, v any, b *Backend) bool {
 			return d.str(at, v, &b.OAuthPrivateKeyCredential, checkCredentialName)
+		}},
+		{"oauth_issuer", func(d *decoder, at keyPath, v any, b *Backend) bool {
+			return d.str(at, v, &b.OAuthIssuer, checkOAuthURL)
+		}},
+		{"oauth_retry_interval", func(d *decoder, at keyPath, v any, b *Backend) bool {
+			return d.duration(at, v, &b.OAuthRetryInterval)
 		}},
 		{"oauth_token_endpoint", func(d *decoder, at keyPath, v any, b *Backend) bool {
 			return d.str(at, v, &b.OAuthTokenEndpoint, checkOAuthURL)
@@ -67,6 +90,12 @@ func (d *decoder) checkRemoteOAuth(at keyPath, t map[string]any, b *Backend) {
 		}
 	case secret == key:
 		d.fail(at.child("oauth_client_id"), "set one of oauth_client_secret_credential (a client secret) and oauth_private_key_credential (private_key_jwt): how the gateway authenticates at the token endpoint")
+	case !has("oauth_issuer") && !has("oauth_token_endpoint"):
+		// The server's own metadata names an authorization server, and
+		// the gateway's secret would go wherever a hostile server says.
+		d.fail(at.child("oauth_client_id"), "set oauth_issuer, the issuer URL of the authorization server you trust for this server (its token endpoint is discovered from its metadata), or oauth_token_endpoint: the client secret goes only where the configuration says")
+	case has("oauth_issuer") && has("oauth_token_endpoint"):
+		d.fail(at.child("oauth_issuer"), "set oauth_issuer or oauth_token_endpoint, not both: the token endpoint is the configured one, or the one the issuer's metadata names")
 	case has("headers"):
 		if _, ok := b.Headers["Authorization"]; ok {
 			d.fail(at.child("headers"), "headers sets Authorization, which the OAuth token (oauth_client_id) sets; remove one")
@@ -74,5 +103,8 @@ func (d *decoder) checkRemoteOAuth(at keyPath, t map[string]any, b *Backend) {
 	}
 	if b.OAuthClientID != "" && b.OAuthResource == "" {
 		b.OAuthResource = b.URL
+	}
+	if b.OAuthClientID != "" && b.OAuthRetryInterval == 0 {
+		b.OAuthRetryInterval = DefaultOAuthRetryInterval
 	}
 }

@@ -17,6 +17,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -55,7 +56,7 @@ func runBridge(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("mcpgatectl bridge", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
-		fmt.Fprintf(stderr, "usage: mcpgatectl bridge [--user] [--socket PATH [--endpoint PATH] | --url URL] [--token-file FILE]\n\n"+
+		fmt.Fprintf(stderr, "usage: mcpgatectl bridge [--user] [--socket PATH [--endpoint PATH] | --url URL] [--profile NAME] [--token-file FILE]\n\n"+
 			"Serves MCP on stdin/stdout for clients that start servers as commands, relaying\n"+
 			"every message to the mcpgate daemon.\n\n")
 		fs.PrintDefaults()
@@ -65,6 +66,7 @@ func runBridge(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	rawURL := fs.String("url", "", "connect to the daemon's MCP endpoint at `URL` instead, e.g. http://127.0.0.1:7431/mcp")
 	endpoint := fs.String("endpoint", bridgeEndpoint, "the MCP endpoint `path` on the socket, as set by endpoint in [gateway]")
 	user := fs.Bool("user", false, "talk to the user's mcpgate (systemctl --user) rather than the system's")
+	profile := fs.String("profile", "", "talk to the endpoint of profile `NAME` ([profiles.NAME]), below the endpoint")
 	tokenFile := fs.String("token-file", "", "send the bearer token in `FILE` (default: $"+bridgeTokenEnv+", if set)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -78,7 +80,7 @@ func runBridge(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-	opts := bridgeOptions{socket: *socket, url: *rawURL, endpoint: *endpoint, user: *user}
+	opts := bridgeOptions{socket: *socket, url: *rawURL, endpoint: *endpoint, user: *user, profile: *profile}
 	if set["url"] && (set["socket"] || set["endpoint"]) {
 		fmt.Fprintln(stderr, "mcpgatectl bridge: --url cannot be combined with --socket or --endpoint; the URL names both the daemon and the endpoint")
 		return 2
@@ -111,6 +113,7 @@ type bridgeOptions struct {
 	url      string // endpoint URL; overrides socket
 	endpoint string // endpoint path on the socket
 	user     bool   // the user's daemon: other default socket and hint
+	profile  string // the profile whose endpoint to use; "" for the endpoint itself
 	token    string // bearer token sent with every request; "" for none
 }
 
@@ -152,12 +155,16 @@ func newBridge(opts bridgeOptions, stdout, stderr io.Writer) (*bridge, error) {
 		b.hint = "systemctl --user status mcpgate.socket"
 	}
 	b.out.log = b.log
+	if opts.profile != "" && !validProfile(opts.profile) {
+		return nil, fmt.Errorf("--profile %q is not a profile name; profiles are named with letters, digits, \"_\" and \"-\", as [profiles.NAME] in mcpgate.toml", opts.profile)
+	}
 	if opts.url != "" {
 		u, err := url.Parse(opts.url)
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 			return nil, fmt.Errorf("--url %q is not an http:// or https:// URL; write one such as http://127.0.0.1:7431/mcp", opts.url)
 		}
-		b.endpoint, b.target = opts.url, opts.url
+		u.Path = profilePath(u.Path, opts.profile)
+		b.endpoint, b.target = u.String(), opts.url
 		b.http = b.newClient(&http.Client{Transport: http.DefaultTransport.(*http.Transport).Clone()})
 		return b, nil
 	}
@@ -173,7 +180,7 @@ func newBridge(opts bridgeOptions, stdout, stderr io.Writer) (*bridge, error) {
 	}
 	b.target, b.perm = path, true
 	// The Host header is "localhost", which the daemon always accepts.
-	b.endpoint = "http://localhost" + opts.endpoint
+	b.endpoint = "http://localhost" + profilePath(opts.endpoint, opts.profile)
 	b.http = b.newClient(&http.Client{Transport: &http.Transport{
 		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
 			var d net.Dialer
@@ -590,4 +597,22 @@ func (o *bridgeOut) write(msg []byte) {
 			o.fail()
 		}
 	}
+}
+
+// profilePath is the endpoint of profile below endpoint (a path or URL).
+func profilePath(endpoint, profile string) string {
+	if profile == "" {
+		return endpoint
+	}
+	return strings.TrimSuffix(endpoint, "/") + "/" + profile
+}
+
+// validProfile reports whether name can be a profile's name.
+func validProfile(name string) bool {
+	for _, r := range name {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '_' || r == '-') {
+			return false
+		}
+	}
+	return name != "" && len(name) <= 64
 }

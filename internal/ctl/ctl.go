@@ -84,9 +84,9 @@ Commands:
   integrity list [NAME]  list tools, prompts and templates held back for review
   integrity diff NAME [ITEM ...]
                          show what changed since the approved baseline
-  integrity approve NAME [ITEM ...]
-                         serve the reviewed versions (all pending if no ITEM)
-  integrity reject NAME [ITEM ...]
+  integrity approve NAME ID ...
+                         serve exactly the versions diff showed (KIND:NAME@FINGERPRINT)
+  integrity reject NAME ID ...
                          keep them held back and stop reporting them
   integrity reset        re-baseline after an unreadable state file
   bridge [--socket PATH | --url URL] [--token-file FILE]

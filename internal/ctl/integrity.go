@@ -22,7 +22,7 @@ type pendingJSON struct {
 // integrity runs "mcpgatectl integrity list|diff|approve|reject|reset".
 func (c *cli) integrity(args []string) int {
 	if len(args) == 0 {
-		return c.usageError(errors.New("integrity takes list, diff BACKEND [ITEM...], approve BACKEND [ITEM...], reject BACKEND [ITEM...] or reset"))
+		return c.usageError(errors.New("integrity takes list, diff BACKEND [ITEM...], approve BACKEND ID..., reject BACKEND ID... or reset"))
 	}
 	sub, args := args[0], args[1:]
 	pos, err := parseInterleaved(c.flagSet("mcpgatectl integrity "+sub), args)
@@ -37,7 +37,7 @@ func (c *cli) integrity(args []string) int {
 	case sub == "reset" && len(pos) == 0:
 		return c.integrityReset()
 	}
-	return c.usageError(fmt.Errorf("integrity takes list [BACKEND], diff BACKEND [ITEM...], approve BACKEND [ITEM...], reject BACKEND [ITEM...] or reset"))
+	return c.usageError(fmt.Errorf("integrity takes list [BACKEND], diff BACKEND [ITEM...], approve BACKEND ID..., reject BACKEND ID... or reset"))
 }
 
 // integrityList prints the pending changes of every backend, or of one.

@@ -23,6 +23,9 @@ import (
 type statusJSON struct {
 	Gateway  dbusapi.ManagerStatus   `json:"gateway"`
 	Backends []dbusapi.BackendStatus `json:"backends"`
+	// Profiles are the endpoint and its profiles (ListProfiles); empty
+	// from a gateway that predates them.
+	Profiles []dbusapi.ProfileStatus `json:"profiles,omitempty"`
 }
 
 func (c *cli) status(args []string) int {
@@ -60,6 +63,11 @@ func (c *cli) status(args []string) int {
 				return c.fail(err)
 			}
 			out.Backends = append(out.Backends, b)
+		}
+		if profiles, err := client.ListProfiles(ctx); err == nil {
+			out.Profiles = profiles
+		} else if dbusapi.ErrorName(err) != "org.freedesktop.DBus.Error.UnknownMethod" {
+			return c.fail(err)
 		}
 		if c.opts.json {
 			c.printJSON(out)
@@ -143,6 +151,7 @@ func printOverview(w io.Writer, s statusJSON, colour bool) {
 		fmt.Fprintln(w, strings.TrimRight(prefix+line, " "))
 	}
 	printPendingSummary(w, s.Backends)
+	printProfiles(w, s.Profiles)
 }
 
 // printBackend prints one backend like "systemctl status" prints a unit.

@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"fmt"
+	"io"
 	"maps"
 	"net"
 	"os"
@@ -11,6 +12,7 @@ import (
 	"github.com/mcpgate/mcpgate/internal/access"
 	"github.com/mcpgate/mcpgate/internal/config"
 	"github.com/mcpgate/mcpgate/internal/journal"
+	"github.com/mcpgate/mcpgate/internal/listeners"
 )
 
 // credentialsDirectory is where ${credential:NAME} and token_credential
@@ -30,12 +32,57 @@ func (d *daemon) loadClients(cfg *config.Config) *access.Set {
 		CredentialsDirectory: config.CredentialsDirectory(cfg.Gateway.CredentialsDirectory),
 		Previous:             d.clients.Load(),
 		Issued:               d.issued,
+		Resources:            d.resources,
 	})
 	for _, w := range warnings {
 		d.log.Warn(w)
 	}
 	d.clients.Store(set)
 	return set
+}
+
+// decideResources fixes the OAuth resource of each listener, once, and
+// says which is in force where.
+func (d *daemon) decideResources() error {
+	var addrs []net.Addr
+	for _, l := range d.lns.Listeners {
+		addrs = append(addrs, l.Addr())
+	}
+	resources, err := access.ListenerResources(d.cfg, addrs)
+	if err != nil {
+		return err
+	}
+	d.resources = resources
+	if resources != nil {
+		d.log.Info("OAuth: access tokens must name the resource "+access.DescribeResources(resources), "resources", access.DescribeResources(resources))
+	}
+	return nil
+}
+
+// checkResources is --check-config's view of decideResources, on the
+// configured listen addresses: the sockets systemd passes in are known
+// only when mcpgated starts.
+func checkResources(cfg *config.Config, stdout io.Writer) error {
+	var addrs []net.Addr
+	for _, l := range cfg.Gateway.Listen {
+		if path, ok := strings.CutPrefix(l, listeners.UnixPrefix); ok {
+			addrs = append(addrs, &net.UnixAddr{Name: path, Net: "unix"})
+			continue
+		}
+		a, err := net.ResolveTCPAddr("tcp", l)
+		if err != nil {
+			return fmt.Errorf("listen address %q: %v", l, err)
+		}
+		addrs = append(addrs, a)
+	}
+	resources, err := access.ListenerResources(cfg, addrs)
+	if err != nil {
+		return err
+	}
+	if resources != nil {
+		fmt.Fprintf(stdout, "OAuth resource: %s (under socket activation, on the sockets systemd passes in instead: see the start-up log)\n", access.DescribeResources(resources))
+	}
+	return nil
 }
 
 // warnAccess says at start who can reach the gateway when that is more

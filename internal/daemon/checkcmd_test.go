@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/mcpgate/mcpgate/internal/testutil"
 )
 
 func TestCheckConfigResolvesCommands(t *testing.T) {
@@ -101,7 +103,7 @@ func TestCheckConfigShowsEras(t *testing.T) {
 	state := t.TempDir()
 	t.Setenv("STATE_DIRECTORY", state)
 	os.MkdirAll(filepath.Join(state, "catalog"), 0o750)
-	os.WriteFile(filepath.Join(state, "catalog", "lazy.json"), []byte(`{"version":1,"protocolVersion":"2026-07-28","name":"m","capabilities":{}}`), 0o640)
+	os.WriteFile(filepath.Join(state, "catalog", "lazy.json"), []byte(`{"version":2,"protocolVersion":"2026-07-28","name":"m","capabilities":{}}`), 0o640)
 	cfg := filepath.Join(t.TempDir(), "mcpgate.toml")
 	os.WriteFile(cfg, []byte(`[backends.child]
 command = "sh"
@@ -128,5 +130,26 @@ era = "legacy"
 		if !strings.Contains(stdout.String(), want) {
 			t.Errorf("stdout = %s; want %q", stdout.String(), want)
 		}
+	}
+}
+
+// TestCheckConfigSaysWhichResource: with OAuth on, --check-config says
+// which resource tokens must name on each listen address, and refuses a
+// public listener without a configured resource, saying what to set.
+func TestCheckConfigSaysWhichResource(t *testing.T) {
+	const issuer = "[oauth]\n[oauth.issuers.as]\nissuer = \"https://as.example\"\n"
+	var stdout, stderr bytes.Buffer
+	cfg := testutil.WriteConfigFiles(t, map[string]string{"mcpgate.toml": "[gateway]\nlisten = [\"127.0.0.1:7431\", \"unix:/run/mcpgate/mcpgate.sock\"]\n" + issuer})
+	if code := checkConfig(cfg, &stdout, &stderr); code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr.String())
+	}
+	if want := "OAuth resource: http://localhost/mcp on /run/mcpgate/mcpgate.sock; http://127.0.0.1:7431/mcp on 127.0.0.1:7431"; !strings.Contains(stdout.String(), want) {
+		t.Errorf("stdout %q, want it to say %q", stdout.String(), want)
+	}
+	stdout.Reset()
+	cfg = testutil.WriteConfigFiles(t, map[string]string{"mcpgate.toml": "[gateway]\nlisten = [\"0.0.0.0:7431\"]\n" + issuer})
+	if code := checkConfig(cfg, &stdout, &stderr); code != 1 || !strings.Contains(stderr.String(), "0.0.0.0:7431, which is not a loopback address") ||
+		!strings.Contains(stderr.String(), "set resource") {
+		t.Errorf("a public listener without resource: exit %d, %s", code, stderr.String())
 	}
 }

@@ -106,10 +106,16 @@ func checkConfig(path string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, err.Error())
 		failed = true
 	}
+	var resources strings.Builder
+	if err := checkResources(cfg, &resources); err != nil {
+		fmt.Fprintln(stderr, err.Error())
+		failed = true
+	}
 	if failed {
 		return exitFailed
 	}
 	fmt.Fprintf(stdout, "%s: OK (%d backends, %d files)\n", path, len(cfg.Backends), len(cfg.Files))
+	io.WriteString(stdout, resources.String())
 	printEras(stdout, cfg)
 	return exitOK
 }
@@ -138,6 +144,9 @@ type daemon struct {
 	clients  atomic.Pointer[access.Set] // the clients in effect; replaced by reload
 	refusals *access.Refusals
 
+	// resources is the OAuth resource of each listener, fixed at start
+	// (access.ListenerResources); nil when OAuth is off.
+	resources map[string]string
 	// clientsMu orders replacing the clients with issuing and revoking
 	// tokens, so that neither undoes the other.
 	clientsMu sync.Mutex
@@ -164,6 +173,9 @@ type daemon struct {
 
 	reloads chan chan error    // reload requests, answered when applied
 	ping    chan chan struct{} // liveness probes of the main loop
+	// cancelUnmatched drops the last reload's warnings about unmatched
+	// patterns while they wait for its backends; main loop only.
+	cancelUnmatched context.CancelFunc
 
 	// Hooks for the D-Bus interface, set before the backends start.
 	onChange        []func(*backend.Backend) // after any change of a backend
@@ -282,6 +294,9 @@ func (d *daemon) run(ctx context.Context) int {
 		}),
 	})
 	d.openIssued()
+	if err := d.decideResources(); err != nil {
+		return d.fail(err)
+	}
 	d.loadClients(d.cfg)
 	d.gw.Configure(d.cfg)
 	d.onRemove = append(d.onRemove, d.gw.ForgetOutputBytes)
@@ -515,6 +530,7 @@ func (d *daemon) reload(ctx context.Context) (err error) {
 	// policies, and a removed client or token is refused from here on.
 	next := *d.cfg
 	next.Backends, next.Clients, next.Composites, next.Files = cfg.Backends, cfg.Clients, cfg.Composites, cfg.Files
+	next.Profiles = cfg.Profiles
 	change, err := d.apply(ctx, &next, func() {
 		d.integrity.Configure(&next)
 		d.gw.Refresh()
@@ -525,21 +541,26 @@ func (d *daemon) reload(ctx context.Context) (err error) {
 	if clients := clientChange(d.cfg.Clients, cfg.Clients); clients != "" {
 		summary += "; " + clients
 	}
+	if profiles := profileChange(d.cfg.Profiles, cfg.Profiles); profiles != "" {
+		summary += "; " + profiles
+	}
 	d.cfg.Backends = cfg.Backends
 	d.cfg.Clients = cfg.Clients
 	d.cfg.Composites = cfg.Composites
+	d.cfg.Profiles = cfg.Profiles
 	d.cfg.Files = cfg.Files
 	d.resetUnusedUnits(ctx)
 	d.gw.Refresh()
 	d.log.Info("configuration reloaded: "+summary, journal.MessageReload.Attr())
-	d.warnUnmatched()
+	d.warnUnmatchedOnceSettled(ctx, change)
 	return err
 }
 
-// apply applies cfg to the backends, which waits for the handshakes of the
-// new ones, and answers the watchdog's liveness probes meanwhile: the main
-// loop is not wedged, and a slow npx start is no reason for systemd to kill
-// the daemon. restrict switches the clients and policies; see
+// apply applies cfg to the backends, which waits for the removed and
+// changed ones to stop (each within its grace periods), not for the new
+// ones' handshakes, and answers the watchdog's liveness probes meanwhile:
+// the main loop is not wedged, and a slow stop is no reason for systemd to
+// kill the daemon. restrict switches the clients and policies; see
 // supervisor.Apply for when it runs.
 func (d *daemon) apply(ctx context.Context, cfg *config.Config, restrict func()) (supervisor.Change, error) {
 	type result struct {
@@ -569,6 +590,9 @@ func (d *daemon) stop() int {
 	// misleading log line.
 	if d.stopWatchdog != nil {
 		d.stopWatchdog()
+	}
+	if d.cancelUnmatched != nil {
+		d.cancelUnmatched() // the catalog empties from here on
 	}
 	// New calls are refused before anyone hears STOPPING=1.
 	d.gw.StopAccepting()

@@ -56,6 +56,19 @@ func (g *dbusGateway) DiffChanges(name string, items []string) (string, error) {
 	return g.d.integrity.Diff(name, items)
 }
 
+func (g *dbusGateway) ReviewChanges(name string, items []string) ([]dbusapi.ReviewedChange, error) {
+	changes, err := g.d.integrity.Review(name, items)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]dbusapi.ReviewedChange, len(changes))
+	for i, c := range changes {
+		out[i] = dbusapi.ReviewedChange{Kind: string(c.Kind), Name: c.Name, ID: c.ID(), Served: c.Served,
+			Approvable: c.Approvable, Reason: c.Reason, Diff: c.Diff()}
+	}
+	return out, nil
+}
+
 func (g *dbusGateway) ApproveChanges(_ context.Context, name string, items []string) ([]string, error) {
 	keys, err := g.d.integrity.Approve(name, items)
 	if len(keys) > 0 {

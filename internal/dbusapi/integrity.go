@@ -26,18 +26,38 @@ type PendingChange struct {
 	Served bool   `json:"served"` // integrity = "warn": served though not approved
 }
 
+// ReviewedChange is one element of what ReviewChanges returns,
+// a(sssbbss): a pending change with the version it is and its diff, so
+// that what is approved is what was shown.
+type ReviewedChange struct {
+	Kind string `json:"kind"`
+	Name string `json:"name"`
+	// ID is "KIND:NAME@FINGERPRINT", the version shown: what
+	// ApproveChanges and RejectChanges take.
+	ID         string `json:"id"`
+	Served     bool   `json:"served"`
+	Approvable bool   `json:"approvable"`
+	Reason     string `json:"reason"`
+	Diff       string `json:"diff"`
+}
+
 // IntegrityGateway is a Gateway that pins what its backends offer. The
 // integrity methods of the interface fail with ErrIntegrityOff on a
 // Gateway that does not implement it.
 type IntegrityGateway interface {
 	// DiffChanges returns the unified diffs of the pending changes of
-	// backend name that items names ("KIND:NAME" or NAME; all when empty).
+	// backend name that items names ("KIND:NAME", NAME or an ID; all when
+	// empty), each headed by its ID.
 	DiffChanges(name string, items []string) (string, error)
-	// ApproveChanges approves those changes, serves them at once and
-	// returns the keys ("KIND:NAME") it approved.
+	// ReviewChanges returns those changes, each with its ID and diff.
+	ReviewChanges(name string, items []string) ([]ReviewedChange, error)
+	// ApproveChanges approves the changes items names by ID
+	// ("KIND:NAME@FINGERPRINT"), exactly those versions, serves them at
+	// once and returns the keys ("KIND:NAME") it approved. If one changed
+	// since, it approves nothing and says so.
 	ApproveChanges(ctx context.Context, name string, items []string) ([]string, error)
-	// RejectChanges keeps those changes held back and stops reporting
-	// them; it returns the keys it rejected.
+	// RejectChanges keeps the changes items names by ID held back and
+	// stops reporting them; it returns the keys it rejected.
 	RejectChanges(ctx context.Context, name string, items []string) ([]string, error)
 	// ResetIntegrity treats an unreadable state file as no baseline.
 	ResetIntegrity(ctx context.Context) error
@@ -82,14 +102,32 @@ func (b backendObject) DiffChanges(items []string) (string, *dbus.Error) {
 	return d, dbusError(err)
 }
 
+// ReviewChanges returns the backend's pending changes that items names,
+// all of them when items is empty, each with its ID and diff. Reading is
+// open.
+func (b backendObject) ReviewChanges(items []string) ([]ReviewedChange, *dbus.Error) {
+	ig, derr := b.s.integrity()
+	if derr != nil {
+		return nil, derr
+	}
+	if _, ok := b.s.gw.Backend(b.name); !ok {
+		return nil, noSuchBackend(b.name)
+	}
+	changes, err := ig.ReviewChanges(b.name, items)
+	if err != nil {
+		return nil, dbusError(err)
+	}
+	return nonNil(changes), nil
+}
+
 // ApproveChanges approves the backend's pending changes that items names
-// (all when empty) and returns what it approved.
+// by ID and returns what it approved.
 func (b backendObject) ApproveChanges(msg dbus.Message, items []string) ([]string, *dbus.Error) {
 	return b.decide(msg, items, func(ig IntegrityGateway) ([]string, error) { return ig.ApproveChanges(b.s.ctx, b.name, items) })
 }
 
 // RejectChanges rejects the backend's pending changes that items names
-// (all when empty) and returns what it rejected.
+// by ID and returns what it rejected.
 func (b backendObject) RejectChanges(msg dbus.Message, items []string) ([]string, *dbus.Error) {
 	return b.decide(msg, items, func(ig IntegrityGateway) ([]string, error) { return ig.RejectChanges(b.s.ctx, b.name, items) })
 }
@@ -134,6 +172,18 @@ func (c *Client) DiffChanges(ctx context.Context, name string, items []string) (
 	var d string
 	err = c.call(ctx, path, BackendInterface+".DiffChanges", 0, []any{nonNil(items)}, &d)
 	return d, err
+}
+
+// ReviewChanges returns a backend's pending changes with their IDs and
+// diffs; see IntegrityGateway.
+func (c *Client) ReviewChanges(ctx context.Context, name string, items []string) ([]ReviewedChange, error) {
+	path, err := c.backendPath(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	var out []ReviewedChange
+	err = c.call(ctx, path, BackendInterface+".ReviewChanges", 0, []any{nonNil(items)}, &out)
+	return out, err
 }
 
 // ApproveChanges approves a backend's pending changes; see IntegrityGateway.

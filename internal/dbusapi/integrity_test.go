@@ -22,6 +22,11 @@ func (g integrityGateway) DiffChanges(name string, items []string) (string, erro
 	return fmt.Sprintf("diff of %s %v\n", name, items), nil
 }
 
+func (g integrityGateway) ReviewChanges(name string, items []string) ([]ReviewedChange, error) {
+	return []ReviewedChange{{Kind: "tool", Name: "search", ID: "tool:search@" + strings.Repeat("ab", 32), Approvable: true,
+		Reason: "changed since it was approved", Diff: fmt.Sprintf("diff of %s %v\n", name, items)}}, nil
+}
+
 func (g integrityGateway) ApproveChanges(_ context.Context, name string, items []string) ([]string, error) {
 	g.record("approve " + name + " " + strings.Join(items, ","))
 	return []string{"tool:" + strings.Join(items, ",")}, nil
@@ -103,6 +108,11 @@ func TestApproveNeedsItsOwnAction(t *testing.T) {
 	d, err := client.DiffChanges(ctx, "alpha", []string{"search"})
 	if err != nil || d != "diff of alpha [search]\n" {
 		t.Errorf("DiffChanges = %q, %v", d, err)
+	}
+	reviewed, err := client.ReviewChanges(ctx, "alpha", []string{"search"})
+	if err != nil || len(reviewed) != 1 || reviewed[0].ID != "tool:search@"+strings.Repeat("ab", 32) || !reviewed[0].Approvable ||
+		reviewed[0].Diff != "diff of alpha [search]\n" {
+		t.Errorf("ReviewChanges = %+v, %v", reviewed, err)
 	}
 	gw.mu.Lock()
 	calls := slices.Clone(gw.calls)

@@ -17,11 +17,13 @@ import (
 	"github.com/chromedp/chromedp"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/mcpgate/mcpgate/internal/journal"
 	"github.com/mcpgate/mcpgate/internal/testutil"
 )
 
 // envArtefacts names the directory where TestCockpitPage keeps its
-// screenshots (default dist/e2e-artefacts under the checkout).
+// screenshots, in a directory per release (default dist/e2e-artefacts
+// under the checkout).
 const envArtefacts = "MCPGATE_E2E_ARTEFACTS"
 
 // cockpitPage is the page's address in cockpit-ws, outside Cockpit's shell
@@ -41,6 +43,10 @@ args = ["--name", "fake", "--stderr-at-start", %q, "--tools-file", %q]
 [backends.everything]
 command = "/usr/local/bin/mcp-server-everything"
 args = ["stdio"]
+
+[profiles.find]
+description = "every tool, found by search"
+search = true
 `, fakeBin, fakeStartLine, integrityToolsFile)
 
 // cockpitPolkitRule grants the page's operator (group mcpgate-admin) every
@@ -120,12 +126,14 @@ type cockpitCheck struct {
 	base      string // http://127.0.0.1:PORT, forwarded to cockpit-ws
 }
 
-// artefactDir is where screenshots go, made if need be.
+// artefactDir is where screenshots go, made if need be: one directory per
+// release, as the runs of both go side by side.
 func artefactDir(t *testing.T) string {
 	dir := os.Getenv(envArtefacts)
 	if dir == "" {
 		dir = filepath.Join(testutil.ModuleRoot(), "dist", "e2e-artefacts")
 	}
+	dir = filepath.Join(dir, Release(t))
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -186,6 +194,14 @@ func (p *cockpitCheck) checkOperator(t *testing.T) string {
 		const row = document.querySelector('#clients tr[data-client="e2e"]');
 		return row && row.textContent.includes("token sha256:");
 	})()`)
+	b.await(t, "the profiles, with the tools each serves and what its tools/list costs", `(() => {
+		const all = document.querySelector('#profiles tr[data-profile=""]');
+		const find = document.querySelector('#profiles tr[data-profile="find"]');
+		const bytes = row => row.querySelector('[data-field="bytes"]').textContent;
+		return all && find && find.textContent.includes("search") && find.textContent.includes("every tool, found by search") &&
+			all.querySelector('[data-field="tools"]').textContent === find.querySelector('[data-field="tools"]').textContent &&
+			/B$/.test(bytes(all)) && /B$/.test(bytes(find));
+	})()`)
 	b.await(t, "the operator's access note", `!document.body.classList.contains("read-only")`)
 	p.checkGatewayPanel(t, b)
 	tokens := p.checkTokens(t, b)
@@ -207,6 +223,30 @@ func (p *cockpitCheck) checkOperator(t *testing.T) string {
 	b.run(t, "diff", chromedp.Click(chromedp.CSS(`[data-backend="fake"] button[data-action="diff"]`)))
 	b.await(t, "the diff", `document.querySelector('[data-backend="fake"] pre.diff').textContent.includes("/etc/shadow")`)
 	review := p.screenshot(t, b, "cockpit-review.png", 1280, 900, false)
+
+	// The server changes again after the page showed the diff: approving
+	// what the page showed approves nothing, the page says so, and the
+	// unseen change stays pending.
+	p.g.c.WriteFile(t, integrityToolsFile, []byte(integrityToolsLater), 0o644)
+	p.g.c.Run(t, "mcpgatectl", "restart", "fake")
+	jctx, jcancel := context.WithTimeout(t.Context(), time.Minute)
+	defer jcancel()
+	if _, err := p.g.c.AwaitJournal(jctx, func(e JournalEntry) bool {
+		return e["MESSAGE_ID"] == journal.MessageIntegrityChange.String() && strings.Contains(e["MCPGATE_DIFF"], "/root/.ssh/id_rsa")
+	}, "--unit=mcpgate.service"); err != nil {
+		t.Fatalf("the second change was not journaled: %v", err)
+	}
+	b.await(t, "backend fake healthy after the second change", stateIs("fake", "healthy"))
+	b.run(t, "approve what was shown", chromedp.Click(chromedp.CSS(`[data-backend="fake"] button[data-action="approve"]`)))
+	b.await(t, "the refusal of a stale approval", `document.getElementById("message").textContent.includes("changed after it was reviewed")`)
+	b.await(t, "the change still pending", fieldIs("fake", "pending", "tool search: changed since it was approved (held back)"))
+	if tools := p.g.c.Run(t, "mcpgatectl", "integrity", "list"); !strings.Contains(tools, "search") {
+		t.Errorf("after the refused approval, integrity list is %q", tools)
+	}
+	b.run(t, "approve without a diff shown", chromedp.Click(chromedp.CSS(`[data-backend="fake"] button[data-action="approve"]`)))
+	b.await(t, "the advice to show the diff", `document.getElementById("message").textContent.includes("show the diff first")`)
+	b.run(t, "diff again", chromedp.Click(chromedp.CSS(`[data-backend="fake"] button[data-action="diff"]`)))
+	b.await(t, "the new diff", `document.querySelector('[data-backend="fake"] pre.diff').textContent.includes("/root/.ssh/id_rsa")`)
 	b.run(t, "approve", chromedp.Click(chromedp.CSS(`[data-backend="fake"] button[data-action="approve"]`)))
 	b.await(t, "no pending change", fieldIs("fake", "pending", "none"))
 
@@ -241,7 +281,7 @@ func (p *cockpitCheck) checkOperator(t *testing.T) string {
 	b.noConsoleErrors(t)
 	// Last, since it leaves the page for Cockpit's own.
 	p.checkLogsPage(t, b, "fake", line)
-	return fmt.Sprintf("both backends healthy; listeners, sessions and clients shown; %s; restart: PID %s -> %s; change reviewed and approved; stderr line seen in the journal view; Logs link checked and its page shows the line; added backend shown; screenshots %s, %s, %s",
+	return fmt.Sprintf("both backends healthy; listeners, sessions and clients shown; %s; restart: PID %s -> %s; change reviewed, changed again, stale approval refused, reviewed again and approved; stderr line seen in the journal view; Logs link checked and its page shows the line; added backend shown; screenshots %s, %s, %s",
 		tokens, oldPID, newPID, review, wide, narrow)
 }
 

@@ -13,7 +13,21 @@ import (
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
 )
 
-type clientKey struct{}
+// callerCtx is a request's context with the caller identify found: one
+// allocation, as context.WithValue would be, for both its values.
+type callerCtx struct {
+	context.Context
+	caller access.Caller
+}
+
+type callerKey struct{}
+
+func (c *callerCtx) Value(key any) any {
+	if key == (callerKey{}) {
+		return c
+	}
+	return c.Context.Value(key)
+}
 
 // identify establishes who sent r: the client of its token or of its
 // connection's peer credentials. A caller that is not let in gets its
@@ -30,12 +44,12 @@ func (h *Handler) identify(w http.ResponseWriter, r *http.Request) *http.Request
 	}
 	c, refusal := set.Identify(r, peer)
 	if refusal == nil {
-		if c.Name == config.AnonymousClient {
+		if c.Client.Name == config.AnonymousClient {
 			// The name is reserved for the client every caller is
 			// without auth; clientOf answers one just like it.
 			return r
 		}
-		return r.WithContext(context.WithValue(r.Context(), clientKey{}, c))
+		return r.WithContext(&callerCtx{r.Context(), c})
 	}
 	if h.opts.Refusals != nil {
 		access.Wait(r.Context(), h.opts.Refusals.Refused(peer, refusal, r.Method, r.URL.Path))
@@ -53,10 +67,19 @@ func (h *Handler) identify(w http.ResponseWriter, r *http.Request) *http.Request
 
 // clientOf returns the client identify attached to r.
 func clientOf(r *http.Request) *access.Client {
-	if c, ok := r.Context().Value(clientKey{}).(*access.Client); ok {
-		return c
+	if c, ok := r.Context().Value(callerKey{}).(*callerCtx); ok {
+		return c.caller.Client
 	}
 	return anonymous
+}
+
+// identityOf returns the identity identify found for r (see
+// access.Caller): "" for every caller when auth is "none".
+func identityOf(r *http.Request) string {
+	if c, ok := r.Context().Value(callerKey{}).(*callerCtx); ok {
+		return c.caller.Identity
+	}
+	return ""
 }
 
 // anonymous is the client of a request when the gateway knows no clients.
@@ -92,8 +115,9 @@ func (h *Handler) limitError(w http.ResponseWriter, err error, id []byte) bool {
 	return true
 }
 
-// owns reports whether the request's client may use sess: a session
-// belongs to the identity that created it.
+// owns reports whether the request's caller may use sess: a session
+// belongs to the identity that created it, as the client it was then.
+// Two users a configuration maps to one client are two identities.
 func owns(r *http.Request, sess *gateway.Session) bool {
-	return sess.Client().Name == clientOf(r).Name
+	return sess.Client().Name == clientOf(r).Name && sess.Identity() == identityOf(r)
 }

@@ -87,13 +87,18 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.health(w, r)
 		return
 	}
-	if r.URL.Path != h.opts.Endpoint && h.serveMetadata(w, r) {
+	// The path decides on the bytes as sent: a proxy in front routes and
+	// checks those, not what percent-decoding them makes ("/%6dcp").
+	profile, served := h.endpointOf(r.URL.Path)
+	served = served && r.URL.RawPath == ""
+	if !served && h.serveMetadata(w, r) {
 		return
 	}
-	if r.URL.Path != h.opts.Endpoint {
-		http.Error(w, fmt.Sprintf("not found: the MCP endpoint is %s", h.opts.Endpoint), http.StatusNotFound)
+	if !served {
+		h.notFound(w, r.URL.Path)
 		return
 	}
+	r = withProfile(r, profile)
 	if !h.hostAllowed(r.Host) {
 		h.httpError(w, http.StatusForbidden, "Host %q is not allowed; add it to allowed_hosts in the [gateway] section to serve it", r.Host)
 		return
@@ -229,7 +234,7 @@ func (h *Handler) initialize(w http.ResponseWriter, r *http.Request, msg *jsonrp
 		h.log.Debug("initialize abandoned by the client before it was answered; no session started", "client", client.Name)
 		return
 	}
-	sess, result, err := h.g.NewSession(msg.Params, client)
+	sess, result, err := h.g.NewSessionAt(msg.Params, client, identityOf(r), profileOf(r))
 	if h.limitError(w, err, msg.ID) {
 		return
 	}
@@ -248,7 +253,8 @@ func (h *Handler) initialize(w http.ResponseWriter, r *http.Request, msg *jsonrp
 		return
 	}
 	if h.log.Enabled(r.Context(), slog.LevelDebug) { // no message built per session for nobody
-		h.log.Debug(fmt.Sprintf("session started for client %q", client.Name), "session", sess.ID, "protocol_version", sess.Protocol, "client", client.Name)
+		h.log.Debug(fmt.Sprintf("session started for client %q", client.Name), "session", sess.ID, "protocol_version", sess.Protocol, "client", client.Name,
+			"identity", sess.Identity())
 	}
 	w.Header().Set(headerSession, sess.ID)
 	w.Header().Set("Content-Type", "application/json")
@@ -329,7 +335,7 @@ func (h *Handler) session(w http.ResponseWriter, r *http.Request) *gateway.Sessi
 		return nil
 	}
 	sess := h.g.Session(id)
-	if sess == nil || !owns(r, sess) { // another identity's session does not exist for this one
+	if sess == nil || !owns(r, sess) || sess.Endpoint() != profileOf(r) { // another identity's (or endpoint's) session does not exist for this one
 		h.rpcError(w, http.StatusNotFound, nil, jsonrpc.CodeInvalidRequest, "session %q not found: it ended or the gateway restarted; initialize a new session", id)
 		return nil
 	}

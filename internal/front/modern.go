@@ -210,7 +210,8 @@ func (h *Handler) stateless(w http.ResponseWriter, r *http.Request, msg *jsonrpc
 		*held = false
 		h.release()
 	}
-	sess := h.g.StatelessRequest(meta, clientOf(r))
+	meta.Profile = profileOf(r)
+	sess := h.g.StatelessRequest(meta, clientOf(r), identityOf(r))
 	defer sess.End()
 	st := sess.NewStream(1, sse)
 	sess.HandleRequest(msg, st)

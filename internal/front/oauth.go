@@ -13,7 +13,7 @@ import (
 // public, as the 401 that points to it is: browsers' clients may read it
 // from any origin.
 func (h *Handler) serveMetadata(w http.ResponseWriter, r *http.Request) bool {
-	if h.opts.Clients == nil || !strings.HasPrefix(r.URL.Path, access.MetadataPath) {
+	if h.opts.Clients == nil || r.URL.RawPath != "" || !strings.HasPrefix(r.URL.Path, access.MetadataPath) {
 		return false
 	}
 	o := h.opts.Clients().OAuth()
@@ -37,8 +37,15 @@ func (h *Handler) serveMetadata(w http.ResponseWriter, r *http.Request) bool {
 		h.httpError(w, http.StatusMethodNotAllowed, "method %s not allowed; the resource metadata is read with GET", r.Method)
 		return true
 	}
+	// The resource is the listener's, fixed at start: the same document
+	// whatever the request says, so it may be cached.
+	resource := o.Resource(access.PeerFrom(r.Context()))
+	if resource == "" {
+		h.httpError(w, http.StatusNotFound, "no OAuth resource is known for this listener; an administrator can set resource in the [oauth] section")
+		return true
+	}
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "max-age=300")
-	w.Write(o.Metadata(o.Resource(r, access.PeerFrom(r.Context()))))
+	w.Write(o.Metadata(resource))
 	return true
 }

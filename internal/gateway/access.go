@@ -83,12 +83,7 @@ func (g *Gateway) SetClients(set *access.Set) {
 			g.CloseSession(s.ID, "client \""+old.Name+"\" was removed from the configuration")
 			return
 		}
-		s.client.Store(c)
-		for _, k := range []access.Kind{access.Tools, access.Prompts, access.Resources} {
-			if viewDigest(old.Policy, k, cat) != viewDigest(c.Policy, k, cat) {
-				s.listChanged(listChangedMethod[k])
-			}
-		}
+		s.followClient(c, cat)
 	})
 }
 
@@ -102,13 +97,35 @@ func (g *Gateway) setListenerClients(set *access.Set, cat *catalog.Catalog) {
 			s.endListener("client \"" + old.Name + "\" was removed from the configuration")
 			return
 		}
-		s.client.Store(c)
-		for _, k := range []access.Kind{access.Tools, access.Prompts, access.Resources} {
-			if viewDigest(old.Policy, k, cat) != viewDigest(c.Policy, k, cat) {
-				s.listChanged(listChangedMethod[k])
-			}
-		}
+		s.followClient(c, cat)
 	})
+}
+
+// followClient makes the session follow its client's new definition, and
+// tells it about lists that look different now.
+func (s *Session) followClient(c *access.Client, cat *catalog.Catalog) {
+	before := s.view()
+	s.client.Store(c)
+	after := s.view()
+	for _, k := range []access.Kind{access.Tools, access.Prompts, access.Resources} {
+		if s.viewDigest(before, k, cat) != s.viewDigest(after, k, cat) {
+			s.listChanged(listChangedMethod[k])
+		}
+	}
+	// A subscription to what the client may no longer read ends: it would
+	// go on telling the client of updates to it.
+	dropped := map[string]string{}
+	s.mu.Lock()
+	for uri, owner := range s.subs {
+		if !after.resource(owner, uri) {
+			dropped[uri] = owner
+			delete(s.subs, uri)
+		}
+	}
+	s.mu.Unlock()
+	for uri, owner := range dropped {
+		s.g.unsubscribe(owner, uri)
+	}
 }
 
 var listChangedMethod = map[access.Kind]string{
@@ -120,67 +137,42 @@ var listChangedMethod = map[access.Kind]string{
 // Client returns the client the session belongs to.
 func (s *Session) Client() *access.Client { return s.client.Load() }
 
+// Identity returns who authenticated when the session began
+// (access.Caller.Identity); only that identity may use it.
+func (s *Session) Identity() string { return s.identity }
+
+// sealedTo is what a requestState issued in the session is bound to: its
+// client and its identity.
+func (s *Session) sealedTo() string { return s.Client().Name + "\x00" + s.identity }
+
 func (s *Session) policy() *access.Policy { return s.client.Load().Policy }
 
 // allowsTool reports whether the session's client may call the tool the
-// catalog exposes as name: decided once per policy and catalog snapshot,
-// not by walking the policy's globs on every call.
+// catalog exposes as name, as its policy and profile decide: once per view
+// and catalog snapshot, not by walking the globs on every call.
 func (s *Session) allowsTool(cat *catalog.Catalog, name string) bool {
-	p := s.policy()
-	if p.Unrestricted() {
-		return true
-	}
-	return cat.DecideTool(p, name, func(name string) bool { return p.Allows(access.Tools, name) })
+	return s.view().tool(cat, name)
 }
 
-// visibleEntries returns the entries of list the session's client may see:
-// list itself when nothing is hidden.
-func visibleEntries(p *access.Policy, k access.Kind, list []catalog.Entry) []catalog.Entry {
-	if p.Unrestricted() {
-		return list
-	}
-	out := make([]catalog.Entry, 0, len(list))
-	for _, e := range list {
-		if p.Allows(k, e.Name) {
-			out = append(out, e)
-		}
-	}
-	return out
-}
-
-// visibleResources is visibleEntries for resources and templates, by URI.
-func visibleResources(p *access.Policy, list []catalog.Resource) []catalog.Resource {
-	if p.Unrestricted() {
-		return list
-	}
-	out := make([]catalog.Resource, 0, len(list))
-	for _, r := range list {
-		if p.Allows(access.Resources, r.URI) {
-			out = append(out, r)
-		}
-	}
-	return out
-}
-
-// viewDigest summarises what a policy shows of one kind of list, so that
+// viewDigest summarises what a view shows of one kind of list, so that
 // list_changed reaches a client only when its own view changed.
-func viewDigest(p *access.Policy, k access.Kind, cat *catalog.Catalog) string {
+func (s *Session) viewDigest(v view, k access.Kind, cat *catalog.Catalog) string {
 	h := sha256.New()
 	switch k {
 	case access.Tools:
-		for _, e := range visibleEntries(p, k, cat.Tools) {
+		for _, e := range s.listedTools(v, cat) {
 			h.Write(e.Raw)
 		}
 	case access.Prompts:
-		for _, e := range visibleEntries(p, k, cat.Prompts) {
+		for _, e := range v.entries(cat, k, cat.Prompts) {
 			h.Write(e.Raw)
 		}
 	case access.Resources:
-		for _, r := range visibleResources(p, cat.Resources) {
+		for _, r := range v.resources(cat.Resources) {
 			h.Write(r.Raw)
 		}
 		h.Write([]byte{0})
-		for _, r := range visibleResources(p, cat.Templates) {
+		for _, r := range v.resources(cat.Templates) {
 			h.Write(r.Raw)
 		}
 	}
@@ -190,13 +182,13 @@ func viewDigest(p *access.Policy, k access.Kind, cat *catalog.Catalog) string {
 // viewChanged reports whether the session's view of the list that method
 // announces differs between two catalogs whose digests differ.
 func (s *Session) viewChanged(prev, next *catalog.Catalog, method string) bool {
-	p := s.policy()
-	if p.Unrestricted() {
+	v := s.view()
+	if v.unrestricted() && !v.search {
 		return true
 	}
 	for k, m := range listChangedMethod {
 		if m == method {
-			return viewDigest(p, k, prev) != viewDigest(p, k, next)
+			return s.viewDigest(v, k, prev) != s.viewDigest(v, k, next)
 		}
 	}
 	return true
@@ -229,7 +221,7 @@ func (s *Session) audited(msg *jsonrpc.Message, backend, what, name string) func
 		}
 		now := time.Now()
 		journal.WriteAudit(h, &journal.Audit{
-			Time: now, Client: client, Session: s.ID, RequestID: s.RequestID(), Backend: backend, What: what, Name: name,
+			Time: now, Client: client, Identity: s.identity, Session: s.ID, RequestID: s.RequestID(), Backend: backend, What: what, Name: name,
 			Method: msg.Method, Duration: now.Sub(start), Outcome: outcome,
 			Request: len(msg.Params), Response: size,
 		})
@@ -241,7 +233,7 @@ func (s *Session) audited(msg *jsonrpc.Message, backend, what, name string) func
 // an unknown name.
 func (s *Session) hidden(method, what string, k access.Kind, name string) {
 	if r := s.g.opts.Refusals; r != nil {
-		r.Hidden(s.Client().Name, s.ID, method, what, name, s.policy().Rule(k, name))
+		r.Hidden(s.Client().Name, s.ID, method, what, name, s.view().rule(k, name))
 	}
 }
 
@@ -256,14 +248,14 @@ func (s *Session) ambiguous(method string, err error) {
 // unknownToolFor is unknownTool with suggestions only among the tools the
 // session's client may see.
 func (s *Session) unknownToolFor(cat *catalog.Catalog, name string) error {
-	p := s.policy()
-	if p.Unrestricted() {
+	v := s.view()
+	if v.unrestricted() {
 		return unknownTool(cat, name)
 	}
 	msg := "unknown tool " + strconv.Quote(name)
 	var near []string
 	for _, n := range cat.Closest(name, 50) {
-		if p.Allows(access.Tools, n) && len(near) < 3 {
+		if v.tool(cat, n) && len(near) < 3 {
 			near = append(near, n)
 		}
 	}
@@ -277,25 +269,24 @@ func (s *Session) unknownToolFor(cat *catalog.Catalog, name string) error {
 // the named backend: messages a backend broadcasts (log messages, unknown
 // notifications) reach only clients for which it exists.
 func (s *Session) seesBackend(name string) bool {
-	p := s.policy()
-	if p.Unrestricted() {
+	v := s.view()
+	if v.unrestricted() {
 		return true
 	}
 	cat := s.g.Catalog()
-	entries := func(k access.Kind, list []catalog.Entry) bool {
-		for _, e := range list {
-			if e.Backend == name && p.Allows(k, e.Name) {
-				return true
-			}
+	for _, e := range cat.Tools {
+		if e.Backend == name && v.tool(cat, e.Name) {
+			return true
 		}
-		return false
 	}
-	if entries(access.Tools, cat.Tools) || entries(access.Prompts, cat.Prompts) {
-		return true
+	for _, e := range cat.Prompts {
+		if e.Backend == name && v.prompt(cat, e.Name) {
+			return true
+		}
 	}
 	for _, list := range [][]catalog.Resource{cat.Resources, cat.Templates} {
 		for _, r := range list {
-			if r.Backend == name && p.Allows(access.Resources, r.URI) {
+			if r.Backend == name && v.resource(r.Backend, r.URI) {
 				return true
 			}
 		}

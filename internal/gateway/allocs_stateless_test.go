@@ -51,7 +51,7 @@ var anonymous = access.Anonymous()
 // its head scanned once, a context for the request, the answer, End.
 func statelessRoundTrip(t testing.TB, g *gateway.Gateway, msg *jsonrpc.Message) []byte {
 	head := gateway.ScanHead(msg.Params)
-	s := g.StatelessRequest(gateway.RequestMeta{Protocol: "2026-07-28", Capabilities: head.Capabilities, Head: head}, anonymous)
+	s := g.StatelessRequest(gateway.RequestMeta{Protocol: "2026-07-28", Capabilities: head.Capabilities, Head: head}, anonymous, "")
 	defer s.End()
 	return roundTrip(t, s, msg)
 }
@@ -79,7 +79,7 @@ func TestStatelessToolCallAllocationBudget(t *testing.T) {
 // window: their cpu-ns/op compare the eras' cost in the gateway.
 func BenchmarkStatelessToolCallInProcess(b *testing.B) {
 	g := inProcessGateway(b)
-	s, _, err := g.NewSession(nil, nil)
+	s, _, err := g.NewSession(nil, nil, "")
 	if err != nil {
 		b.Fatal(err)
 	}

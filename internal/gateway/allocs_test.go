@@ -19,7 +19,7 @@ import (
 // ends.
 func inProcess(t testing.TB) *gateway.Session {
 	t.Helper()
-	s, _, err := inProcessGateway(t).NewSession(nil, nil)
+	s, _, err := inProcessGateway(t).NewSession(nil, nil, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -147,7 +147,7 @@ func TestIdleSessionMemoryBudget(t *testing.T) {
 	sessions := make([]*gateway.Session, 0, n)
 	before := heap()
 	for range n {
-		s, _, err := g.NewSession([]byte(`{"protocolVersion":"2025-06-18","capabilities":{}}`), client)
+		s, _, err := g.NewSession([]byte(`{"protocolVersion":"2025-06-18","capabilities":{}}`), client, "")
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -1,7 +1,6 @@
 package gateway
 
 import (
-	"github.com/mcpgate/mcpgate/internal/access"
 	"github.com/mcpgate/mcpgate/internal/catalog"
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
 )
@@ -25,7 +24,7 @@ func (s *Session) complete(msg *jsonrpc.Message, stream *Stream, cat *catalog.Ca
 			return
 		}
 		prompt, ok := cat.Prompt(name)
-		if !ok || !s.policy().Allows(access.Prompts, name) {
+		if !ok || !s.view().prompt(cat, name) {
 			fail("unknown prompt %q", name)
 			return
 		}
@@ -37,17 +36,14 @@ func (s *Session) complete(msg *jsonrpc.Message, stream *Stream, cat *catalog.Ca
 			fail("params.ref.uri must be a string")
 			return
 		}
-		if !s.policy().Allows(access.Resources, uri) {
-			fail("no backend serves the resource or template %q", uri)
-			return
-		}
+		v := s.view()
 		for _, t := range cat.Templates {
-			if t.URI == uri {
+			if t.URI == uri && v.resource(t.Backend, uri) {
 				s.forwardTo(msg, stream, t.Backend, msg.Params)
 				return
 			}
 		}
-		if owner, ok := cat.ResourceOwner(uri); ok {
+		if owner, ok := cat.ResourceOwner(uri); ok && v.resource(owner, uri) {
 			s.forwardTo(msg, stream, owner, msg.Params)
 			return
 		}

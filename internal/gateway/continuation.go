@@ -76,13 +76,16 @@ func NewContinuations(opts ContinuationOptions) *Continuations {
 // InputRequiredResult, or is about to. Its fields are guarded by the
 // Continuations' mu.
 type continuation struct {
-	t       *Continuations
-	id      reqstate.ID
-	client  string
-	binding string        // the request the requestState is bound to
-	call    *call         // the backend call, which outlives the client's requests
-	first   *Stream       // the stream of the first request: the call's, diverted here
-	timeout time.Duration // the backend's client_request_timeout
+	t      *Continuations
+	id     reqstate.ID
+	client string
+	// sealedTo is the client and identity its requestState is bound to
+	// (Session.sealedTo): another identity of the same client is refused.
+	sealedTo string
+	binding  string        // the request the requestState is bound to
+	call     *call         // the backend call, which outlives the client's requests
+	first    *Stream       // the stream of the first request: the call's, diverted here
+	timeout  time.Duration // the backend's client_request_timeout
 	// instance is the pool instance (instance = "session") the call runs
 	// on, taken from the first request's context when that request ends:
 	// it stays bound to the call until the continuation ends.
@@ -126,6 +129,16 @@ const maxInputsPerCall = 32
 // inputMethods are the requests that may be answered with an
 // InputRequiredResult.
 var inputMethods = map[string]string{"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}
+
+// bindingOf is requestBinding of the request msg stands for: the call of
+// its tool when it is a call of call_tool, so that a retry that names
+// another tool resumes nothing.
+func (s *Session) bindingOf(msg *jsonrpc.Message) string {
+	if inner := s.metaCallTarget(msg); inner != nil {
+		msg = inner
+	}
+	return requestBinding(msg)
+}
 
 // requestBinding is what a requestState of msg is bound to: the method and
 // the tool, prompt or resource, as the client named it; "" for a method
@@ -217,10 +230,15 @@ func (t *Continuations) askAfterBurst(cont *continuation) {
 func (t *Continuations) start(in *Input) (*continuation, string) {
 	s := in.Session
 	c := in.call
+	if in.Stream != nil && in.Stream.internal {
+		// Its answer is the step's, which the composite reads: an
+		// InputRequiredResult there would reach no client.
+		return nil, "a composite's step cannot ask the client for input"
+	}
 	if c == nil || c.stream != in.Stream || s.one == nil || s.one.request == nil {
 		return nil, "no call of the client is in flight"
 	}
-	binding := requestBinding(s.one.request)
+	binding := s.bindingOf(s.one.request)
 	if binding == "" {
 		return nil, "only tools/call, prompts/get and resources/read can ask the client for input"
 	}
@@ -236,15 +254,16 @@ func (t *Continuations) start(in *Input) (*continuation, string) {
 		return nil, fmt.Sprintf("client %q already has %d calls waiting for its input (max_input_required_calls_per_client)", client, t.maxPerClient)
 	}
 	cont := &continuation{
-		t:       t,
-		id:      reqstate.NewID(),
-		client:  client,
-		binding: binding,
-		call:    c,
-		first:   in.Stream,
-		timeout: in.Backend.Config().InputRetry(),
-		caps:    s.caps,
-		waiter:  &waiter{sess: s, id: c.clientID, stream: in.Stream},
+		t:        t,
+		id:       reqstate.NewID(),
+		client:   client,
+		sealedTo: s.sealedTo(),
+		binding:  binding,
+		call:     c,
+		first:    in.Stream,
+		timeout:  in.Backend.Config().InputRetry(),
+		caps:     s.caps,
+		waiter:   &waiter{sess: s, id: c.clientID, stream: in.Stream},
 	}
 	cont.instance = s.keepInstance(in.Conn.Backend())
 	// The backend started answering: a fallback would repeat what it did.

@@ -20,7 +20,7 @@ func (cont *continuation) inputRequired() {
 	cont.waiter = nil
 	cont.round++
 	expires := time.Now().Add(cont.timeout)
-	token := cont.t.sealer.Seal(reqstate.State{ID: cont.id, Round: cont.round, Expires: expires}, cont.client, cont.binding)
+	token := cont.t.sealer.Seal(reqstate.State{ID: cont.id, Round: cont.round, Expires: expires}, cont.sealedTo, cont.binding)
 	out := []byte(`{"resultType":"input_required","inputRequests":{`)
 	for i, r := range cont.pending {
 		if i > 0 {

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"time"
 
-	"github.com/mcpgate/mcpgate/internal/access"
 	"github.com/mcpgate/mcpgate/internal/access/reqstate"
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
 )
@@ -23,7 +22,7 @@ import (
 // client may not use, a backend whose own requestState it is) are routed
 // as usual, which refuses what must be.
 func (t *Continuations) HandleRetry(s *Session, msg *jsonrpc.Message, stream *Stream) bool {
-	binding := requestBinding(msg)
+	binding := s.bindingOf(msg)
 	raw, _, hasState := jsonrpc.Lookup(msg.Params, "requestState")
 	if binding == "" || !hasState || checkDecided(msg.Method, msg.Params, true) != nil {
 		return false
@@ -32,12 +31,11 @@ func (t *Continuations) HandleRetry(s *Session, msg *jsonrpc.Message, stream *St
 	if !ok || !s.g.issuesRequestState(backendName) {
 		return false
 	}
-	client := s.Client().Name
 	token, isString := jsonrpc.StringValue(raw)
 	var st reqstate.State
 	err := error(&reqstate.Error{Reason: reqstate.Malformed})
 	if isString {
-		st, err = t.sealer.Open(token, client, binding, time.Now())
+		st, err = t.sealer.Open(token, s.sealedTo(), binding, time.Now())
 	}
 	if err != nil {
 		t.refuse(s, msg, stream, err)
@@ -117,20 +115,29 @@ func (cont *continuation) answerBackend(params json.RawMessage) {
 // what and name are for the audit entry.
 func (s *Session) visibleTarget(msg *jsonrpc.Message) (backendName, what, name string, ok bool) {
 	cat := s.g.Catalog()
-	p := s.policy()
+	v := s.view()
+	if inner := s.metaCallTarget(msg); inner != nil {
+		msg = inner // a retry of call_tool resumes the call of its tool
+	}
 	switch msg.Method {
 	case "tools/call":
 		name, _, _ = stringParam(msg.Params, "name")
 		tool, found := cat.Tool(name)
-		return tool.Backend, "tool", name, found && p.Allows(access.Tools, name)
+		if !found {
+			return "", "tool", name, false
+		}
+		return tool.Backend, "tool", name, v.tool(cat, name)
 	case "prompts/get":
 		name, _, _ = stringParam(msg.Params, "name")
 		prompt, found := cat.Prompt(name)
-		return prompt.Backend, "prompt", name, found && p.Allows(access.Prompts, name)
+		if !found {
+			return "", "prompt", name, false
+		}
+		return prompt.Backend, "prompt", name, v.prompt(cat, name)
 	case "resources/read":
 		name, _, _ = stringParam(msg.Params, "uri")
 		owner, found := s.g.resourceOwner(cat, name)
-		return owner, "uri", name, found && p.Allows(access.Resources, name)
+		return owner, "uri", name, found && v.resource(owner, name)
 	}
 	return "", "", "", false
 }
@@ -145,7 +152,7 @@ func (t *Continuations) refuse(s *Session, msg *jsonrpc.Message, stream *Stream,
 		reason = e.Reason.String()
 	}
 	if t.refusals != nil {
-		t.refusals.RequestState(s.Client().Name, msg.Method, reason, err)
+		t.refusals.RequestState(s.Client().Name, s.identity, msg.Method, reason, err)
 	}
 	data := append(jsonrpc.AppendString([]byte(`{"reason":`), reason), '}')
 	stream.push(jsonrpc.AppendError(nil, msg.ID, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: err.Error(), Data: data}), true)

@@ -62,20 +62,20 @@ func decodeCursor(raw json.RawMessage, n int) (int, error) {
 }
 
 // list answers one of the list methods from the catalog, with what the
-// session's client may see.
+// session's view (its client's policy and profile) shows.
 func (s *Session) list(msg *jsonrpc.Message, stream *Stream, cat *catalog.Catalog) {
 	switch msg.Method {
 	case "tools/list":
-		tools := visibleEntries(s.policy(), access.Tools, cat.Tools)
+		tools := s.listedTools(s.view(), cat)
 		s.page(msg, stream, "tools", len(tools), func(i int) []byte { return tools[i].Raw })
 	case "prompts/list":
-		prompts := visibleEntries(s.policy(), access.Prompts, cat.Prompts)
+		prompts := s.view().entries(cat, access.Prompts, cat.Prompts)
 		s.page(msg, stream, "prompts", len(prompts), func(i int) []byte { return prompts[i].Raw })
 	case "resources/list":
-		resources := visibleResources(s.policy(), cat.Resources)
+		resources := s.view().resources(cat.Resources)
 		s.page(msg, stream, "resources", len(resources), func(i int) []byte { return resources[i].Raw })
 	case "resources/templates/list":
-		templates := visibleResources(s.policy(), cat.Templates)
+		templates := s.view().resources(cat.Templates)
 		s.page(msg, stream, "resourceTemplates", len(templates), func(i int) []byte { return templates[i].Raw })
 	}
 }

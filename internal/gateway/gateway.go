@@ -148,6 +148,7 @@ type Gateway struct {
 	standIns atomic.Pointer[map[string][]string]
 	outputState
 	localState
+	profileState
 }
 
 type subKey struct{ backend, uri string }
@@ -208,7 +209,7 @@ func (g *Gateway) Refresh() {
 		lists = g.integrityFilter(b, lists, held)
 		sources = append(sources, catalog.Source{Backend: b.Name(), Prefix: b.Config().ToolPrefix, Lists: lists})
 	}
-	standIns, kept := g.standInSources()
+	standIns, kept := g.standInSources(held)
 	sources = append(sources, standIns...)
 	g.standIns.Store(&kept)
 	// Composites come last: a backend's tool keeps a name both claim.

@@ -33,7 +33,7 @@ func TestMaxSessionsUnderConcurrentInitializes(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			s, _, err := g.NewSession(nil, nil)
+			s, _, err := g.NewSession(nil, nil, "")
 			switch {
 			case err == nil:
 				ok.Add(1)
@@ -53,7 +53,7 @@ func TestMaxSessionsUnderConcurrentInitializes(t *testing.T) {
 		g.CloseSession(id.(string), "test")
 		return false // one
 	})
-	if _, _, err := g.NewSession(nil, nil); err != nil {
+	if _, _, err := g.NewSession(nil, nil, ""); err != nil {
 		t.Errorf("NewSession after one ended: %v", err)
 	}
 }
@@ -63,7 +63,7 @@ func TestMaxSessionsUnderConcurrentInitializes(t *testing.T) {
 func TestTinySessionIdleTimeout(t *testing.T) {
 	g := gateway.New(noBackends{}, gateway.Options{SessionIdleTimeout: 3, Logger: slog.New(slog.DiscardHandler)})
 	defer g.Close()
-	s, _, err := g.NewSession(nil, nil)
+	s, _, err := g.NewSession(nil, nil, "")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 
-	"github.com/mcpgate/mcpgate/internal/access"
 	"github.com/mcpgate/mcpgate/internal/catalog"
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
 )
@@ -89,7 +88,7 @@ func (s *Session) init2026Listener(id json.RawMessage, stream *Stream, want *lis
 func (s *Session) subscribe2026(cat *catalog.Catalog, uri string) bool {
 	g := s.g
 	owner, ok := g.resourceOwner(cat, uri)
-	if !ok || !s.policy().Allows(access.Resources, uri) || g.pooled(owner) {
+	if !ok || !s.view().resource(owner, uri) || g.pooled(owner) {
 		return false
 	}
 	first, _, k, refusal := s.countSubscription(uri, owner, true)

@@ -80,7 +80,7 @@ func TestCLIToolRemovedByAReloadAsItsCallStarts(t *testing.T) {
 	reg.b = runCLIBackend(t, "kept")
 	reg.mu.Unlock()
 
-	s, _, err := g.NewSession(nil, nil)
+	s, _, err := g.NewSession(nil, nil, "")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -33,7 +33,7 @@ func (s *Session) handle(msg *jsonrpc.Message, stream *Stream, waited bool) {
 		fail(jsonrpc.Errorf(CodeShuttingDown, "the gateway is shutting down"))
 		return
 	}
-	if s.stateless {
+	if s.stateless && !stream.internal { // a composite's step is not the client's request
 		stream.mu.Lock()
 		stream.modern, stream.method = &g.modern, msg.Method
 		stream.mu.Unlock()
@@ -65,43 +65,7 @@ func (s *Session) handle(msg *jsonrpc.Message, stream *Stream, waited bool) {
 		}
 		s.list(msg, stream, cat)
 	case "tools/call":
-		// One pass over params: the checks of checkDecided, the name, and
-		// what forwarding needs (see toolCallParams); none for a stateless
-		// request, whose params the front's pass found them in.
-		name, span, known, err := toolCallParams(msg.Params, s.headOf(msg.Params))
-		if err != nil {
-			if jsonrpc.AsError(err).Code == jsonrpc.CodeInvalidRequest {
-				s.ambiguous(msg.Method, err)
-			}
-			fail(err)
-			return
-		}
-		tool, ok := cat.Tool(name)
-		if !ok && !waited && s.awaitStartingTool(msg, stream, name) {
-			return // its backend is in its first handshake
-		}
-		if !ok || !s.allowsTool(cat, name) {
-			if ok {
-				s.hidden(msg.Method, "tool", access.Tools, name)
-			} else if err := s.stillStarting(name); err != nil {
-				fail(err)
-				return
-			}
-			fail(s.unknownToolFor(cat, name))
-			return
-		}
-		if s.stateless && tool.ParamHeaders != nil {
-			if err := checkParamHeaders(s.one.header, msg.Params, tool.ParamHeaders); err != nil {
-				fail(err)
-				return
-			}
-		}
-		audit := s.audited(msg, tool.Backend, "tool", name)
-		if s.callLocal(msg, stream, tool, audit) {
-			return
-		}
-		params := renamed(msg.Params, span, name, tool.Original)
-		s.callTool(msg, stream, tool, params, known.renamed(params, span, tool.Original), audit)
+		s.toolsCall(msg, stream, cat, true, waited)
 	case "prompts/get":
 		name, span, err := stringParam(msg.Params, "name")
 		if err != nil {
@@ -109,7 +73,7 @@ func (s *Session) handle(msg *jsonrpc.Message, stream *Stream, waited bool) {
 			return
 		}
 		prompt, ok := cat.Prompt(name)
-		if !ok || !s.policy().Allows(access.Prompts, name) {
+		if !ok || !s.view().prompt(cat, name) {
 			if ok {
 				s.hidden(msg.Method, "prompt", access.Prompts, name)
 			}
@@ -127,7 +91,7 @@ func (s *Session) handle(msg *jsonrpc.Message, stream *Stream, waited bool) {
 			return
 		}
 		owner, ok := g.resourceOwner(cat, uri)
-		if !ok || !s.policy().Allows(access.Resources, uri) {
+		if !ok || !s.view().resource(owner, uri) {
 			if ok {
 				s.hidden(msg.Method, "uri", access.Resources, uri)
 			}
@@ -145,12 +109,62 @@ func (s *Session) handle(msg *jsonrpc.Message, stream *Stream, waited bool) {
 	default:
 		// A method the gateway does not know cannot be checked against a
 		// policy: only clients without restrictions may pass it on.
-		if b := g.soleBackend(); b != nil && s.policy().Unrestricted() {
+		if b := g.soleBackend(); b != nil && s.view().unrestricted() {
 			s.forwardTo(msg, stream, b.Name(), msg.Params)
 			return
 		}
 		fail(jsonrpc.Errorf(jsonrpc.CodeMethodNotFound, "method not found: %s", msg.Method))
 	}
+}
+
+// toolsCall answers a tools/call; meta is whether the name may be one of
+// the meta-tools of search mode (not for a call made through call_tool),
+// and whether the call may wait for a backend in its first handshake (it
+// has not, waited).
+func (s *Session) toolsCall(msg *jsonrpc.Message, stream *Stream, cat *catalog.Catalog, meta, waited bool) {
+	fail := func(err error) { stream.push(jsonrpc.AppendError(nil, msg.ID, jsonrpc.AsError(err)), true) }
+	// One pass over params: the checks of checkDecided, the name, and
+	// what forwarding needs (see toolCallParams); none for a stateless
+	// request, whose params the front's pass found them in.
+	name, span, known, err := toolCallParams(msg.Params, s.headOf(msg.Params))
+	if err != nil {
+		if jsonrpc.AsError(err).Code == jsonrpc.CodeInvalidRequest {
+			s.ambiguous(msg.Method, err)
+		}
+		fail(err)
+		return
+	}
+	if meta && s.metaTool(msg, stream, cat, name) {
+		return
+	}
+	tool, ok := cat.Tool(name)
+	if !ok && meta && !waited && s.awaitStartingTool(msg, stream, name) {
+		return // its backend is in its first handshake
+	}
+	if !ok || !s.allowsTool(cat, name) {
+		if ok {
+			s.hidden(msg.Method, "tool", access.Tools, name)
+		} else if err := s.stillStarting(name); err != nil {
+			fail(err)
+			return
+		}
+		fail(s.unknownToolFor(cat, name))
+		return
+	}
+	// A call through call_tool carries the headers of call_tool, which
+	// mirror none of the tool's parameters.
+	if s.stateless && tool.ParamHeaders != nil && meta && !stream.internal {
+		if err := checkParamHeaders(s.one.header, msg.Params, tool.ParamHeaders); err != nil {
+			fail(err)
+			return
+		}
+	}
+	audit := s.audited(msg, tool.Backend, "tool", name)
+	if s.callLocal(msg, stream, tool, audit) {
+		return
+	}
+	params := renamed(msg.Params, span, name, tool.Original)
+	s.callTool(msg, stream, tool, params, known.renamed(params, span, tool.Original), audit)
 }
 
 // soleBackend returns the only healthy backend, where an unknown method can

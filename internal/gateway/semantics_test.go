@@ -1134,6 +1134,10 @@ func TestListChanged(t *testing.T) {
 		d.Signal(syscall.SIGHUP)
 		i := d.AwaitNotify(t, from, wait, "RELOADING=1", testutil.Has("RELOADING=1"))
 		d.AwaitNotify(t, i+1, wait, "READY=1 after the reload", testutil.Has("READY=1"))
+		// The reload does not wait for the new backends' handshakes; the
+		// list_changed counted below must not be one of theirs.
+		healthy := fmt.Sprintf("STATUS=%d/%d backends healthy, ", len(backends), len(backends))
+		d.AwaitNotify(t, i+1, wait, "every backend healthy after the reload", func(m string) bool { return strings.Contains(m, healthy) })
 	}
 	ev1 := testutil.NewClientEvents("S1")
 	s1 := connect(t, d, ev1, nil)

@@ -23,6 +23,11 @@ type Session struct {
 	caps     clientCaps
 	offered  offeredCaps // what the gateway advertised at initialize
 	client   atomic.Pointer[access.Client]
+	// identity is who authenticated when the session (or the request)
+	// began (access.Caller.Identity): what the session and the
+	// requestState of its calls are bound to.
+	identity string
+	shape    // its profile, and what search mode added to its list
 	// stateless marks the context of one 2026-07-28 request (see
 	// StatelessRequest): no ID, no standalone stream, in no session table.
 	stateless bool
@@ -90,10 +95,18 @@ type offeredCaps struct {
 	tools, prompts, resources bool
 }
 
-// NewSession handles an initialize request of client: it negotiates the
-// protocol version and returns the new session with its initialize result.
-// Beyond the client's max_sessions it returns an *access.LimitError.
-func (g *Gateway) NewSession(params json.RawMessage, client *access.Client) (*Session, json.RawMessage, error) {
+// NewSession handles an initialize request of client, authenticated as
+// identity (access.Caller.Identity): it negotiates the protocol version
+// and returns the new session with its initialize result. Beyond the
+// client's max_sessions it returns an *access.LimitError.
+func (g *Gateway) NewSession(params json.RawMessage, client *access.Client, identity string) (*Session, json.RawMessage, error) {
+	return g.NewSessionAt(params, client, identity, "")
+}
+
+// NewSessionAt is NewSession at the path of the named profile ("" for the
+// endpoint itself, where the client's own profile applies). An unknown
+// profile is refused.
+func (g *Gateway) NewSessionAt(params json.RawMessage, client *access.Client, identity, profile string) (*Session, json.RawMessage, error) {
 	if g.draining.Load() {
 		return nil, nil, jsonrpc.Errorf(CodeShuttingDown, "the gateway is shutting down")
 	}
@@ -126,11 +139,19 @@ func (g *Gateway) NewSession(params json.RawMessage, client *access.Client) (*Se
 		caps:       p.Capabilities,
 		lastActive: time.Now(),
 		logLevel:   -1,
+		identity:   identity,
 	}
 	// The session's maps are made when first written: an idle session
 	// keeps none. Its standalone stream, key 0, is in none of them.
 	s.standalone = newStream(0, true, g.opts.MaxStreamEvents)
 	s.client.Store(client)
+	s.endpoint = profile
+	shown, ok := s.resolveProfile(g.profileSet())
+	if !ok {
+		g.nsess.Add(-1)
+		return nil, nil, jsonrpc.Errorf(jsonrpc.CodeInvalidRequest, "no profile %q is configured; initialize again once the configuration names one", s.profileName())
+	}
+	s.profile.Store(shown)
 	if err := g.admit(client); err != nil {
 		g.nsess.Add(-1) // the global slot taken above
 		return nil, nil, err
@@ -168,7 +189,10 @@ func (g *Gateway) initializeResult(s *Session) json.RawMessage {
 		}
 		logging = logging || c.Logging != nil
 		completions = completions || c.Completions != nil
-		if text := strings.TrimSpace(info.Instructions); text != "" {
+		// A backend's instructions name it and what it does: only for a
+		// client that may see something of it. (Its capabilities stay
+		// offered to sessions, whose view a reload may widen.)
+		if text := strings.TrimSpace(info.Instructions); text != "" && (s.stateless || s.seesBackend(b.Name())) {
 			instructions = append(instructions, "## "+b.Name()+"\n"+text)
 		}
 	}
@@ -337,7 +361,7 @@ func (s *Session) HandleNotification(msg *jsonrpc.Message) {
 		// Unknown notifications pass through where they cannot be
 		// misrouted, and only from clients that may use everything: what
 		// one means cannot be checked against a policy.
-		if !s.policy().Unrestricted() {
+		if !s.view().unrestricted() {
 			s.g.log.Debug("dropped an unknown notification from a client with a policy", "session", s.ID, "client", s.Client().Name, "method", msg.Method)
 			return
 		}

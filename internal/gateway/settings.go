@@ -18,6 +18,7 @@ type settings struct {
 func (g *Gateway) Configure(cfg *config.Config) {
 	g.settings.Store(&settings{backends: cfg.Backends, composites: cfg.Composites,
 		compositePrefix: cfg.Gateway.CompositePrefix, maxMessageBytes: cfg.Gateway.MaxMessageBytes})
+	g.setProfiles(cfg.Profiles)
 	g.modern.listTTL.Store(listTTL(cfg))
 }
 

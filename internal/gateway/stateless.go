@@ -8,6 +8,7 @@ import (
 
 	"github.com/mcpgate/mcpgate/internal/access"
 	"github.com/mcpgate/mcpgate/internal/backend"
+	"github.com/mcpgate/mcpgate/internal/config"
 	"github.com/mcpgate/mcpgate/internal/journal"
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
 )
@@ -57,15 +58,19 @@ type RequestMeta struct {
 	// Head is what ScanHead found in the request's params, if the
 	// caller scanned them: routing reuses it rather than scan again.
 	Head RequestHead
+	// Profile is the profile the request's path names, "" for the
+	// endpoint itself (where the client's own profile applies). It must
+	// be configured (see HasProfile).
+	Profile string
 }
 
 // StatelessRequest returns the routing context of one stateless request
-// of client: a Session that lives as long as the request, is in no
+// of client, authenticated as identity (access.Caller.Identity): a Session that lives as long as the request, is in no
 // session table and has no standalone stream, so everything it routes
 // (policy, audit, limits, fallback, the output pipeline, composites)
 // takes the same path as a session's request. The caller answers one
 // request with it (NewStream, HandleRequest) and then calls End.
-func (g *Gateway) StatelessRequest(meta RequestMeta, client *access.Client) *Session {
+func (g *Gateway) StatelessRequest(meta RequestMeta, client *access.Client, identity string) *Session {
 	if client == nil {
 		client = access.Anonymous()
 	}
@@ -77,6 +82,7 @@ func (g *Gateway) StatelessRequest(meta RequestMeta, client *access.Client) *Ses
 		Session: Session{
 			Protocol:  meta.Protocol,
 			g:         g,
+			identity:  identity,
 			stateless: true,
 			logLevel:  -1,
 			calls:     make(map[string]*call, 1),
@@ -92,6 +98,13 @@ func (g *Gateway) StatelessRequest(meta RequestMeta, client *access.Client) *Ses
 	s.caps = capsOf(meta.Capabilities)
 	s.standalone = g.nowhere
 	s.client.Store(client)
+	s.endpoint = meta.Profile
+	p, ok := s.resolveProfile(g.profileSet())
+	if !ok { // gone meanwhile: nothing, rather than the whole catalog
+		name := s.profileName()
+		p = &Profile{Name: name, cfg: &config.Profile{Name: name}, names: &access.Policy{}, backends: &access.Policy{}}
+	}
+	s.profile.Store(p)
 	g.requests.add(s)
 	return s
 }

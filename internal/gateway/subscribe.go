@@ -3,7 +3,6 @@ package gateway
 import (
 	"encoding/json"
 
-	"github.com/mcpgate/mcpgate/internal/access"
 	"github.com/mcpgate/mcpgate/internal/catalog"
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
 )
@@ -21,7 +20,7 @@ func (s *Session) subscription(msg *jsonrpc.Message, stream *Stream, cat *catalo
 	owner := ""
 	if subscribe {
 		var ok bool
-		if owner, ok = g.resourceOwner(cat, uri); !ok || !s.policy().Allows(access.Resources, uri) {
+		if owner, ok = g.resourceOwner(cat, uri); !ok || !s.view().resource(owner, uri) {
 			stream.push(errorResponse(msg.ID, CodeResourceNotFound, "resource not found: no backend serves %q", uri), true)
 			return
 		}

@@ -2,6 +2,7 @@ package http1
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"io"
@@ -152,9 +153,31 @@ func (c *conn) readRequest() (*http.Request, bool) {
 		c.cr.remain = math.MaxInt64
 		return req, true
 	}
+	// The head is kept as read: for an HTTP/1.0 request, net/http drops
+	// Transfer-Encoding before anyone sees it.
+	buffered, _ := c.br.Peek(c.br.Buffered())
+	head := append([]byte(nil), buffered...)
+	c.cr.record = &head
 	req, err := http.ReadRequest(c.br)
+	c.cr.record = nil
 	hitLimit := c.cr.remain <= 0
 	c.cr.remain = math.MaxInt64
+	read := head[:max(len(head)-c.br.Buffered(), 0)]
+	if err == nil && !req.ProtoAtLeast(1, 1) && hasField(read, "transfer-encoding") {
+		// RFC 9112 section 6.1: such a message's framing is faulty. Its
+		// body's bytes would be read as the next request; behind a proxy
+		// that is a desync.
+		req.Body.Close()
+		badRequest(c.rwc, http.StatusBadRequest, "an HTTP/1.0 request with Transfer-Encoding has faulty framing (RFC 9112 section 6.1)")
+		c.closeWriteAndWait()
+		return nil, false
+	}
+	if err == nil && hasField(read, "transfer-encoding") && hasField(read, "content-length") {
+		// RFC 9112 section 6.3: the chunked framing wins, and the
+		// connection closes after the answer, for a peer that framed the
+		// message by its Content-Length instead.
+		req.Close = true
+	}
 	if err != nil {
 		switch {
 		case hitLimit:
@@ -319,6 +342,9 @@ type connReader struct {
 	remain  int64
 	hasByte bool
 	byteBuf [1]byte
+	// record, when set, gets a copy of what is read: the head of a
+	// request net/http parses.
+	record *[]byte
 }
 
 func (cr *connReader) Read(p []byte) (int, error) {
@@ -340,7 +366,21 @@ func (cr *connReader) Read(p []byte) (int, error) {
 	}
 	n, err := cr.c.rwc.Read(p)
 	cr.remain -= int64(n)
+	if cr.record != nil {
+		*cr.record = append(*cr.record, p[:n]...)
+	}
 	return n, err
+}
+
+// hasField reports whether the request head holds a field line named
+// lower, in any case.
+func hasField(head []byte, lower string) bool {
+	for line := range bytes.Lines(head) {
+		if n, _, ok := bytes.Cut(line, []byte(":")); ok && equalFold(string(bytes.TrimRight(n, " \t")), lower) {
+			return true
+		}
+	}
+	return false
 }
 
 // body is a request's body as the handler sees it: it answers Expect:

@@ -5,11 +5,13 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log"
 	"net"
 	"net/http"
 	"net/http/httptrace"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -458,5 +460,56 @@ func TestTimeouts(t *testing.T) {
 		if _, err := io.ReadAll(br); err != nil {
 			t.Errorf("%q: %v, want the server to close", req, err)
 		}
+	}
+}
+
+// An HTTP/1.0 request with Transfer-Encoding has faulty framing (RFC 9112
+// section 6.1): it is refused and the connection closed, whatever its
+// Connection header says, so that its chunks are never read as a request
+// of their own.
+func TestHTTP10WithTransferEncodingCloses(t *testing.T) {
+	var served []string
+	_, addr := start(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		served = append(served, r.Method+" "+r.URL.Path)
+	}))
+	for _, te := range []string{"Transfer-Encoding: chunked", "transfer-encoding: chunked", "TRANSFER-ENCODING:  gzip, chunked"} {
+		smuggled := "GET /smuggled HTTP/1.1\r\nHost: a\r\n\r\n"
+		body := fmt.Sprintf("%x\r\n%s\r\n0\r\n\r\n", len(smuggled), smuggled)
+		_, br := raw(t, addr, "POST /mcp HTTP/1.0\r\nHost: a\r\nConnection: keep-alive\r\n"+te+"\r\n\r\n"+body)
+		resp, _ := readResponse(t, br, http.MethodPost)
+		if resp.StatusCode != http.StatusBadRequest || !resp.Close {
+			t.Errorf("%s: %s, close %v; want 400 and the connection closed", te, resp.Status, resp.Close)
+		}
+		if _, err := br.ReadByte(); err != io.EOF {
+			t.Errorf("%s: after the answer: %v, want EOF", te, err)
+		}
+	}
+	if len(served) > 0 {
+		t.Errorf("the handler served %q", served)
+	}
+}
+
+// A request with both Transfer-Encoding and Content-Length is framed by
+// its chunks, and the connection closes after the answer (RFC 9112
+// section 6.3): a peer that framed it by its Content-Length would read
+// what follows otherwise.
+func TestTransferEncodingAndContentLengthClose(t *testing.T) {
+	var served []string
+	_, addr := start(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		served = append(served, r.URL.Path+" "+string(b))
+	}))
+	smuggled := "GET /smuggled HTTP/1.1\r\nHost: a\r\n\r\n"
+	_, br := raw(t, addr, "POST /mcp HTTP/1.1\r\nHost: a\r\nContent-Length: "+strconv.Itoa(len("3\r\nabc\r\n0\r\n\r\n")+len(smuggled))+
+		"\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n"+smuggled)
+	resp, _ := readResponse(t, br, http.MethodPost)
+	if !resp.Close {
+		t.Errorf("the answer keeps the connection open")
+	}
+	if _, err := br.ReadByte(); err != io.EOF {
+		t.Errorf("after the answer: %v, want EOF", err)
+	}
+	if len(served) != 1 || served[0] != "/mcp abc" {
+		t.Errorf("the handler served %q, want the chunked body alone", served)
 	}
 }

@@ -5,6 +5,8 @@
 package integrity
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"log/slog"
@@ -14,6 +16,7 @@ import (
 	"github.com/mcpgate/mcpgate/internal/backend"
 	"github.com/mcpgate/mcpgate/internal/config"
 	"github.com/mcpgate/mcpgate/internal/journal"
+	"github.com/mcpgate/mcpgate/internal/jsonrpc"
 	"github.com/mcpgate/mcpgate/internal/suggest"
 )
 
@@ -56,9 +59,13 @@ type Change struct {
 	// Served is set under integrity = "warn": the change is served and
 	// only reported.
 	Served bool
-	// Approvable is false for an item that breaks a limit or has hidden
-	// characters: no approval serves it.
+	// Approvable is false for an item that breaks a limit, has hidden
+	// characters or a repeated or case-variant member: no approval serves
+	// it.
 	Approvable bool
+	// Fingerprint is the hex SHA-256 of the item as offered now, in
+	// canonical form: what an approval or a rejection names (ID).
+	Fingerprint string
 
 	old *record // the approved version; nil for a new item
 	now *item
@@ -66,6 +73,10 @@ type Change struct {
 
 // Key is "KIND:NAME", the change's item within its backend.
 func (c *Change) Key() string { return string(c.Kind) + ":" + c.Name }
+
+// ID is "KIND:NAME@FINGERPRINT": this version of the item, as an
+// approval or a rejection names what was reviewed.
+func (c *Change) ID() string { return c.Key() + "@" + c.Fingerprint }
 
 // New returns a store keeping its state file in dir. Nothing is read until
 // a backend with a policy other than "off" is filtered.
@@ -144,6 +155,17 @@ func (s *Store) Filter(name string, lists *backend.Lists) (served *backend.Lists
 	f.served.Tools = f.list(Tool, lists.Tools)
 	f.served.Prompts = f.list(Prompt, lists.Prompts)
 	f.served.Templates = f.list(Template, lists.Templates)
+	if f.upgraded > 0 {
+		err := s.st.save(s.path)
+		n := f.upgraded
+		logs = append(logs, func() {
+			if err != nil {
+				s.log.Error(fmt.Sprintf("cannot write the integrity state file %s: %v", s.path, err), "backend", name)
+			}
+			s.log.Info(fmt.Sprintf("backend %q: %d approved items, unchanged since they were approved, are now pinned whole (integrity state format %d)", name, n, stateVersion),
+				"backend", name, "items", n, "state_file", s.path, journal.MessageIntegrityBaseline.Attr())
+		})
+	}
 	if f.baseline != nil {
 		s.st.Backends[name] = f.baseline
 		err := s.st.save(s.path)
@@ -199,6 +221,7 @@ type filter struct {
 	approved *backendState // nil while recording a baseline or without one
 	baseline *backendState // being recorded; nil otherwise
 	served   *backend.Lists
+	upgraded int // approvals of format 1 pinned whole
 	logs     []func()
 }
 
@@ -207,16 +230,22 @@ func (f *filter) list(kind Kind, items []json.RawMessage) []json.RawMessage {
 	for _, raw := range items {
 		it := parseItem(kind, raw)
 		if it == nil {
+			if name := catalogName(kind, raw); name != "" && f.set.Policy != config.IntegrityOff {
+				// The catalog would list what cannot be pinned.
+				sum := sha256.Sum256(raw)
+				f.change(&item{kind: kind, name: name, sum: hex.EncodeToString(sum[:]), raw: raw}, nil, "it cannot be read as one JSON object", false)
+				continue
+			}
 			out = append(out, raw) // no name: the catalog reports it
-			continue
-		}
-		if why := violation(it, f.set); why != "" {
-			f.change(it, nil, why, false)
 			continue
 		}
 		var rec *record
 		if f.approved != nil {
 			rec = f.approved.Approved[it.key()]
+		}
+		if why := violation(it, f.set); why != "" {
+			f.change(it, rec, why, false)
+			continue
 		}
 		switch {
 		case f.set.Policy == config.IntegrityOff:
@@ -225,9 +254,16 @@ func (f *filter) list(kind Kind, items []json.RawMessage) []json.RawMessage {
 				continue
 			}
 		case f.baseline != nil:
-			f.baseline.Approved[it.key()] = &record{SHA256: it.sum, Fields: it.fields}
+			f.baseline.Approved[it.key()] = approvedRecord(it)
 		case rec != nil && rec.SHA256 == it.sum:
-		case f.approved != nil && f.approved.Rejected[it.key()] == it.sum:
+		case rec != nil && rec.legacy() && rec.SHA256 == legacyFingerprint(kind, raw):
+			// Approved by format 1, which pinned the members a model
+			// reads, and those are unchanged. It was served so; from
+			// now on all of it is pinned. (An item whose reading is
+			// ambiguous is held above, whatever was approved.)
+			f.approved.Approved[it.key()] = approvedRecord(it)
+			f.upgraded++
+		case f.rejected(it, raw):
 			f.hold(it) // an operator said no to exactly this
 			continue
 		case rec != nil:
@@ -244,11 +280,30 @@ func (f *filter) list(kind Kind, items []json.RawMessage) []json.RawMessage {
 	return out
 }
 
+// catalogName is the name the catalog reads in raw, as it reads it; ""
+// when it would ignore the item.
+func catalogName(kind Kind, raw json.RawMessage) string {
+	v, _, _ := jsonrpc.Lookup(raw, nameField[kind])
+	name, _ := jsonrpc.StringValue(v)
+	return name
+}
+
+// rejected reports whether an operator rejected exactly this version of
+// it, by its fingerprint or, in format 1, by the members format 1 pinned.
+func (f *filter) rejected(it *item, raw json.RawMessage) bool {
+	if f.approved == nil {
+		return false
+	}
+	sum, ok := f.approved.Rejected[it.key()]
+	return ok && (sum == it.sum || sum == legacyFingerprint(it.kind, raw))
+}
+
 // change records a change and journals it once; it reports whether the
 // item is served nevertheless (integrity = "warn" and approvable).
 func (f *filter) change(it *item, old *record, reason string, approvable bool) bool {
 	served := approvable && f.set.Policy == config.IntegrityWarn
-	c := &Change{Backend: f.name, Kind: it.kind, Name: it.name, Reason: reason, Served: served, Approvable: approvable, old: old, now: it}
+	c := &Change{Backend: f.name, Kind: it.kind, Name: it.name, Reason: reason, Served: served, Approvable: approvable,
+		Fingerprint: it.sum, old: old, now: it}
 	f.v.pending = append(f.v.pending, c)
 	if !served {
 		f.hold(it)
@@ -288,7 +343,7 @@ func (f *filter) lookalike(it *item) string {
 
 // journal writes one entry about c.
 func (s *Store) journal(c *Change) {
-	what := "held back until an operator approves it (mcpgatectl integrity diff " + c.Backend + "; mcpgatectl integrity approve " + c.Backend + " " + c.Key() + ")"
+	what := "held back until an operator reviews and approves it (mcpgatectl integrity diff " + c.Backend + " " + c.Key() + ")"
 	switch {
 	case c.Served:
 		what = "served (integrity = \"warn\"); not approved"
@@ -297,5 +352,5 @@ func (s *Store) journal(c *Change) {
 	}
 	s.log.Warn(fmt.Sprintf("backend %q: %s %q %s: %s", c.Backend, c.Kind, c.Name, c.Reason, what),
 		"backend", c.Backend, "kind", string(c.Kind), "item", c.Name, "reason", c.Reason, "served", c.Served,
-		"diff", c.Diff(), journal.MessageIntegrityChange.Attr())
+		"fingerprint", c.Fingerprint, "diff", c.Diff(), journal.MessageIntegrityChange.Attr())
 }

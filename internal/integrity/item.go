@@ -25,9 +25,9 @@ const (
 	Template Kind = "template" // a resource template, named by its uriTemplate
 )
 
-// pinnedFields are the members of each kind that a model reads, and so the
-// members a fingerprint covers. Anything else (_meta, icons) may change
-// without review.
+// pinnedFields are the members of each kind that a model reads: the
+// members format 1 of the state file pinned, kept to recognise what it
+// approved (see legacyFingerprint). Format 2 pins the whole item.
 var pinnedFields = map[Kind][]string{
 	Tool:     {"name", "title", "description", "inputSchema", "outputSchema", "annotations"},
 	Prompt:   {"name", "title", "description", "arguments"},
@@ -39,41 +39,63 @@ var nameField = map[Kind]string{Tool: "name", Prompt: "name", Template: "uriTemp
 
 // item is one tool, prompt or template as a backend offers it now.
 type item struct {
-	kind   Kind
-	name   string
-	fields map[string]json.RawMessage // the pinned members, canonical
-	sum    string                     // hex SHA-256 of the canonical JSON of fields
-	raw    json.RawMessage            // as the backend sent it
+	kind      Kind
+	name      string
+	canon     []byte                     // the whole item, canonical (see canonicalize)
+	fields    map[string]json.RawMessage // its members, canonical, for diffs and limits
+	sum       string                     // hex SHA-256 of canon: the fingerprint
+	ambiguity string                     // a repeated or case-variant member inside it; "" if none
+	raw       json.RawMessage            // as the backend sent it, and the catalog serves it
 }
 
 // key names an item within its backend: "tool:NAME".
 func (it *item) key() string { return string(it.kind) + ":" + it.name }
 
-// parseItem picks the pinned members of raw. It returns nil for an item
-// without a name, which the catalog ignores anyway.
+// id names exactly this version of the item: "tool:NAME@FINGERPRINT", as
+// an approval or rejection names what the operator reviewed.
+func (it *item) id() string { return it.key() + "@" + it.sum }
+
+// parseItem reads raw, as served, into an item. It returns nil for one
+// that is not a JSON object with a name, which the catalog ignores
+// anyway.
 func parseItem(kind Kind, raw json.RawMessage) *item {
-	var all map[string]json.RawMessage
-	if json.Unmarshal(raw, &all) != nil {
+	canon, ambiguity, err := canonicalize(raw)
+	if err != nil {
+		return nil
+	}
+	var fields map[string]json.RawMessage
+	if json.Unmarshal(canon, &fields) != nil {
 		return nil
 	}
 	var name string
-	if json.Unmarshal(all[nameField[kind]], &name) != nil || name == "" {
+	if json.Unmarshal(fields[nameField[kind]], &name) != nil || name == "" {
 		return nil
 	}
-	it := &item{kind: kind, name: name, fields: map[string]json.RawMessage{}, raw: raw}
-	for _, f := range pinnedFields[kind] {
-		if v, ok := all[f]; ok {
-			it.fields[f] = canonical(v)
-		}
-	}
-	it.sum = fingerprint(it.fields)
-	return it
+	sum := sha256.Sum256(canon)
+	return &item{kind: kind, name: name, canon: canon, fields: fields, sum: hex.EncodeToString(sum[:]), ambiguity: ambiguity, raw: raw}
 }
 
-// canonical re-encodes a JSON value with sorted object keys and no
-// insignificant space, so that equal values have equal bytes. Numbers keep
-// their spelling.
-func canonical(v json.RawMessage) json.RawMessage {
+// legacyFingerprint is the fingerprint format 1 of the state file gave
+// raw: of the pinnedFields of a decode that matches names exactly and
+// keeps the last of a repeated one. It only recognises what format 1
+// approved; nothing is decided on it alone (see filter.list).
+func legacyFingerprint(kind Kind, raw json.RawMessage) string {
+	var all map[string]json.RawMessage
+	if json.Unmarshal(raw, &all) != nil {
+		return ""
+	}
+	fields := map[string]json.RawMessage{}
+	for _, f := range pinnedFields[kind] {
+		if v, ok := all[f]; ok {
+			fields[f] = legacyCanonical(v)
+		}
+	}
+	return fingerprint(fields)
+}
+
+// legacyCanonical re-encodes a JSON value with sorted object keys and no
+// insignificant space, as format 1 did. Numbers keep their spelling.
+func legacyCanonical(v json.RawMessage) json.RawMessage {
 	d := json.NewDecoder(bytes.NewReader(v))
 	d.UseNumber()
 	var x any
@@ -91,7 +113,8 @@ func marshal(x any) []byte {
 	return bytes.TrimRight(b.Bytes(), "\n")
 }
 
-// fingerprint is the hex SHA-256 of the canonical JSON object of fields.
+// fingerprint is format 1's: the hex SHA-256 of the canonical JSON
+// object of fields.
 func fingerprint(fields map[string]json.RawMessage) string {
 	obj := make(map[string]any, len(fields))
 	for k, v := range fields {
@@ -102,10 +125,13 @@ func fingerprint(fields map[string]json.RawMessage) string {
 }
 
 // violation returns why it must be held back whatever the policy, or "":
-// hidden characters in its name, bidi controls or invisible tag
-// characters in its description, or a description or schema over the
-// limits.
+// a repeated or case-variant member anywhere inside it, hidden
+// characters in its name, bidi controls or invisible tag characters in
+// its description, or a description or schema over the limits.
 func violation(it *item, lim config.Integrity) string {
+	if it.ambiguity != "" {
+		return it.ambiguity
+	}
 	if r, ok := hiddenRune(it.name, isHiddenInName); ok {
 		return fmt.Sprintf("its name contains the hidden character %U, which shows as nothing or reorders text", r)
 	}

@@ -54,44 +54,74 @@ func (c *Change) Diff() string {
 	var old []byte
 	oldName := "/dev/null"
 	if c.old != nil {
-		old = render(c.old.Fields)
+		old = render(c.old.members())
 		oldName = string(c.Kind) + " " + c.Name + " (approved)"
 	}
 	return string(diff.Diff(oldName, old, string(c.Kind)+" "+c.Name+" (offered now)", render(c.now.fields)))
 }
 
 // Diff returns, for each pending change of backend name that items names
-// (all of them when items is empty), a header saying why it is pending
-// and its unified diff.
+// (by "KIND:NAME", NAME or ID; all of them when empty), a header saying
+// why it is pending and which version it is, and its unified diff; then
+// the command that approves exactly what it showed.
 func (s *Store) Diff(name string, items []string) (string, error) {
-	changes, err := s.select_(name, items)
+	changes, err := s.Review(name, items)
 	if err != nil {
 		return "", err
 	}
 	var b strings.Builder
+	var ids []string
 	for _, c := range changes {
-		state := "held back"
-		switch {
-		case c.Served:
-			state = "served (integrity = \"warn\"), not approved"
-		case !c.Approvable:
-			state = "held back, cannot be approved"
+		fmt.Fprintf(&b, "# backend %s, %s %s: %s; %s\n# %s\n%s", name, c.Kind, visible(c.Name), c.Reason, c.state(), visible(c.ID()), c.Diff())
+		if c.Approvable {
+			ids = append(ids, visible(c.ID()))
 		}
-		fmt.Fprintf(&b, "# backend %s, %s %s: %s; %s\n%s", name, c.Kind, visible(c.Name), c.Reason, state, c.Diff())
+	}
+	if len(ids) > 0 {
+		fmt.Fprintf(&b, "# To approve exactly these versions: mcpgatectl integrity approve %s %s\n", name, strings.Join(ids, " "))
 	}
 	return b.String(), nil
 }
 
-// select_ returns the pending changes of backend name that items names by
-// "KIND:NAME" or NAME, all of them when items is empty.
-func (s *Store) select_(name string, items []string) ([]*Change, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.selectLocked(name, items)
+// state says what is done with c's item now.
+func (c *Change) state() string {
+	switch {
+	case c.Served:
+		return "served (integrity = \"warn\"), not approved"
+	case !c.Approvable:
+		return "held back, cannot be approved"
+	}
+	return "held back"
 }
 
-func (s *Store) selectLocked(name string, items []string) ([]*Change, error) {
+// Review returns the pending changes of backend name that items names by
+// "KIND:NAME", NAME or ID (all of them when items is empty), in the order
+// the backend lists them, as of the last Filter. Each has its Diff and
+// its ID, which is what an approval names.
+func (s *Store) Review(name string, items []string) ([]Change, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	changes, err := s.selectLocked(name, items, false)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Change, len(changes))
+	for i, c := range changes {
+		out[i] = *c
+	}
+	return out, nil
+}
+
+// selectLocked returns the pending changes of backend name that items
+// names, all of them when items is empty. An item is "KIND:NAME" or NAME,
+// or with exact set "KIND:NAME@FINGERPRINT", which must be the version
+// pending now: a change made after the review is not what was reviewed.
+// s.mu is held.
+func (s *Store) selectLocked(name string, items []string, exact bool) ([]*Change, error) {
 	v := s.backends[name]
+	if exact && len(items) == 0 {
+		return nil, fmt.Errorf("backend %q: name the versions you reviewed, as KIND:NAME@FINGERPRINT: `mcpgatectl integrity diff %s` shows them, and the command that approves exactly them", name, name)
+	}
 	if v == nil || len(v.pending) == 0 {
 		return nil, fmt.Errorf("backend %q: %w", name, ErrNoChange)
 	}
@@ -99,32 +129,78 @@ func (s *Store) selectLocked(name string, items []string) ([]*Change, error) {
 		return v.pending, nil
 	}
 	var out []*Change
+	var stale []string
 	for _, want := range items {
+		key, sum, hasSum := cutID(want)
+		if exact && !hasSum {
+			return nil, fmt.Errorf("backend %q: %q names no version: name the one you reviewed, as %s@FINGERPRINT from `mcpgatectl integrity diff %s %s`", name, want, want, name, want)
+		}
 		found := false
 		for _, c := range v.pending {
-			if c.Key() == want || c.Name == want {
-				out = append(out, c)
-				found = true
+			if c.Key() != key && c.Name != key {
+				continue
 			}
+			found = true
+			if hasSum && c.Fingerprint != sum {
+				stale = append(stale, fmt.Sprintf("%s changed after it was reviewed (reviewed %s, offered now %s)", visible(c.Key()), short(sum), short(c.Fingerprint)))
+				continue
+			}
+			out = append(out, c)
 		}
 		if !found {
 			return nil, fmt.Errorf("backend %q: %w to %q; `mcpgatectl integrity list` shows what is pending", name, ErrNoChange, want)
 		}
 	}
+	if len(stale) > 0 {
+		return nil, &StaleError{Backend: name, Changes: stale}
+	}
 	return out, nil
 }
 
-// Approve approves the pending changes of backend name that items names
-// (all that can be approved when empty): exactly the versions Pending and
-// Diff show, so a change made after the review stays pending. It returns the keys it
-// approved. The caller refreshes the catalog, which then serves them.
+// cutID splits "KIND:NAME@FINGERPRINT" into key and fingerprint, and
+// reports whether it had one: 64 hex digits after the last "@" (a
+// template's uriTemplate may hold "@" too).
+func cutID(id string) (key, sum string, ok bool) {
+	i := strings.LastIndexByte(id, '@')
+	if i < 0 || len(id)-i-1 != 64 || strings.Trim(id[i+1:], "0123456789abcdef") != "" {
+		return id, "", false
+	}
+	return id[:i], id[i+1:], true
+}
+
+// StaleError is the refusal of a decision on a version that is no longer
+// the one pending: nothing was decided, and what changed stays pending.
+type StaleError struct {
+	Backend string
+	Changes []string
+}
+
+func (e *StaleError) Error() string {
+	return fmt.Sprintf("backend %q: nothing decided: %s; it stays pending: review it again with `mcpgatectl integrity diff %s`",
+		e.Backend, strings.Join(e.Changes, "; "), e.Backend)
+}
+
+// short is a fingerprint cut to what a person compares.
+func short(sum string) string {
+	if len(sum) > 12 {
+		return sum[:12] + "…"
+	}
+	return sum
+}
+
+// Approve approves the pending changes of backend name that items names,
+// each by its ID ("KIND:NAME@FINGERPRINT", as Diff and Review show it):
+// exactly the versions the operator reviewed. If any of them changed
+// since, nothing is approved (a *StaleError says what changed) and the
+// change stays pending. It returns the keys it approved. The caller
+// refreshes the catalog, which then serves them.
 func (s *Store) Approve(name string, items []string) ([]string, error) {
 	return s.decide(name, items, true)
 }
 
-// Reject marks the pending changes of backend name that items names (all
-// when empty) as refused: they stay held back and are no longer pending,
-// until the backend offers something else under that name.
+// Reject marks the pending changes of backend name that items names, by
+// ID as Approve, as refused: they stay held back and are no longer
+// pending, until the backend offers something else under that name.
 func (s *Store) Reject(name string, items []string) ([]string, error) {
 	return s.decide(name, items, false)
 }
@@ -135,29 +211,18 @@ func (s *Store) decide(name string, items []string, approve bool) ([]string, err
 		s.mu.Unlock()
 		return nil, fmt.Errorf("the integrity state file cannot be read (%v): review what is pending, then `mcpgatectl integrity reset` records a new baseline", s.corrupt)
 	}
-	changes, err := s.selectLocked(name, items)
+	changes, err := s.selectLocked(name, items, true)
 	if err != nil {
 		s.mu.Unlock()
 		return nil, err
 	}
 	if approve {
-		// Approving everything passes over what no approval serves;
-		// naming such an item is an error.
-		var ok []*Change
 		for _, c := range changes {
-			switch {
-			case c.Approvable:
-				ok = append(ok, c)
-			case len(items) > 0:
+			if !c.Approvable {
 				s.mu.Unlock()
 				return nil, fmt.Errorf("backend %q: %s %q cannot be approved: %s; if the size is expected, raise the limit in the configuration", name, c.Kind, visible(c.Name), c.Reason)
 			}
 		}
-		if len(ok) == 0 {
-			s.mu.Unlock()
-			return nil, fmt.Errorf("backend %q: nothing pending can be approved: %s", name, changes[0].Reason)
-		}
-		changes = ok
 	}
 	bs := s.st.Backends[name]
 	if bs == nil {
@@ -167,7 +232,7 @@ func (s *Store) decide(name string, items []string, approve bool) ([]string, err
 	var keys []string
 	for _, c := range changes {
 		if approve {
-			bs.Approved[c.Key()] = &record{SHA256: c.now.sum, Fields: c.now.fields}
+			bs.Approved[c.Key()] = approvedRecord(c.now)
 			delete(bs.Rejected, c.Key())
 		} else {
 			if bs.Rejected == nil {
@@ -184,8 +249,9 @@ func (s *Store) decide(name string, items []string, approve bool) ([]string, err
 	if approve {
 		verb = "approved"
 	}
-	for _, k := range keys {
-		s.log.Info(fmt.Sprintf("backend %q: %s %s", name, visible(k), verb), "backend", name, "item", k, "decision", verb, journal.MessageIntegrityDecision.Attr())
+	for _, c := range changes {
+		s.log.Info(fmt.Sprintf("backend %q: %s %s", name, visible(c.Key()), verb), "backend", name, "item", c.Key(),
+			"fingerprint", c.Fingerprint, "decision", verb, journal.MessageIntegrityDecision.Attr())
 	}
 	if err != nil {
 		return keys, fmt.Errorf("%s, but cannot write the state file: %w; the decision holds until mcpgated stops", verb, err)

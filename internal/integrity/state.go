@@ -2,6 +2,8 @@ package integrity
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -13,11 +15,14 @@ import (
 // StateFile is the name of the state file in the state directory.
 const StateFile = "integrity.json"
 
-// stateVersion is the format of the state file this code writes and reads.
-const stateVersion = 1
+// stateVersion is the format of the state file this code writes: 2
+// pins each item whole. It reads format 1 too, which pinned the members a
+// model reads (pinnedFields), and upgrades each of its approvals when the
+// item is seen again unchanged (see filter.list).
+const stateVersion = 2
 
 // state is the state file: per backend, the approved fingerprint and
-// fields of each item, and the fingerprints an operator rejected.
+// item of each item, and the fingerprints an operator rejected.
 type state struct {
 	Version  int                      `json:"version"`
 	Backends map[string]*backendState `json:"backends"`
@@ -28,11 +33,46 @@ type backendState struct {
 	Rejected map[string]string  `json:"rejected,omitempty"`
 }
 
-// record is an approved item: its fingerprint, and the fields it covers,
-// kept so that a change can be shown as a diff.
+// record is an approved item: its fingerprint, and what it covers, kept
+// so that a change can be shown as a diff.
 type record struct {
-	SHA256 string                     `json:"sha256"`
-	Fields map[string]json.RawMessage `json:"fields"`
+	SHA256 string `json:"sha256"`
+	// Item is the whole item as approved, canonical (format 2).
+	Item json.RawMessage `json:"item,omitempty"`
+	// Fields are the members format 1 pinned; nil in format 2.
+	Fields map[string]json.RawMessage `json:"fields,omitempty"`
+}
+
+// approvedRecord is the record of approving it.
+func approvedRecord(it *item) *record { return &record{SHA256: it.sum, Item: it.canon} }
+
+// legacy reports whether r is an approval of format 1.
+func (r *record) legacy() bool { return r.Item == nil }
+
+// members returns what r covers, member by member, for a diff.
+func (r *record) members() map[string]json.RawMessage {
+	if r.legacy() {
+		return r.Fields
+	}
+	var m map[string]json.RawMessage
+	json.Unmarshal(r.Item, &m)
+	return m
+}
+
+// check reports whether r's fingerprint is the one of what it holds,
+// and brings a format 2 item back to its canonical form (the file is
+// written indented).
+func (r *record) check() bool {
+	if r == nil || len(r.SHA256) != 64 {
+		return false
+	}
+	if r.legacy() {
+		return fingerprint(r.Fields) == r.SHA256
+	}
+	canon, _, err := canonicalize(r.Item)
+	sum := sha256.Sum256(canon)
+	r.Item = canon
+	return err == nil && hex.EncodeToString(sum[:]) == r.SHA256
 }
 
 func newState() *state { return &state{Version: stateVersion, Backends: map[string]*backendState{}} }
@@ -52,8 +92,8 @@ func loadState(path string) (*state, error) {
 	if err := json.Unmarshal(data, st); err != nil {
 		return nil, fmt.Errorf("%s is not valid JSON: %w", path, err)
 	}
-	if st.Version != stateVersion {
-		return nil, fmt.Errorf("%s has format version %d; this mcpgated reads version %d", path, st.Version, stateVersion)
+	if st.Version != 1 && st.Version != stateVersion {
+		return nil, fmt.Errorf("%s has format version %d; this mcpgated reads versions 1 and %d", path, st.Version, stateVersion)
 	}
 	if st.Backends == nil {
 		return nil, fmt.Errorf("%s has no \"backends\" member", path)
@@ -63,8 +103,10 @@ func loadState(path string) (*state, error) {
 			return nil, fmt.Errorf("%s: backend %q has no \"approved\" member", path, name)
 		}
 		for key, r := range b.Approved {
-			if r == nil || len(r.SHA256) != 64 || fingerprint(r.Fields) != r.SHA256 {
-				return nil, fmt.Errorf("%s: backend %q, %s: the fingerprint does not match the fields", path, name, key)
+			// A file of format 2 may still hold approvals of format 1: of
+			// items not seen since the upgrade.
+			if !r.check() || (st.Version == 1 && !r.legacy()) {
+				return nil, fmt.Errorf("%s: backend %q, %s: the fingerprint does not match what it approved", path, name, key)
 			}
 		}
 	}
@@ -74,6 +116,8 @@ func loadState(path string) (*state, error) {
 // save writes st to path atomically, mode 0600: a temporary file in the
 // same directory, synced, then renamed over the old one.
 func (st *state) save(path string) error {
+	st.Version = stateVersion // format 1's approvals are kept as they are
+
 	// Without HTML escaping: the fields must read back as the bytes
 	// their fingerprints were taken of.
 	var buf bytes.Buffer

@@ -52,7 +52,7 @@ func TestIntegrityHoldsBackAnNpmUpdate(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "-  11. Only set next_thought_needed to false") || !strings.Contains(out, "+  11. Only set nextThoughtNeeded to false") {
 		t.Fatalf("integrity diff think (exit %d):\n%s", code, out)
 	}
-	if out, code := r.ctl("integrity", "approve", "think"); code != 0 || !strings.Contains(out, "approved tool:sequentialthinking") {
+	if out, code := r.ctl(append([]string{"integrity", "approve", "think"}, r.reviewed("think")...)...); code != 0 || !strings.Contains(out, "approved tool:sequentialthinking") {
 		t.Fatalf("integrity approve think: exit %d\n%s", code, out)
 	}
 	mustServeWith(t, cs, "think__sequentialthinking", call)

@@ -2,11 +2,15 @@ package itest
 
 import (
 	"crypto/x509"
+	"encoding/json"
 	"encoding/pem"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -64,11 +68,12 @@ oauth_subjects = ["gw", "gwkey"]
 	}
 	front, frontURL := testutil.ConfigWith(t, fmt.Sprintf(`
 [backends.up]
-url = %q
-%s
+url = %[1]q
+oauth_issuer = %[3]q
+%[2]s
 
 [oauth.issuers.test]
-issuer = %q
+issuer = %[3]q
 
 [clients.svc]
 oauth_subjects = ["svc"]
@@ -138,4 +143,64 @@ func readFile(t *testing.T, path string) string {
 		t.Fatal(err)
 	}
 	return string(b)
+}
+
+// TestOAuthRemoteRogueAuthorizationServer: a remote backend whose
+// metadata names an authorization server of its choosing never gets the
+// gateway's client secret sent there: the gateway trusts oauth_issuer
+// only. The refusal is journaled once per oauth_retry_interval, however
+// often the backend is tried meanwhile.
+func TestOAuthRemoteRogueAuthorizationServer(t *testing.T) {
+	as := startAuthServer(t, 0, time.Hour, newKey(t, "k1"))
+	var mu sync.Mutex
+	var rogueHits []string
+	rogue := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		rogueHits = append(rogueHits, r.Method+" "+r.URL.Path+" "+r.Header.Get("Authorization"))
+		mu.Unlock()
+		json.NewEncoder(w).Encode(map[string]any{"issuer": "http://" + r.Host, "token_endpoint": "http://" + r.Host + "/token",
+			"access_token": "rogue", "token_type": "Bearer"})
+	}))
+	t.Cleanup(rogue.Close)
+	var hostile *httptest.Server
+	hostile = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasPrefix(r.URL.Path, "/.well-known/oauth-protected-resource") {
+			json.NewEncoder(w).Encode(map[string]any{"resource": hostile.URL + "/mcp", "authorization_servers": []string{rogue.URL}})
+			return
+		}
+		w.Header().Set("WWW-Authenticate", `Bearer resource_metadata="`+hostile.URL+`/.well-known/oauth-protected-resource/mcp"`)
+		w.WriteHeader(http.StatusUnauthorized)
+	}))
+	t.Cleanup(hostile.Close)
+	creds := t.TempDir()
+	if err := os.WriteFile(filepath.Join(creds, "gw-secret"), []byte(gwSecret+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	toml, u := testutil.ConfigWith(t, fmt.Sprintf(`
+[backends.up]
+url = "%s/mcp"
+oauth_client_id = "gw"
+oauth_client_secret_credential = "gw-secret"
+oauth_issuer = %q
+oauth_retry_interval = "1h"
+`, hostile.URL, as.Issuer), testutil.ConfigOptions{Gateway: fmt.Sprintf("credentials_directory = %q", creds)})
+	gw := testutil.StartDaemon(t, toml, u, testutil.DaemonOptions{})
+	refusal := "names authorization servers"
+	gw.Stderr.Await(t, 30*time.Second, "the refusal journaled", func(s string) bool { return strings.Contains(s, refusal) })
+	// The backend is tried again with backoff; each attempt fails at once.
+	gw.Stderr.Await(t, 60*time.Second, "three failed attempts", func(s string) bool {
+		return strings.Count(s, "connecting to remote backend") >= 3
+	})
+	log := gw.Stderr.String()
+	if n := strings.Count(log, "cannot get an access token for the backend"); n != 1 {
+		t.Errorf("the refusal was journaled %d times within oauth_retry_interval, want once:\n%s", n, log)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(rogueHits) > 0 {
+		t.Errorf("the rogue authorization server was asked: %q", rogueHits)
+	}
+	if strings.Contains(log, gwSecret) {
+		t.Errorf("the client secret is in the log")
+	}
 }

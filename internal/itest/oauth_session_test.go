@@ -1,6 +1,7 @@
 package itest
 
 import (
+	"fmt"
 	"net/http"
 	"os"
 	"os/exec"
@@ -9,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mcpgate/mcpgate/internal/journal"
 	"github.com/mcpgate/mcpgate/internal/testutil"
 )
 
@@ -75,6 +77,64 @@ func TestOAuthSessionRevalidated(t *testing.T) {
 		resp, body := exchange(t, tc.hc, d.URL, list, "Mcp-Session-Id", sid, "Mcp-Protocol-Version", "2025-06-18")
 		if resp.StatusCode != tc.status {
 			t.Errorf("%s: %s, want %d: %s", tc.name, resp.Status, tc.status, body)
+		}
+	}
+}
+
+// TestSessionsBelongToTheIdentity: two OAuth users whose groups map them
+// to one client are one client with two identities. Neither can use the
+// other's Mcp-Session-Id or requestState, and the audit and the journal
+// name who called. Before, both were bound to the client's name only.
+func TestSessionsBelongToTheIdentity(t *testing.T) {
+	as := startAuthServer(t, 0, time.Hour, newKey(t, "k1"))
+	bins := testutil.Build(t)
+	record := filepath.Join(t.TempDir(), "fake.jsonl")
+	toml, u := testutil.ConfigWith(t, fmt.Sprintf(`
+[backends.fake]
+command = %q
+args = ["--record", %q]
+
+[oauth.issuers.test]
+issuer = %q
+
+[clients.team]
+oauth_groups = ["team"]
+`, bins.Fake, record, as.Issuer), testutil.ConfigOptions{Auth: "required", Gateway: "audit = \"calls\""})
+	d := testutil.StartDaemon(t, toml, u, testutil.DaemonOptions{})
+	token := func(sub string) string {
+		now := time.Now()
+		return as.sign(t, as.keys[0], map[string]any{"iss": as.Issuer, "sub": sub, "aud": d.URL, "groups": []string{"team"},
+			"iat": now.Unix(), "exp": now.Add(time.Hour).Unix()})
+	}
+	alice, bob := token("alice"), token("bob")
+
+	resp, _ := exchange(t, tokenClient(alice), d.URL, initializeBody)
+	session := resp.Header.Get("Mcp-Session-Id")
+	if resp.StatusCode != http.StatusOK || session == "" {
+		t.Fatalf("alice's initialize: %s", resp.Status)
+	}
+	list := `{"jsonrpc":"2.0","id":2,"method":"tools/list"}`
+	if resp, body := exchange(t, tokenClient(bob), d.URL, list, "Mcp-Session-Id", session, "Mcp-Protocol-Version", "2025-06-18"); resp.StatusCode != http.StatusNotFound {
+		t.Errorf("bob with alice's session: %s %s; want 404", resp.Status, body)
+	}
+	if resp, body := exchange(t, tokenClient(alice), d.URL, list, "Mcp-Session-Id", session, "Mcp-Protocol-Version", "2025-06-18"); resp.StatusCode != http.StatusOK {
+		t.Errorf("alice with her session: %s %s", resp.Status, body)
+	}
+
+	gw := &inputGW{d: d, fakeRecord: record}
+	a := gw.call(t, alice, 3, "fake__sample", `{}`, samplingCaps, "")
+	key, state := mustInputRequired(t, a, "sampling/createMessage")["sampling/createMessage"], a.Result.RequestState
+	responses := map[string]string{key: `{"role":"assistant","content":{"type":"text","text":"from alice"},"model":"m"}`}
+	mustRefuse(t, gw.call(t, bob, 4, "fake__sample", `{}`, samplingCaps, retryParams(responses, state)), "other-client")
+	if b := gw.call(t, alice, 5, "fake__sample", `{}`, samplingCaps, retryParams(responses, state)); b.Error != nil || b.Result.ResultType != "complete" {
+		t.Fatalf("alice's retry: %s", b.raw)
+	}
+	d.Stderr.Await(t, 10*time.Second, "alice's audit entry naming her", func(out string) bool {
+		return containsAll(out, "client=team identity=oauth:test:sub:alice", "tool=fake__sample", "outcome=ok")
+	})
+	for _, line := range strings.Split(d.Stderr.String(), "\n") {
+		if containsAll(line, "message_id="+journal.MessageAudit.String(), "identity=oauth:test:sub:bob") {
+			t.Errorf("bob's refused retry was audited as a call: %s", line)
 		}
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/url"
 	"os"
@@ -297,5 +298,59 @@ func TestOAuthClientCredentials(t *testing.T) {
 	if ch := resp.Header.Get("WWW-Authenticate"); resp.StatusCode != http.StatusForbidden ||
 		!strings.Contains(ch, `error="insufficient_scope"`) || !strings.Contains(ch, `scope="mcp:read"`) {
 		t.Errorf("a token without mcp:read: %s %q, want 403 insufficient_scope naming mcp:read", resp.Status, ch)
+	}
+}
+
+// TestOAuthAudienceIsTheListeners: without [oauth] resource, the
+// resource is the listener's own URL, fixed at start: a token for
+// another loopback URL is refused whatever Host the request names, and
+// the metadata serves the listener's resource to every request. Before,
+// the resource was built from the Host header, and a token for
+// http://localhost:3000/mcp was let in with Host: localhost:3000.
+func TestOAuthAudienceIsTheListeners(t *testing.T) {
+	as := startAuthServer(t, 0, time.Hour, newKey(t, "k1"))
+	d := oauthGateway(t, as, filepath.Join(t.TempDir(), "record"), "1h")
+	u, _ := url.Parse(d.URL)
+	mdURL := "http://" + u.Host + "/.well-known/oauth-protected-resource/mcp"
+	send := func(method, target, host, token string) (int, string) {
+		req, err := http.NewRequestWithContext(testutil.Context(t, 30*time.Second), method, target, strings.NewReader(initializeBody))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Host = host
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		req.Header.Set("X-Forwarded-Host", "other-rs.example")
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	tokenFor := func(aud string) string {
+		now := time.Now()
+		return as.sign(t, as.keys[0], map[string]any{"iss": as.Issuer, "sub": "svc", "aud": aud, "scope": "mcp:read",
+			"iat": now.Unix(), "exp": now.Add(time.Hour).Unix()})
+	}
+	if code, body := send(http.MethodPost, d.URL, u.Host, tokenFor(d.URL)); code != http.StatusOK {
+		t.Fatalf("a token for %s: %d %s", d.URL, code, body)
+	}
+	for _, host := range []string{"localhost:3000", "localhost:" + u.Port(), "[::1]:3000"} {
+		aud := "http://" + host + "/mcp"
+		if code, body := send(http.MethodPost, d.URL, host, tokenFor(aud)); code != http.StatusUnauthorized || !strings.Contains(body, "audience") {
+			t.Errorf("Host %s, a token for %s: %d %s; want 401 for its audience", host, aud, code, body)
+		}
+		code, md := send(http.MethodGet, mdURL, host, "")
+		if code != http.StatusOK || !strings.Contains(md, `"resource":"`+d.URL+`"`) {
+			t.Errorf("Host %s: the metadata is %d %s; want resource %s", host, code, md, d.URL)
+		}
+	}
+	if log := d.Stderr.String(); !strings.Contains(log, "access tokens must name the resource "+d.URL+" on "+u.Host) {
+		t.Errorf("the start-up log does not say which resource is in force:\n%s", log)
 	}
 }

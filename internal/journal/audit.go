@@ -14,9 +14,10 @@ import (
 // long it took, how it ended and how big it was, never the arguments or
 // the result.
 type Audit struct {
-	Time    time.Time
-	Client  string
-	Session string
+	Time     time.Time
+	Client   string
+	Identity string // who authenticated as the client (access.Caller.Identity); "" without auth
+	Session  string
 	// RequestID names a stateless (2026-07-28) request, which has no
 	// session: the same identifier its other entries carry; "" for a
 	// session's request, which has no such attribute.
@@ -36,6 +37,7 @@ func (a *Audit) Record() slog.Record {
 	r := slog.NewRecord(a.Time, slog.LevelInfo, a.message(), 0)
 	r.AddAttrs(
 		slog.String("client", a.Client),
+		slog.String("identity", a.Identity),
 		slog.String("session", a.Session))
 	if a.RequestID != "" {
 		r.AddAttrs(slog.String("request", a.RequestID))
@@ -78,6 +80,7 @@ func (h textHandler) writeAudit(a *Audit) {
 	b = append(b, " level=INFO msg="...)
 	b = appendTextValue(b, a.message())
 	b = appendTextAttr(b, "client", a.Client)
+	b = appendTextAttr(b, "identity", a.Identity)
 	b = appendTextAttr(b, "session", a.Session)
 	if a.RequestID != "" {
 		b = appendTextAttr(b, "request", a.RequestID)

@@ -79,29 +79,59 @@ func run(t testing.TB, name string, args ...string) {
 // from inside the lab, and the test's own namespace gets no address.
 func dialIn(t testing.TB, ns string) func(ctx context.Context, network, addr string) (net.Conn, error) {
 	t.Helper()
+	target := openNetns(t, ns)
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		var conn net.Conn
+		err := inNetns(target, func() (err error) {
+			conn, err = (&net.Dialer{}).DialContext(ctx, network, addr)
+			return err
+		})
+		return conn, err
+	}
+}
+
+// listenIn listens on addr in the named network namespace: a server the
+// hosts reach on their own loopback.
+func listenIn(t testing.TB, ns, addr string) net.Listener {
+	t.Helper()
+	var l net.Listener
+	if err := inNetns(openNetns(t, ns), func() (err error) {
+		l, err = net.Listen("tcp", addr)
+		return err
+	}); err != nil {
+		t.Fatalf("listen on %s in %s: %v", addr, ns, err)
+	}
+	t.Cleanup(func() { l.Close() })
+	return l
+}
+
+func openNetns(t testing.TB, ns string) *os.File {
+	t.Helper()
 	target, err := os.Open("/run/netns/" + ns)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { target.Close() })
-	return func(ctx context.Context, network, addr string) (net.Conn, error) {
-		runtime.LockOSThread()
-		self, err := os.Open("/proc/thread-self/ns/net")
-		if err != nil {
-			runtime.UnlockOSThread()
-			return nil, err
-		}
-		defer self.Close()
-		if err := unix.Setns(int(target.Fd()), unix.CLONE_NEWNET); err != nil {
-			runtime.UnlockOSThread()
-			return nil, fmt.Errorf("setns %s: %w", ns, err)
-		}
-		// The socket is made on this thread, so in ns; connecting and
-		// everything after work on the socket wherever the thread is.
-		conn, err := (&net.Dialer{}).DialContext(ctx, network, addr)
-		if unix.Setns(int(self.Fd()), unix.CLONE_NEWNET) == nil {
-			runtime.UnlockOSThread()
-		} // else the thread stays locked and ends with the goroutine
-		return conn, err
+	return target
+}
+
+// inNetns runs fn on a thread in the namespace target. A socket fn makes
+// belongs to that namespace, and works wherever the thread is afterwards.
+func inNetns(target *os.File, fn func() error) error {
+	runtime.LockOSThread()
+	self, err := os.Open("/proc/thread-self/ns/net")
+	if err != nil {
+		runtime.UnlockOSThread()
+		return err
 	}
+	defer self.Close()
+	if err := unix.Setns(int(target.Fd()), unix.CLONE_NEWNET); err != nil {
+		runtime.UnlockOSThread()
+		return fmt.Errorf("setns %s: %w", target.Name(), err)
+	}
+	err = fn()
+	if unix.Setns(int(self.Fd()), unix.CLONE_NEWNET) == nil {
+		runtime.UnlockOSThread()
+	} // else the thread stays locked and ends with the goroutine
+	return err
 }

@@ -51,17 +51,24 @@ func startHosts(t testing.TB, l *lab) []*host {
 	return hosts
 }
 
-// startHost runs mcpgated in the namespace of host i.
+// startHost runs mcpgated in the namespace of host i, with the fake
+// server and a real npm server, and no authentication.
 func startHost(t testing.TB, l *lab, i int) *host {
-	bins := testutil.BuildWithoutRace(t)
 	npm := testutil.NpmServer(t, "mcp-server-everything")
+	return startHostWith(t, l, i, "none", fmt.Sprintf("[backends.everything]\ncommand = %q\nargs = [\"stdio\"]\n", npm))
+}
+
+// startHostWith runs mcpgated in the namespace of host i with auth, the
+// fake server, and the configuration extra.
+func startHostWith(t testing.TB, l *lab, i int, auth, extra string) *host {
+	bins := testutil.BuildWithoutRace(t)
 	h := &host{name: fmt.Sprintf("h%d", i+1), addr: hostAddr(i)}
 	toml := fmt.Sprintf(`[gateway]
 listen = ["%[1]s:%[2]s"]
 metrics_listen = "%[1]s:9090"
 allowed_hosts = [%[3]q, %[1]q]
 bus = "none"
-auth = "none"
+auth = %[5]q
 log_target = "stderr"
 log_level = "info"
 drain_timeout = "60s"
@@ -69,10 +76,7 @@ drain_timeout = "60s"
 [backends.fake]
 command = %[4]q
 
-[backends.everything]
-command = %[5]q
-args = ["stdio"]
-`, h.addr, port, lbAddr, bins.Fake, npm)
+`, h.addr, port, lbAddr, bins.Fake, auth) + extra
 	wrap := []string{"ip", "netns", "exec", l.hosts[i], "unshare", "--uts", "/bin/sh", "-c", `hostname "$0" && exec "$@"`, h.name}
 	h.d = testutil.StartDaemon(t, toml, "http://"+h.addr+":"+port+"/mcp", testutil.DaemonOptions{Wrap: wrap, WithoutRace: true})
 	return h

@@ -196,7 +196,7 @@ const (
 	OtherHost                  // issued by another host (Error.Host)
 	Restarted                  // issued on this host by another run of mcpgated (restarted, or another instance)
 	Tampered                   // altered, or forged
-	OtherClient                // issued to another client
+	OtherClient                // issued to another client, or another identity of it
 	OtherRequest               // issued for another method, tool, prompt or resource
 	Expired                    // its expiry passed (Error.Expired)
 	Replayed                   // the gateway: already used, or its continuation ended
@@ -230,7 +230,7 @@ func (e *Error) Error() string {
 	case Tampered:
 		return "requestState was altered or not issued by mcpgate" + again
 	case OtherClient:
-		return "requestState was issued to another client" + again
+		return "requestState was issued to another client, or to another identity of this one" + again
 	case OtherRequest:
 		return "requestState was issued for another request: a retry must repeat the original method and tool, prompt or resource" + again
 	case Expired:
