@@ -221,7 +221,7 @@ func (s *Session) audited(msg *jsonrpc.Message, backend, what, name string) func
 		}
 		now := time.Now()
 		journal.WriteAudit(h, &journal.Audit{
-			Time: now, Client: client, Identity: s.identity, Session: s.ID, Backend: backend, What: what, Name: name,
+			Time: now, Client: client, Identity: s.identity, Session: s.ID, RequestID: s.RequestID(), Backend: backend, What: what, Name: name,
 			Method: msg.Method, Duration: now.Sub(start), Outcome: outcome,
 			Request: len(msg.Params), Response: size,
 		})

@@ -101,7 +101,7 @@ func (cont *continuation) answerBackend(params json.RawMessage) {
 	kept := cont.pending[:0]
 	for i, r := range cont.pending {
 		if v := values[i]; r.presented && len(v) > 0 && v[0] == '{' {
-			r.conn.Reply(r.id, jsonrpc.Compact(v))
+			r.in.Reply(jsonrpc.Compact(v))
 			continue
 		}
 		kept = append(kept, r)

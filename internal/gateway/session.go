@@ -53,6 +53,8 @@ type Session struct {
 	deadlineAt int64
 
 	bindMu sync.Mutex // serialises binding instances, see instanceConn
+
+	listed atomic.Uint32 // the kinds of list the session asked for (see firstList)
 }
 
 // oneRequest is what the context of one stateless request knows of it.
@@ -71,6 +73,8 @@ type oneRequest struct {
 	head RequestHead
 	// shard is the request's shard of Gateway.requests.
 	shard uint8
+	// seq numbers the request, for RequestID.
+	seq uint64
 }
 
 // listenTag is the tag of a listener's notifications, nil for others.
