@@ -141,6 +141,11 @@ func (s *Session) Client() *access.Client { return s.client.Load() }
 // (access.Caller.Identity); only that identity may use it.
 func (s *Session) Identity() string { return s.identity }
 
+// who names the session's caller in a refusal's journal entry.
+func (s *Session) who() access.Who {
+	return access.Who{Client: s.Client().Name, Identity: s.identity, Session: s.ID, Request: s.RequestID()}
+}
+
 // sealedTo is what a requestState issued in the session is bound to: its
 // client and its identity.
 func (s *Session) sealedTo() string { return s.Client().Name + "\x00" + s.identity }
@@ -233,7 +238,7 @@ func (s *Session) audited(msg *jsonrpc.Message, backend, what, name string) func
 // an unknown name.
 func (s *Session) hidden(method, what string, k access.Kind, name string) {
 	if r := s.g.opts.Refusals; r != nil {
-		r.Hidden(s.Client().Name, s.ID, method, what, name, s.view().rule(k, name))
+		r.Hidden(s.who(), method, what, name, s.view().rule(k, name))
 	}
 }
 
@@ -241,7 +246,7 @@ func (s *Session) hidden(method, what string, k access.Kind, name string) {
 // message with an ambiguous member (see checkDecided).
 func (s *Session) ambiguous(method string, err error) {
 	if r := s.g.opts.Refusals; r != nil {
-		r.Ambiguous(s.Client().Name, s.ID, method, err)
+		r.Ambiguous(s.who(), method, err)
 	}
 }
 

@@ -152,7 +152,7 @@ func (t *Continuations) refuse(s *Session, msg *jsonrpc.Message, stream *Stream,
 		reason = e.Reason.String()
 	}
 	if t.refusals != nil {
-		t.refusals.RequestState(s.Client().Name, s.identity, msg.Method, reason, err)
+		t.refusals.RequestState(s.who(), msg.Method, reason, err)
 	}
 	data := append(jsonrpc.AppendString([]byte(`{"reason":`), reason), '}')
 	stream.push(jsonrpc.AppendError(nil, msg.ID, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: err.Error(), Data: data}), true)
