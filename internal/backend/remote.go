@@ -29,7 +29,8 @@ type remote struct {
 	url     string // the URL as shown: without its query
 	client  *mcphttp.Client
 	http    *http.Client
-	legacy  *legacySSE // the HTTP+SSE transport, when configured
+	unix    *mcphttp.UnixDialer // the server's unix socket; nil over TCP
+	legacy  *legacySSE          // the HTTP+SSE transport, when configured
 	maxSize int
 
 	ctx    context.Context // ends every exchange of the session
@@ -51,8 +52,15 @@ type remote struct {
 // newRemote prepares the session with b's server; nothing is sent before
 // start.
 func newRemote(b *Backend) (*remote, error) {
-	hc, err := httpClient(&b.cfg.Remote)
-	if err != nil {
+	var unix *mcphttp.UnixDialer
+	var hc *http.Client
+	var err error
+	if socket := b.cfg.UnixSocket(); socket != "" {
+		// Plain HTTP/1.1 on the socket: the kernel, not TLS, says who is
+		// at the other end (see Peer).
+		unix = &mcphttp.UnixDialer{Path: socket}
+		hc = &http.Client{Transport: unix.Transport(b.cfg.MaxConnections)}
+	} else if hc, err = httpClient(&b.cfg.Remote); err != nil {
 		return nil, err
 	}
 	if hc, err = b.withToken(hc); err != nil {
@@ -75,10 +83,11 @@ func newRemote(b *Backend) (*remote, error) {
 			}
 		}
 	}
-	secrets = append(secrets, urlSecrets(b.cfg.URL)...)
+	secrets = append(secrets, urlSecrets(b.cfg.Endpoint())...)
 	r := &remote{
 		url:     DisplayURL(b.cfg),
 		http:    hc,
+		unix:    unix,
 		maxSize: int(b.opts.MaxMessageBytes),
 		outq:    make(chan []byte, 256),
 		posts:   map[int64]context.CancelFunc{},
@@ -86,7 +95,7 @@ func newRemote(b *Backend) (*remote, error) {
 	r.ctx, r.cancel = context.WithCancel(context.Background())
 	peer := fmt.Sprintf("backend %q", b.name)
 	r.client = mcphttp.NewClient(mcphttp.Options{
-		Endpoint:        b.cfg.URL,
+		Endpoint:        b.cfg.Endpoint(),
 		HTTP:            hc,
 		Header:          header,
 		Secrets:         secrets,
@@ -120,11 +129,15 @@ func newRemote(b *Backend) (*remote, error) {
 }
 
 // DisplayURL is how a remote backend's URL is shown in logs, D-Bus and
-// status: its display_url, else only its origin (scheme://host:port),
-// since its path and query may carry a key.
+// status: its display_url, else only its origin (scheme://host:port), or
+// unix: and the socket's path, since its HTTP path and query may carry a
+// key.
 func DisplayURL(cfg *config.Backend) string {
 	if cfg.DisplayURL != "" {
 		return cfg.DisplayURL
+	}
+	if socket := cfg.UnixSocket(); socket != "" {
+		return "unix:" + socket
 	}
 	return mcphttp.OriginOf(cfg.URL)
 }

@@ -2,6 +2,8 @@ package ctl
 
 import (
 	"bytes"
+	"fmt"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -30,5 +32,27 @@ func TestPrintTokenExpiry(t *testing.T) {
 	printBackend(&out, b, now, false)
 	if strings.Contains(out.String(), "OAuth") {
 		t.Errorf("got:\n%s\nwant no token line for a backend without one", out.String())
+	}
+}
+
+// A remote backend on a unix socket shows the server process behind it,
+// with its command and the names of its uid and gid; one without shows no
+// peer.
+func TestPrintPeer(t *testing.T) {
+	now := time.Date(2026, 11, 27, 10, 0, 0, 0, time.UTC)
+	b := dbusapi.BackendStatus{Name: "w", State: "healthy", URL: "unix:/run/w.sock",
+		PeerPID: uint32(os.Getpid()), PeerUID: 0, PeerGID: 0}
+	var out bytes.Buffer
+	printBackend(&out, b, now, false)
+	comm, _ := os.ReadFile("/proc/self/comm")
+	want := fmt.Sprintf("        Peer: pid %d (%s), uid 0 (root), gid 0 (root)\n", os.Getpid(), strings.TrimSpace(string(comm)))
+	if got := out.String(); !strings.Contains(got, want) {
+		t.Errorf("got:\n%s\nwant %q", got, want)
+	}
+	out.Reset()
+	b.PeerPID = 0
+	printBackend(&out, b, now, false)
+	if strings.Contains(out.String(), "Peer") {
+		t.Errorf("got:\n%s\nwant no peer line for a backend on no unix socket", out.String())
 	}
 }
