@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"fmt"
 	"os"
+	"os/user"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -41,11 +43,13 @@ func TestPrintTokenExpiry(t *testing.T) {
 func TestPrintPeer(t *testing.T) {
 	now := time.Date(2026, 11, 27, 10, 0, 0, 0, time.UTC)
 	b := dbusapi.BackendStatus{Name: "w", State: "healthy", URL: "unix:/run/w.sock",
-		PeerPID: uint32(os.Getpid()), PeerUID: 0, PeerGID: 0}
+		PeerPID: uint32(os.Getpid()), PeerUID: uint32(os.Getuid()), PeerGID: uint32(os.Getgid())}
 	var out bytes.Buffer
 	printBackend(&out, b, now, false)
 	comm, _ := os.ReadFile("/proc/self/comm")
-	want := fmt.Sprintf("        Peer: pid %d (%s), uid 0 (root), gid 0 (root)\n", os.Getpid(), strings.TrimSpace(string(comm)))
+	usr, _ := user.Current()
+	grp, _ := user.LookupGroupId(strconv.Itoa(os.Getgid()))
+	want := fmt.Sprintf("        Peer: pid %d (%s), uid %d (%s), gid %d (%s)\n", os.Getpid(), strings.TrimSpace(string(comm)), os.Getuid(), usr.Username, os.Getgid(), grp.Name)
 	if got := out.String(); !strings.Contains(got, want) {
 		t.Errorf("got:\n%s\nwant %q", got, want)
 	}
