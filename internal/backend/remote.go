@@ -1,6 +1,7 @@
 package backend
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -281,7 +282,7 @@ func (r *remote) request(ctx context.Context, data []byte, msg *jsonrpc.Message,
 	}
 	if r.c.modern.Load() || msg.Method == "server/discover" || r.c.dual.Load() && r.c.modernCall(id) {
 		// No session: the era's headers on every request.
-		_, err := r.client.PostStatelessParams(ctx, data, mcphttp.StatelessHeaders(ModernProtocolVersion, msg), r.mirroredParams(msg), []json.RawMessage{msg.ID}, r.deliver)
+		_, err := r.client.PostStatelessRoom(ctx, data, mcphttp.StatelessHeaders(ModernProtocolVersion, msg), r.mirroredParams(msg), []json.RawMessage{msg.ID}, jsonrpc.SpliceRoom, r.deliverRoom)
 		return r.lost(err)
 	}
 	if msg.Method == "initialize" {
@@ -292,7 +293,7 @@ func (r *remote) request(ctx context.Context, data []byte, msg *jsonrpc.Message,
 		}
 		return r.lost(err)
 	}
-	_, err := r.client.Exchange(ctx, data, []json.RawMessage{msg.ID}, nil, r.deliver)
+	_, err := r.client.ExchangeRoom(ctx, data, []json.RawMessage{msg.ID}, jsonrpc.SpliceRoom, nil, r.deliverRoom)
 	var tooLarge *mcphttp.EventTooLargeError
 	var redirect *mcphttp.RedirectError
 	switch {
@@ -360,6 +361,38 @@ func (r *remote) deliver(data []byte) {
 		}
 		r.c.dispatch(msg)
 	}
+	r.c.endBurst()
+}
+
+// deliverRoom is deliver for a message the server answered a request
+// with, read into a buffer of its own (buf, the message at buf[at:]): a
+// response is parsed with the room in front, so that the client's id (and
+// what a 2026-07-28 client's result gets) is spliced in over the same
+// bytes, and a large result is never copied.
+func (r *remote) deliverRoom(buf []byte, at int) {
+	if jsonrpc.IsBatch(buf[at:]) || at < jsonrpc.SpliceRoom {
+		r.deliver(buf[at:])
+		return
+	}
+	r.c.reads.Add(1)
+	// Line breaks can only be whitespace in valid JSON; spaces in their
+	// place, in the buffer that is ours, keep it one line for the client.
+	for _, nl := range []byte("\n\r") {
+		for b := buf[at:]; ; {
+			i := bytes.IndexByte(b, nl)
+			if i < 0 {
+				break
+			}
+			b[i], b = ' ', b[i+1:]
+		}
+	}
+	msg, err := jsonrpc.ParseRoom(buf, at)
+	if err != nil {
+		r.c.warnServer("invalid", fmt.Sprintf("backend %q: dropped invalid output of the server: %v", r.c.b.name, err), "err", err, "message", truncate(buf[at:], 200))
+		r.c.endBurst()
+		return
+	}
+	r.c.dispatch(msg)
 	r.c.endBurst()
 }
 
