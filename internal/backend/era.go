@@ -320,9 +320,9 @@ func (c *Conn) meta() *modernMeta {
 func (b *Backend) relayCapabilities() []byte {
 	switch {
 	case b.cfg.RelayClientRequests && len(b.cfg.Roots) > 0:
-		return []byte(`{"roots":{"listChanged":false},"sampling":{},"elicitation":{}}`)
+		return []byte(`{"roots":{"listChanged":false},"sampling":{},"elicitation":{"form":{},"url":{}}}`)
 	case b.cfg.RelayClientRequests:
-		return []byte(`{"roots":{"listChanged":true},"sampling":{},"elicitation":{}}`)
+		return []byte(`{"roots":{"listChanged":true},"sampling":{},"elicitation":{"form":{},"url":{}}}`)
 	case len(b.cfg.Roots) > 0:
 		return []byte(`{"roots":{"listChanged":false}}`)
 	}

@@ -85,6 +85,12 @@ func (c *call) deliver(resp *jsonrpc.Message, err error) {
 		}
 		c.stream.push(errorResponse(c.clientID, CodeBackendUnavailable, "%v", err), true)
 	case resp.Error != nil:
+		if c.sess.stateless && c.sess.g.urlRequired(c, resp.Error) {
+			return // asked for as input requests
+		}
+		if !c.sess.stateless {
+			c.sess.rememberRequiredURLs(c.b.Name(), resp.Error)
+		}
 		c.stream.push(jsonrpc.AppendRawError(nil, c.clientID, resp.Error), true)
 	default:
 		result := resp.Result

@@ -118,6 +118,9 @@ func (cont *continuation) deliver(w *waiter, data []byte) {
 // saying why.
 func (cont *continuation) replyPending(why string) {
 	for _, r := range cont.pending {
+		if r.conn == nil {
+			continue // an elicitation of an error -32042: nothing waits for it
+		}
 		r.conn.ReplyError(r.id, jsonrpc.Errorf(jsonrpc.CodeInternalError, "the client did not answer %s: %s", r.method, why))
 	}
 	cont.pending = nil
@@ -159,6 +162,11 @@ func (cont *continuation) expire(round uint64) {
 	if cont.ended || cont.waiter != nil || cont.round != round {
 		t.mu.Unlock()
 		return // a retry came
+	}
+	if cont.resend { // the call is over: nothing to cancel
+		cont.end("")
+		t.mu.Unlock()
+		return
 	}
 	why := fmt.Sprintf("the client did not retry within %s (client_request_timeout of backend %q)", cont.timeout, cont.call.b.Name())
 	pending := cont.pending

@@ -58,6 +58,8 @@ func (g *Gateway) Notification(b *backend.Backend, conn *backend.Conn, msg *json
 		}
 		g.eachSession(updated)
 		g.eachListener(updated)
+	case "notifications/elicitation/complete":
+		g.elicitationComplete(b, msg)
 	case "notifications/cancelled":
 		idRaw, span, ok := jsonrpc.Lookup(msg.Params, "requestId")
 		if !ok {
@@ -207,10 +209,14 @@ func (g *Gateway) Request(b *backend.Backend, conn *backend.Conn, msg *jsonrpc.M
 		refuse(jsonrpc.CodeInternalError, "mcpgate cannot relay %s: no client request is in flight on backend %q, so there is no client to ask", msg.Method, b.Name())
 		return
 	}
-	if !s.hasCapability(msg.Method) {
-		refuse(jsonrpc.CodeMethodNotFound, "the client did not declare the capability %s needs", msg.Method)
+	if !s.mayAsk(msg.Method, msg.Params) {
+		if msg.Method == "elicitation/create" && elicitationMode(msg.Params) == "url" {
+			refuse(jsonrpc.CodeMethodNotFound, "the client did not declare URL-mode elicitation (elicitation.url)")
+		} else {
+			refuse(jsonrpc.CodeMethodNotFound, "the client did not declare the capability %s needs", msg.Method)
+		}
 		if s.stateless {
-			g.missingCapability(conn, msg.Method, s)
+			g.missingCapability(conn, msg, s)
 		}
 		return
 	}

@@ -93,7 +93,7 @@ func (c *call) askClient(result json.RawMessage) {
 		case req.Method != "sampling/createMessage" && req.Method != "elicitation/create" && req.Method != "roots/list":
 			c.fail(jsonrpc.CodeInternalError, fmt.Sprintf("backend %q asked the client for %q, which is no input request", c.b.Name(), req.Method))
 			return
-		case !c.sess.hasCapability(req.Method):
+		case !c.sess.mayAsk(req.Method, req.Params):
 			c.fail(CodeMissingCapability, fmt.Sprintf("backend %q needs the client to answer %s, a capability the client did not declare", c.b.Name(), req.Method))
 			return
 		default:

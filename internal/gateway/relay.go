@@ -82,6 +82,7 @@ func (s *Session) relayWith(conn *backend.Conn, backendID json.RawMessage, metho
 	put(&s.relays, r.clientID, r)
 	s.mu.Unlock()
 	s.g.rememberRelay(r, conn.Backend().Config().ClientRequestTimeout)
+	s.rememberRelayedURL(conn.Backend().Name(), method, params)
 	s.send(jsonrpc.AppendRequest(nil, jsonrpc.IntID(r.clientID), method, params), via)
 	return nil
 }

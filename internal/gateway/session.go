@@ -47,6 +47,7 @@ type Session struct {
 	nextStream int64
 	standalone *Stream
 	instances  map[string]*backend.Backend // this session's own instances, by backend name
+	urls       urlElicitations             // URL elicitations sent to the client (urlelicit.go)
 	// deadlines fires by the nearest deadline of the calls in flight (see
 	// armDeadline); deadlineAt is when, in unix ns, 0 when not armed.
 	deadlines  *time.Timer

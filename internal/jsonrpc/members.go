@@ -1,6 +1,10 @@
 package jsonrpc
 
-import "bytes"
+import (
+	"bytes"
+	"encoding/json"
+	"slices"
+)
 
 // PrependMembers returns a copy of the JSON object obj with members, one
 // or more `"key":value` pairs joined by commas, inserted as its first
@@ -50,4 +54,57 @@ func appendMember(dst []byte, key string, value []byte) []byte {
 	dst = AppendString(dst, key)
 	dst = append(dst, ':')
 	return append(dst, value...)
+}
+
+// WithoutMembers returns a copy of the JSON object obj without its
+// top-level members named keys (exactly; see Find for names in another
+// case, which are an error). Every other member is kept byte for byte,
+// in order, joined by commas. obj is returned as is when it has none of
+// them.
+func WithoutMembers(obj []byte, keys ...string) ([]byte, error) {
+	values := make([]json.RawMessage, len(keys))
+	if err := FindEach(obj, keys, values); err != nil {
+		return nil, err
+	}
+	if !slices.ContainsFunc(values, func(v json.RawMessage) bool { return v != nil }) {
+		return obj, nil
+	}
+	out := make([]byte, 0, len(obj))
+	out = append(out, '{')
+	i := skipSpace(obj, 0) + 1
+	first := true
+	for {
+		i = skipSpace(obj, i)
+		if i >= len(obj) {
+			return nil, errSyntax
+		}
+		if obj[i] == '}' {
+			return append(out, '}'), nil
+		}
+		if obj[i] == ',' {
+			i = skipSpace(obj, i+1)
+		}
+		start := i
+		keyEnd, err := skipString(obj, i)
+		if err != nil {
+			return nil, err
+		}
+		i = skipSpace(obj, keyEnd)
+		if i >= len(obj) || obj[i] != ':' {
+			return nil, errSyntax
+		}
+		end, err := skipValue(obj, skipSpace(obj, i+1))
+		if err != nil {
+			return nil, err
+		}
+		name, _ := StringValue(json.RawMessage(obj[start:keyEnd]))
+		if !slices.Contains(keys, name) {
+			if !first {
+				out = append(out, ',')
+			}
+			out = append(out, obj[start:end]...)
+			first = false
+		}
+		i = end
+	}
 }

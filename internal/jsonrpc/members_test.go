@@ -23,3 +23,20 @@ func TestSetMember(t *testing.T) {
 		}
 	}
 }
+
+func TestWithoutMembers(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{`{"name":"x","requestState":"s","inputResponses":{"a":{}},"arguments":{"k":1}}`, `{"name":"x","arguments":{"k":1}}`},
+		{`{ "requestState" : "s" }`, `{}`},
+		{`{"a":1, "b":[1,2]}`, `{"a":1, "b":[1,2]}`}, // none of them: as is
+		{`{"inputResponses":{},"a":"requestState"}`, `{"a":"requestState"}`},
+	} {
+		got, err := WithoutMembers([]byte(tc.in), "requestState", "inputResponses")
+		if err != nil || string(got) != tc.want {
+			t.Errorf("WithoutMembers(%s) = %s, %v; want %s", tc.in, got, err, tc.want)
+		}
+	}
+	if _, err := WithoutMembers([]byte(`{"RequestState":"s"}`), "requestState"); err == nil {
+		t.Error("a member in another case was dropped or kept without an error")
+	}
+}
