@@ -25,6 +25,7 @@ func wantGateway() Gateway {
 		MaxStreamEvents:     512,
 		Bus:                 "system",
 		LogTarget:           "auto",
+		ServerCard:          "identity",
 		LogLevel:            "info",
 		LogRateLimit:        RateLimit{Burst: 1000, Interval: 10 * time.Second},
 		CompositePrefix:     "composite__",

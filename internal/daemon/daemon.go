@@ -425,6 +425,8 @@ func (d *daemon) serve() error {
 		Clients:               d.clients.Load,
 		Refusals:              d.refusals,
 		Health:                d.health,
+		ServerCard:            g.ServerCard,
+		Version:               Version,
 	})
 	d.warnAccess()
 	// The front's server is http1's, not net/http's: the same parser and
