@@ -53,6 +53,21 @@ type call struct {
 	method string
 	params json.RawMessage
 	rounds int
+
+	// For a resources/read of a URI the backend knows by another (an
+	// App's view, see apps.go): the backend's and the client's.
+	readURI, exposedURI string
+}
+
+// viewURIs records, for a resources/read whose client's params name
+// another uri than the backend's, both: the result's contents get the
+// client's back.
+func (c *call) viewURIs(client, backend json.RawMessage) {
+	exposed, _, _ := stringParam(client, "uri")
+	original, _, _ := stringParam(backend, "uri")
+	if exposed != original {
+		c.readURI, c.exposedURI = original, exposed
+	}
 }
 
 // deliver receives the backend's answer, on the backend's reader goroutine.
@@ -98,6 +113,9 @@ func (c *call) deliver(resp *jsonrpc.Message, err error) {
 			result = c.sess.g.processOutput(c.b.Name(), c.tool, result)
 		}
 		result = c.servedBy(result)
+		if c.readURI != "" {
+			result = exposedContents(result, c.readURI, c.exposedURI)
+		}
 		if c.sess.stateless && c.stream.pushModern(resp, result, c.clientID) {
 			return // decorated in place, as the id was replaced
 		}

@@ -38,11 +38,11 @@ func (g *Gateway) Notification(b *backend.Backend, conn *backend.Conn, msg *json
 		}
 		g.logMessage(b.Name(), conn, msg)
 	case "notifications/resources/updated":
-		uri, _, err := stringParam(msg.Params, "uri")
-		if err != nil {
+		params, uri, ok := exposedUpdate(g.Catalog(), b.Name(), msg.Params)
+		if !ok {
 			return
 		}
-		data := jsonrpc.AppendNotification(nil, msg.Method, msg.Params)
+		data := jsonrpc.AppendNotification(nil, msg.Method, params)
 		dedicated := ownerSession(conn) // an instance's updates are its session's alone
 		updated := func(s *Session) {
 			s.mu.Lock()
@@ -50,7 +50,7 @@ func (g *Gateway) Notification(b *backend.Backend, conn *backend.Conn, msg *json
 			s.mu.Unlock()
 			if subscribed && owner == b.Name() && (dedicated == nil || dedicated == s) {
 				if s.listenTag() != nil {
-					s.standalone.push(s.notification(msg.Method, msg.Params), false)
+					s.standalone.push(s.notification(msg.Method, params), false)
 					return
 				}
 				s.standalone.push(data, false)

@@ -91,7 +91,7 @@ func (s *Session) HandleRequest(msg *jsonrpc.Message, stream *Stream) {
 		if g.readStatus(msg, stream, uri) {
 			return
 		}
-		owner, ok := g.resourceOwner(cat, uri)
+		owner, original, ok := g.backendURI(cat, uri)
 		if !ok || !s.view().resource(owner, uri) {
 			if ok {
 				s.hidden(msg.Method, "uri", access.Resources, uri)
@@ -100,7 +100,7 @@ func (s *Session) HandleRequest(msg *jsonrpc.Message, stream *Stream) {
 				Data: append(jsonrpc.AppendString([]byte(`{"uri":`), uri), '}')})
 			return
 		}
-		s.forwardThen(msg, stream, owner, msg.Params, s.audited(msg, owner, "uri", uri))
+		s.forwardThen(msg, stream, owner, withBackendURI(msg.Params, uri, original), s.audited(msg, owner, "uri", uri))
 	case "resources/subscribe", "resources/unsubscribe":
 		s.subscription(msg, stream, cat)
 	case "completion/complete":
@@ -320,6 +320,9 @@ func (s *Session) sendAdmitted(msg *jsonrpc.Message, stream *Stream, b *backend.
 	toolName, tok, span, hasToken := known.name, known.token, known.tokenSpan, known.hasToken
 	if msg.Method == "tools/call" {
 		c.tool = toolName // for the output pipeline
+	}
+	if msg.Method == "resources/read" {
+		c.viewURIs(msg.Params, params) // an App's view under its exposed URI
 	}
 	if hasToken {
 		c.token = newToken()
