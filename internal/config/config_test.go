@@ -45,6 +45,9 @@ func wantGateway() Gateway {
 
 			MaxInputRequiredCalls:          1000,
 			MaxInputRequiredCallsPerClient: 100,
+			MaxTasks:                       1000,
+			MaxTasksPerClient:              100,
+			MaxTaskTTL:                     24 * time.Hour,
 		},
 	}
 }

@@ -284,6 +284,9 @@ func (d *daemon) run(ctx context.Context) int {
 				f()
 			}
 		},
+		MaxTasks:          g.MaxTasks,
+		MaxTasksPerClient: g.MaxTasksPerClient,
+		MaxTaskTTL:        g.MaxTaskTTL,
 		Input: gateway.NewContinuations(gateway.ContinuationOptions{
 			Host: hostLabel(), Max: g.MaxInputRequiredCalls, MaxPerClient: g.MaxInputRequiredCallsPerClient,
 			Logger: d.log, Refusals: d.refusals,

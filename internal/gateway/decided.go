@@ -27,6 +27,10 @@ var decidedByMethod = map[string]decided{
 	"resources/list":           {top: []string{"cursor"}},
 	"resources/templates/list": {top: []string{"cursor"}},
 	"notifications/cancelled":  {top: []string{"requestId", "reason"}},
+	"tasks/get":                {top: []string{"taskId"}},
+	"tasks/result":             {top: []string{"taskId"}},
+	"tasks/cancel":             {top: []string{"taskId"}},
+	"tasks/update":             {top: []string{"taskId"}},
 }
 
 // decided lists members of params: top ones, and nested ones in the
@@ -80,6 +84,7 @@ var forwardedKeys = []string{"name", "_meta"}
 // in params. Routing that read them already passes them on; they hold
 // for the params they were read from (see of) and no others.
 type forwardedParams struct {
+	task      *task           // the task a tasks/* request is about, if any (tasks_route.go)
 	params    json.RawMessage // what they were read from; nil: unknown
 	name      string
 	token     json.RawMessage

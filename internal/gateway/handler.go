@@ -60,6 +60,8 @@ func (g *Gateway) Notification(b *backend.Backend, conn *backend.Conn, msg *json
 		g.eachListener(updated)
 	case "notifications/elicitation/complete":
 		g.elicitationComplete(b, msg)
+	case methodTaskStatus, methodTaskNotice:
+		g.taskNotification(b, conn, msg)
 	case "notifications/cancelled":
 		idRaw, span, ok := jsonrpc.Lookup(msg.Params, "requestId")
 		if !ok {
@@ -191,6 +193,9 @@ func (g *Gateway) Request(b *backend.Backend, conn *backend.Conn, msg *jsonrpc.M
 			return
 		}
 		refuse(jsonrpc.CodeMethodNotFound, "mcpgate does not relay %s for backend %q (relay_client_requests = false)", msg.Method, b.Name())
+		return
+	}
+	if g.taskRequestToClient(conn, msg) {
 		return
 	}
 	s, via := attribute(conn)

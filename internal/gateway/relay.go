@@ -140,6 +140,7 @@ func (g *Gateway) Exited(b *backend.Backend, conn *backend.Conn) {
 	g.levelMu.Lock()
 	delete(g.requestLevels, conn)
 	g.levelMu.Unlock()
+	g.tasks.connEnded(conn, fmt.Sprintf("backend %q's connection ended (it stopped, crashed or restarted), and the task with it", b.Name()))
 }
 
 // cancel forgets an ended request in its session and tells the client.

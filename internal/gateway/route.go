@@ -103,6 +103,8 @@ func (s *Session) HandleRequest(msg *jsonrpc.Message, stream *Stream) {
 		s.forwardThen(msg, stream, owner, withBackendURI(msg.Params, uri, original), s.audited(msg, owner, "uri", uri))
 	case "resources/subscribe", "resources/unsubscribe":
 		s.subscription(msg, stream, cat)
+	case "tasks/get", "tasks/result", "tasks/cancel", "tasks/list", "tasks/update":
+		s.taskRequest(msg, stream)
 	case "completion/complete":
 		s.complete(msg, stream, cat)
 	case "logging/setLevel":
@@ -320,6 +322,10 @@ func (s *Session) sendAdmitted(msg *jsonrpc.Message, stream *Stream, b *backend.
 	toolName, tok, span, hasToken := known.name, known.token, known.tokenSpan, known.hasToken
 	if msg.Method == "tools/call" {
 		c.tool = toolName // for the output pipeline
+		c.creates = true
+	}
+	if known.task != nil {
+		c.aboutTask(msg.Method, known.task)
 	}
 	if msg.Method == "resources/read" {
 		c.viewURIs(msg.Params, params) // an App's view under its exposed URI

@@ -92,7 +92,10 @@ func (s *Session) rememberURL(backendName string, id json.RawMessage) {
 	k := urlKey(backendName, id)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	u := &s.urls
+	if s.urls == nil {
+		s.urls = &urlElicitations{}
+	}
+	u := s.urls
 	if u.keys[k] {
 		return
 	}
@@ -109,8 +112,8 @@ func (s *Session) rememberURL(backendName string, id json.RawMessage) {
 func (s *Session) takeURL(k string) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	u := &s.urls
-	if !u.keys[k] {
+	u := s.urls
+	if u == nil || !u.keys[k] {
 		return false
 	}
 	delete(u.keys, k)

@@ -38,6 +38,8 @@ func StatelessHeaders(protocol string, msg *jsonrpc.Message) Stateless {
 		key = "name"
 	case "resources/read":
 		key = "uri"
+	case "tasks/get", "tasks/update", "tasks/cancel":
+		key = "taskId" // MCP Tasks: so intermediaries route a task's requests to its host
 	}
 	if key != "" {
 		if v, _, ok := jsonrpc.Lookup(msg.Params, key); ok {
@@ -66,7 +68,8 @@ func HeaderValue(v string) string {
 func (h Stateless) set(req *http.Request) {
 	req.Header.Set(HeaderProtocol, h.Protocol)
 	req.Header.Set(HeaderMethod, h.Method)
-	if h.Name != "" || h.Method == "tools/call" || h.Method == "prompts/get" || h.Method == "resources/read" {
+	if h.Name != "" || h.Method == "tools/call" || h.Method == "prompts/get" || h.Method == "resources/read" ||
+		h.Method == "tasks/get" || h.Method == "tasks/update" || h.Method == "tasks/cancel" {
 		req.Header.Set(HeaderName, HeaderValue(h.Name))
 	}
 }
