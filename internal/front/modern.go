@@ -109,8 +109,11 @@ func checkModern(hdr http.Header, msg *jsonrpc.Message, head *gateway.RequestHea
 	}
 	if member, ok := nameHeaderMethods[msg.Method]; ok {
 		raw := head.Name
-		if member == "uri" {
+		switch member {
+		case "uri":
 			raw = head.URI
+		case "taskId": // MCP Tasks: not in the head, which routing of calls reads
+			raw, _, _ = jsonrpc.Lookup(msg.Params, "taskId")
 		}
 		if r := checkName(hdr.Values(headerName), raw, member); r != nil {
 			return meta, r
