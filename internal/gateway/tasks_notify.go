@@ -115,6 +115,19 @@ func tasksOffered(c backend.Capabilities) (legacy, modern bool) {
 	return legacy, modern
 }
 
+// callsBackend reports whether the session's client may call a tool of
+// the named backend: what may create a task there.
+func (s *Session) callsBackend(name string) bool {
+	v := s.view()
+	cat := s.g.Catalog()
+	for _, e := range cat.Tools {
+		if e.Backend == name && v.tool(cat, e.Name) {
+			return true
+		}
+	}
+	return false
+}
+
 // legacyTasksCapability is the tasks capability a 2025 session is offered
 // when a backend it may use offers tasks: the gateway lists and cancels
 // them itself, and tools/call is what may create one.
