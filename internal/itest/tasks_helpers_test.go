@@ -85,6 +85,9 @@ type rpc struct {
 func (a rpc) field(t *testing.T, path ...string) any {
 	t.Helper()
 	var v any
+	if a.Result == nil {
+		return nil
+	}
 	if err := json.Unmarshal(a.Result, &v); err != nil {
 		t.Fatalf("result %s: %v", a.Result, err)
 	}
