@@ -187,7 +187,7 @@ func (g *Gateway) initializeResult(s *Session) json.RawMessage {
 		}
 		logging = logging || c.Logging != nil
 		completions = completions || c.Completions != nil
-		if l, m := tasksOffered(c); (l || m) && s.callsBackend(b.Name()) {
+		if l, m := tasksOffered(info); (l || m) && s.callsBackend(b.Name()) {
 			legacyTasks, modernTasks = legacyTasks || l, modernTasks || m
 		}
 		if text := strings.TrimSpace(info.Instructions); text != "" {

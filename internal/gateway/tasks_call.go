@@ -42,11 +42,10 @@ func (tk *task) exposedCreate(result []byte) []byte {
 	if tk.modern {
 		return tk.exposeTask(result)
 	}
-	obj, span, ok := jsonrpc.Lookup(result, "task")
-	if !ok {
-		return result
+	if obj, span, ok := jsonrpc.Lookup(result, "task"); ok {
+		result = jsonrpc.Replace(result, span, tk.exposeTask(obj))
 	}
-	return jsonrpc.Replace(result, span, tk.exposeTask(obj))
+	return tk.exposedResult(result) // and a related-task _meta, if any
 }
 
 // aboutTask marks c as a request about tk: its answer gets the gateway's

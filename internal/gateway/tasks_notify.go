@@ -105,13 +105,16 @@ func taskStream(conn *backend.Conn, s *Session, tk *task) *Stream {
 	return via
 }
 
-// tasksOffered reports what of tasks the backend b offers its clients:
-// 2025-11-25's task-augmented tools/call, or the 2026-07-28 extension.
-func tasksOffered(c backend.Capabilities) (legacy, modern bool) {
+// tasksOffered reports what of tasks a backend offers its clients:
+// 2025-11-25's task-augmented tools/call, or the 2026-07-28 extension, of
+// a server that speaks 2026-07-28 (the extension in a 2025-only server's
+// initialize result is no way to reach it).
+func tasksOffered(info *backend.ServerInfo) (legacy, modern bool) {
+	c := info.Capabilities
 	if _, _, ok := jsonrpc.LookupPath(c.Tasks, "requests", "tools", "call"); ok {
 		legacy = true
 	}
-	modern = declaresTasks(c.Extensions)
+	modern = declaresTasks(c.Extensions) && info.Era() != backend.EraLegacy
 	return legacy, modern
 }
 

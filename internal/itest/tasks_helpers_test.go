@@ -269,4 +269,3 @@ func killBackend(t *testing.T, d *testutil.Daemon, what string) int {
 	t.Fatalf("no child of mcpgated runs %s", what)
 	return 0
 }
-

@@ -22,9 +22,14 @@ const tasks = new Map(); // taskId → task
 const text = (t) => ({ content: [{ type: 'text', text: t }] });
 const now = () => new Date().toISOString();
 
+// legacy is set in the fixture's --stdio-2025 mode: a 2025 server has no
+// 2026 tasks, whatever a request's _meta claims.
+const legacy = process.argv[2] === '--stdio-2025';
+
 // declares reports whether the request's client declared the extension:
 // per request in 2026-07-28's _meta, or for a 2025 session at initialize.
 function declares(ctx, server) {
+    if (legacy) return false;
     const caps = ctx.mcpReq.envelope?.[CLIENT_CAPABILITIES_META_KEY] ?? server.server.getClientCapabilities() ?? {};
     return caps.extensions?.[TASKS_EXTENSION] !== undefined;
 }
