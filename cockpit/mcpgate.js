@@ -253,6 +253,22 @@
         tick(card, proxy);
     }
 
+    // addBackend watches the backend object at path (once) and shows it.
+    function addBackend(path) {
+        if (state.backends[path])
+            return;
+        const proxy = state.client.proxy(BACKEND_IFACE, path);
+        state.backends[path] = proxy;
+        proxy.addEventListener("changed", () => updateCard(path));
+        proxy.wait(() => updateCard(path));
+    }
+
+    // dropBackend forgets the backend object at path and takes its card away.
+    function dropBackend(path) {
+        delete state.backends[path];
+        removeCard(path);
+    }
+
     function insertSorted(parent, node, name) {
         for (const child of parent.children) {
             if (child.getAttribute("data-backend") > name) {
@@ -530,14 +546,6 @@
      * tools/list. Read again when the catalog's size changes and after a
      * reload. */
 
-    function formatBytes(n) {
-        if (n < 1024)
-            return n + " B";
-        if (n < 1024 * 1024)
-            return (n / 1024).toFixed(1) + " KiB";
-        return (n / 1024 / 1024).toFixed(1) + " MiB";
-    }
-
     function profileRow(p) {
         const [name, description, search, tools, bytes] = p;
         return el("tr", { "data-profile": name }, [
@@ -645,21 +653,23 @@
             updateManager();
             listClients();
         });
-        state.backends = state.client.proxies(BACKEND_IFACE, MANAGER_PATH);
-        state.backends.addEventListener("added", (ev, proxy) => updateCard(proxy.path));
-        state.backends.addEventListener("changed", (ev, proxy) => updateCard(proxy.path));
-        state.backends.addEventListener("removed", (ev, proxy) => removeCard(proxy.path));
-        // The bridge watches the objects that exist when the page opens; a
-        // backend that a reload adds is announced by BackendNew, and its
-        // object is watched from then on. BackendRemoved takes the card away.
+        // The backends come from ListBackends, then BackendNew (a reload
+        // added one) and BackendRemoved, each with a proxy of its own.
+        // Not client.proxies(BACKEND_IFACE, MANAGER_PATH): the Python bridge
+        // of Cockpit 294 and later (Debian trixie's) watches a path
+        // namespace only through org.freedesktop.DBus.ObjectManager, which
+        // the gateway does not offer, and would show no backend at all.
+        state.backends = {};
         state.client.subscribe({ interface: MANAGER_IFACE, path: MANAGER_PATH, member: "BackendNew" },
-            (path, iface, signal, args) => state.client.watch(args[1])
-                .catch(err => console.warn("watching backend", args[0], err)));
+            (path, iface, signal, args) => addBackend(args[1]));
         state.client.subscribe({ interface: MANAGER_IFACE, path: MANAGER_PATH, member: "BackendRemoved" },
-            (path, iface, signal, args) => removeCard(args[1]));
-        state.backends.wait(() => {
-            for (const path in state.backends)
-                updateCard(path);
+            (path, iface, signal, args) => dropBackend(args[1]));
+        state.manager.wait(() => {
+            if (!state.manager.valid)
+                return;
+            state.manager.ListBackends()
+                .then(list => list.forEach(([, path]) => addBackend(path)))
+                .catch(err => showMessage(errorText("ListBackends", err), true));
         });
         state.client.addEventListener("close", (ev, options) => {
             $("gw-status").textContent = "Disconnected from the bus: " + (options.problem || "closed");

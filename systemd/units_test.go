@@ -280,8 +280,9 @@ func TestDecisions(t *testing.T) {
 		{service, "Service.Environment", []string{"HOME=%S/mcpgate", "npm_config_cache=%C/mcpgate/npm", "XDG_CACHE_HOME=%C/mcpgate"}},
 		{service, "Service.SupplementaryGroups", []string{"mcpgate-backend"}}, // to give the exec socket to the backend units' group
 		// Issue 15: each backend a unit of its own.
-		{backend, "Unit.PartOf", []string{"mcpgate.service"}},
-		{backend, "Unit.After", nil}, // any ordering with mcpgate.service deadlocks its start
+		{backend, "Unit.StopPropagatedFrom", []string{"mcpgate.service"}},
+		{backend, "Unit.PartOf", nil}, // would restart the instances before the new mcpgated listens
+		{backend, "Unit.After", nil},  // any ordering with mcpgate.service deadlocks its start
 		{backend, "Unit.Before", nil},
 		{backend, "Service.Type", []string{"exec"}},
 		{backend, "Service.ExecStart", []string{"/usr/libexec/mcpgate/backend-exec %i"}},

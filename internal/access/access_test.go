@@ -283,3 +283,42 @@ func mustHex(t *testing.T, s string) []byte {
 	}
 	return b
 }
+
+// TestResourcePatternsJudgeNormalURIs: a resource pattern matches a URI as
+// written, and a backend reads it resolved; a URI with dot segments,
+// empty segments or encoded dots and slashes is hidden from a client with
+// resource patterns (and the rule says why), never matched. Before,
+// file:///srv/docs/../secret passed file:///srv/docs/*, and
+// file:///srv/docs//private/x escaped !file:///srv/docs/private/*.
+func TestResourcePatternsJudgeNormalURIs(t *testing.T) {
+	p := NewPolicy(nil, []string{"file:///srv/docs/*", "!file:///srv/docs/private/*"}, nil)
+	for _, tc := range []struct {
+		uri  string
+		want bool
+	}{
+		{"file:///srv/docs/a.md", true},
+		{"file:///srv/docs/sub/b.md?x=..#..", true},
+		{"file:///srv/docs/private/x", false},
+		{"file:///srv/docs/../secret", false},
+		{"file:///srv/docs/./private/x", false},
+		{"file:///srv/docs//private/x", false},
+		{"file:///srv/docs/%2e%2e/secret", false},
+		{"file:///srv/docs/%2E%2e/secret", false},
+		{"file:///srv/docs/x%2fy", false},
+		{"file:///srv/docs/..\\secret", false},
+		{"file:///srv/docs/%5c../secret", false},
+	} {
+		if got := p.Allows(Resources, tc.uri); got != tc.want {
+			t.Errorf("Allows(%q) = %v, want %v", tc.uri, got, tc.want)
+		}
+	}
+	if r := p.Rule(Resources, "file:///srv/docs/../secret"); !strings.Contains(r, "normal form") {
+		t.Errorf("the rule of a URI not in normal form: %q", r)
+	}
+	if all := NewPolicy([]string{"x"}, []string{"*"}, nil); !all.Allows(Resources, "file:///srv/docs/../secret") {
+		t.Error("a policy that shows every resource hides a URI not in normal form")
+	}
+	if !NormalURI("note://host") || !NormalURI("urn:isbn:0451450523") || !NormalURI("mcpgate://backend/a") {
+		t.Error("URIs in normal form are taken for others")
+	}
+}

@@ -85,8 +85,9 @@ type Caller struct {
 	Client *Client
 	// Identity names who authenticated, never with a secret:
 	// "token:ID" for a bearer token (ID is the first 12 hex digits of its
-	// SHA-256, as `mcpgatectl token list` shows it), "oauth:ISSUER:SUBJECT"
-	// for an OAuth access token (the issuer's name and the token's sub),
+	// SHA-256, as `mcpgatectl token list` shows it), "oauth:ISSUER:sub:SUB"
+	// for an OAuth access token (the issuer's name and the token's sub;
+	// see Grant.Identity),
 	// "uid:UID" for a unix socket peer, "" for every caller when auth is
 	// "none".
 	Identity string

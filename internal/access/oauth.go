@@ -3,6 +3,7 @@ package access
 import (
 	"context"
 	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"maps"
@@ -55,8 +56,9 @@ type Grant struct {
 	Scopes  []string  // the token's scopes
 	Expiry  time.Time // when the token stops being valid
 	// Identity is the Caller.Identity of the token's holder:
-	// "oauth:ISSUER:SUB", by the token's sub (else the client_claim, else
-	// the token itself, "oauth:ISSUER:token:ID").
+	// "oauth:ISSUER:sub:SUB" by the token's sub, else
+	// "oauth:ISSUER:claim:VALUE" by its client_claim, else
+	// "oauth:ISSUER:token:ID" by the token itself.
 	Identity string
 }
 
@@ -148,7 +150,7 @@ func (o *OAuth) validateHashed(ctx context.Context, token string, key [32]byte, 
 		return nil, err
 	}
 	if g.Identity == "" {
-		g.Identity = "oauth:" + g.Issuer + ":" + TokenIdentity(key[:])
+		g.Identity = "oauth:" + g.Issuer + ":token:" + hex.EncodeToString(key[:6])
 	}
 	o.cache.put(key, resource, g)
 	return g, nil
@@ -267,11 +269,11 @@ func (is *issuer) grant(claims map[string]any, sub string, exp time.Time) *Grant
 		}
 	}
 	g.Groups = stringsOf(claims[is.cfg.GroupsClaim])
-	switch {
+	switch { // each kind of value tagged, so that no value of one is one of another
 	case sub != "":
-		g.Identity = "oauth:" + is.cfg.Name + ":" + sub
+		g.Identity = "oauth:" + is.cfg.Name + ":sub:" + sub
 	case g.Subject != "":
-		g.Identity = "oauth:" + is.cfg.Name + ":" + g.Subject
+		g.Identity = "oauth:" + is.cfg.Name + ":claim:" + g.Subject
 	}
 	if s, ok := claims["scope"].(string); ok { // RFC 8693, RFC 9068
 		g.Scopes = strings.Fields(s)

@@ -217,7 +217,7 @@ func TestOAuthTokens(t *testing.T) {
 				if c.Client.Name != tc.client {
 					t.Fatalf("client %q, want %q", c.Client.Name, tc.client)
 				}
-				if !strings.HasPrefix(c.Identity, "oauth:test:") || tc.client == "svc" && c.Identity != "oauth:test:svc-1" {
+				if !strings.HasPrefix(c.Identity, "oauth:test:") || tc.client == "svc" && c.Identity != "oauth:test:sub:svc-1" {
 					t.Fatalf("identity %q, want oauth:test: and the token's sub", c.Identity)
 				}
 				return
@@ -526,7 +526,7 @@ func TestOAuthIdentityIsTheSubject(t *testing.T) {
 		return claims(ti.srv.URL, map[string]any{"sub": sub, "groups": []string{"team"}, "scope": "mcp:write", "jti": strconv.Itoa(n)})
 	}
 	alice, bob := identify(team("alice")), identify(team("bob"))
-	if alice.Client != bob.Client || alice.Identity != "oauth:test:alice" || bob.Identity != "oauth:test:bob" {
+	if alice.Client != bob.Client || alice.Identity != "oauth:test:sub:alice" || bob.Identity != "oauth:test:sub:bob" {
 		t.Errorf("alice %q as %q, bob %q as %q; want one client, two identities", alice.Client.Name, alice.Identity, bob.Client.Name, bob.Identity)
 	}
 	anon1, anon2 := identify(team(nil)), identify(team(nil))

@@ -45,10 +45,16 @@ func onlyStar(l []string) bool { return len(l) == 1 && l[0] == "*" }
 // Unrestricted reports whether the policy shows everything.
 func (p *Policy) Unrestricted() bool { return p == nil || p.all }
 
-// Allows reports whether a name of the given kind is visible.
+// Allows reports whether a name of the given kind is visible. A resource
+// URI that is not in normal form (see NormalURI) is visible only to a
+// policy that shows every resource: patterns match the URI as written,
+// and a backend reads it resolved.
 func (p *Policy) Allows(k Kind, name string) bool {
 	if p.Unrestricted() {
 		return true
+	}
+	if k == Resources && !onlyStar(p.rules[k]) && !NormalURI(name) {
+		return false
 	}
 	allowed := false
 	for _, pat := range p.rules[k] {
@@ -71,6 +77,9 @@ var kindKeys = [...]string{Tools: "tools", Resources: "resources", Prompts: "pro
 func (p *Policy) Rule(k Kind, name string) string {
 	if p.Unrestricted() {
 		return "no policy: everything is shown"
+	}
+	if k == Resources && !onlyStar(p.rules[k]) && !NormalURI(name) {
+		return "the URI has a dot segment, an empty segment or an encoded slash, which resource patterns cannot judge: use its normal form"
 	}
 	rules := p.rules[k]
 	for i := len(rules) - 1; i >= 0; i-- {
@@ -127,4 +136,44 @@ func Match(pattern, name string) bool {
 		p++
 	}
 	return p == len(pattern)
+}
+
+// NormalURI reports whether the path of uri is in the normal form a
+// resource pattern can judge: no "." or ".." segment, no empty segment
+// ("//"), no backslash, and no percent-encoded ".", "/" or "\\", any of
+// which a backend may resolve to a path the pattern does not name
+// ("file:///srv/docs/../secret" matches "file:///srv/docs/*").
+func NormalURI(uri string) bool {
+	rest := uri
+	if i := strings.IndexByte(rest, ':'); i >= 0 {
+		rest = rest[i+1:]
+	}
+	if after, ok := strings.CutPrefix(rest, "//"); ok { // the authority
+		rest = after
+		if i := strings.IndexByte(rest, '/'); i >= 0 {
+			rest = rest[i:]
+		} else {
+			rest = ""
+		}
+	}
+	if i := strings.IndexAny(rest, "?#"); i >= 0 {
+		rest = rest[:i]
+	}
+	if strings.Contains(rest, "//") || strings.ContainsRune(rest, '\\') {
+		return false
+	}
+	for i := 0; i+2 < len(rest); i++ {
+		if rest[i] == '%' {
+			switch strings.ToLower(rest[i+1 : i+3]) {
+			case "2e", "2f", "5c":
+				return false
+			}
+		}
+	}
+	for seg := range strings.SplitSeq(rest, "/") {
+		if seg == "." || seg == ".." {
+			return false
+		}
+	}
+	return true
 }

@@ -1,6 +1,7 @@
 package backend
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -18,8 +19,9 @@ type catalogCache struct {
 }
 
 // cacheVersion is written into every cache file; a file of another version
-// is ignored like a corrupt one.
-const cacheVersion = 1
+// is ignored like a corrupt one. Version 1 was written with HTML escapes
+// ("\u003c" for "<") inside the server's items: not the bytes it sent.
+const cacheVersion = 2
 
 // cacheFile is the JSON shape of a cache file.
 type cacheFile struct {
@@ -73,10 +75,15 @@ func writeCache(path string, c *catalogCache) error {
 		Instructions: c.server.Instructions, Capabilities: c.server.Capabilities,
 		Tools: c.lists.Tools, Prompts: c.lists.Prompts, Resources: c.lists.Resources, Templates: c.lists.Templates,
 	}
-	data, err := json.Marshal(f)
-	if err != nil {
+	// Without HTML escaping: the items must read back as the server sent
+	// them, the bytes integrity pins.
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(f); err != nil {
 		return err
 	}
+	data := buf.Bytes()
 	dir := filepath.Dir(path)
 	if err := os.MkdirAll(dir, 0o750); err != nil {
 		return err

@@ -168,6 +168,18 @@ func (c *Catalog) addTemplate(src Source, raw json.RawMessage, h hash.Hash) {
 		return
 	}
 	raw = withURI(raw, "uriTemplate", original, tpl)
+	// A URI two backends' templates match goes to the first of them: say
+	// so where their literal starts allow it, since reads (and what their
+	// URIs carry) meant for one would reach the other.
+	lit, _, _ := strings.Cut(tpl, "{")
+	for _, t := range c.Templates {
+		other, _, _ := strings.Cut(t.URI, "{")
+		if t.Backend != owner && (strings.HasPrefix(lit, other) || strings.HasPrefix(other, lit)) {
+			c.Conflicts = append(c.Conflicts, fmt.Sprintf("resource template %q of backend %q may match URIs of template %q of backend %q; a URI both match is read from %q",
+				tpl, owner, t.URI, t.Backend, t.Backend))
+			break
+		}
+	}
 	c.Templates = append(c.Templates, Resource{URI: tpl, Original: original, Backend: owner, Raw: raw, match: templateRegexp(tpl)})
 	h.Write(raw)
 	h.Write([]byte{0})

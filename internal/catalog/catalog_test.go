@@ -116,3 +116,20 @@ func TestClosest(t *testing.T) {
 		t.Errorf("Closest(zzzzzz) = %q, want none", got)
 	}
 }
+
+// TestOverlappingTemplatesAreReported: a URI two backends' templates both
+// match is read from the first backend; where their literal starts allow
+// that, the catalog says so, and templates of one backend, or of distinct
+// starts, are no conflict.
+func TestOverlappingTemplatesAreReported(t *testing.T) {
+	c := Build([]Source{
+		{Backend: "aaa", Lists: &backend.Lists{Templates: raws(`{"uriTemplate":"x://{+rest}"}`, `{"uriTemplate":"x://own/{id}"}`)}},
+		{Backend: "docs", Lists: &backend.Lists{Templates: raws(`{"uriTemplate":"x://docs/{path}"}`, `{"uriTemplate":"y://{id}"}`)}},
+	})
+	if owner, _ := c.ResourceOwner("x://docs/secret"); owner != "aaa" {
+		t.Fatalf("x://docs/secret is read from %q", owner)
+	}
+	if len(c.Conflicts) != 1 || !strings.Contains(c.Conflicts[0], `"x://docs/{path}" of backend "docs" may match URIs of template "x://{+rest}" of backend "aaa"`) {
+		t.Errorf("conflicts = %q; want one naming the overlap", c.Conflicts)
+	}
+}

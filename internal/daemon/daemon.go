@@ -173,6 +173,9 @@ type daemon struct {
 
 	reloads chan chan error    // reload requests, answered when applied
 	ping    chan chan struct{} // liveness probes of the main loop
+	// cancelUnmatched drops the last reload's warnings about unmatched
+	// patterns while they wait for its backends; main loop only.
+	cancelUnmatched context.CancelFunc
 
 	// Hooks for the D-Bus interface, set before the backends start.
 	onChange        []func(*backend.Backend) // after any change of a backend
@@ -287,6 +290,7 @@ func (d *daemon) run(ctx context.Context) int {
 		MaxTasks:          g.MaxTasks,
 		MaxTasksPerClient: g.MaxTasksPerClient,
 		MaxTaskTTL:        g.MaxTaskTTL,
+		FirstListWait:     g.FirstListWait,
 		Input: gateway.NewContinuations(gateway.ContinuationOptions{
 			Host: hostLabel(), Max: g.MaxInputRequiredCalls, MaxPerClient: g.MaxInputRequiredCallsPerClient,
 			Logger: d.log, Refusals: d.refusals,
@@ -553,14 +557,15 @@ func (d *daemon) reload(ctx context.Context) (err error) {
 	d.resetUnusedUnits(ctx)
 	d.gw.Refresh()
 	d.log.Info("configuration reloaded: "+summary, journal.MessageReload.Attr())
-	d.warnUnmatched()
+	d.warnUnmatchedOnceSettled(ctx, change)
 	return err
 }
 
-// apply applies cfg to the backends, which waits for the handshakes of the
-// new ones, and answers the watchdog's liveness probes meanwhile: the main
-// loop is not wedged, and a slow npx start is no reason for systemd to kill
-// the daemon. restrict switches the clients and policies; see
+// apply applies cfg to the backends, which waits for the removed and
+// changed ones to stop (each within its grace periods), not for the new
+// ones' handshakes, and answers the watchdog's liveness probes meanwhile:
+// the main loop is not wedged, and a slow stop is no reason for systemd to
+// kill the daemon. restrict switches the clients and policies; see
 // supervisor.Apply for when it runs.
 func (d *daemon) apply(ctx context.Context, cfg *config.Config, restrict func()) (supervisor.Change, error) {
 	type result struct {
@@ -590,6 +595,9 @@ func (d *daemon) stop() int {
 	// misleading log line.
 	if d.stopWatchdog != nil {
 		d.stopWatchdog()
+	}
+	if d.cancelUnmatched != nil {
+		d.cancelUnmatched() // the catalog empties from here on
 	}
 	// New calls are refused before anyone hears STOPPING=1.
 	d.gw.StopAccepting()

@@ -1,14 +1,17 @@
 package daemon
 
 import (
+	"context"
 	"fmt"
 	"reflect"
 	"slices"
 	"strings"
 
 	"github.com/mcpgate/mcpgate/internal/access"
+	"github.com/mcpgate/mcpgate/internal/backend"
 	"github.com/mcpgate/mcpgate/internal/catalog"
 	"github.com/mcpgate/mcpgate/internal/config"
+	"github.com/mcpgate/mcpgate/internal/supervisor"
 )
 
 // clientChange says which clients a reload added, removed or changed, for
@@ -68,12 +71,38 @@ func catalogNames(cat *catalog.Catalog) access.Names {
 	return n
 }
 
+// warnUnmatchedOnceSettled calls warnUnmatched, for the clients the reload
+// just applied, once the backends the reload started (change's added and
+// restarted ones) have finished their first handshake or failed it: the
+// reload does not wait for them, and a pattern for a new backend's tools
+// matches nothing until that backend is in the catalog. A later reload
+// cancels the warning still waiting; so do stop (the backends that settle
+// by being shut down have nothing to say) and the daemon's end.
+func (d *daemon) warnUnmatchedOnceSettled(ctx context.Context, change supervisor.Change) {
+	if d.cancelUnmatched != nil {
+		d.cancelUnmatched()
+	}
+	var started []*backend.Backend
+	for _, name := range slices.Concat(change.Added, change.Restarted) {
+		if b := d.sup.Backend(name); b != nil {
+			started = append(started, b)
+		}
+	}
+	clients := d.cfg.Clients
+	ctx, d.cancelUnmatched = context.WithCancel(ctx)
+	go func() {
+		if supervisor.WaitSettled(ctx, started) == nil && ctx.Err() == nil {
+			d.warnUnmatched(clients)
+		}
+	}()
+}
+
 // warnUnmatched warns, after a reload, about each pattern of a client's
 // policy that matches nothing in the catalog: a typo shows a client
 // nothing, silently.
-func (d *daemon) warnUnmatched() {
-	for _, u := range access.UnmatchedPatterns(d.cfg.Clients, catalogNames(d.gw.Catalog())) {
-		c := d.cfg.Clients[u.Client]
+func (d *daemon) warnUnmatched(clients map[string]*config.Client) {
+	for _, u := range access.UnmatchedPatterns(clients, catalogNames(d.gw.Catalog())) {
+		c := clients[u.Client]
 		d.log.Warn(fmt.Sprintf("%s (%s:%d); the catalog has the tools, prompts and resources of the backends that are running", u, c.File, c.Line),
 			"client", u.Client)
 	}

@@ -655,7 +655,8 @@ command = %[1]q
 `, fake)
 	toml, url := config(t, "", v1)
 	d := testutil.StartDaemon(t, toml, url, testutil.DaemonOptions{})
-	cs := d.Connect(t, nil)
+	ev := testutil.NewClientEvents("reload")
+	cs := d.Connect(t, ev.ClientOptions())
 	keep, change, gone := testutil.FakeProcess(t, cs, "keep__pid").PID, testutil.FakeProcess(t, cs, "change__pid").PID, testutil.FakeProcess(t, cs, "gone__pid").PID
 
 	write := func(backends string) {
@@ -695,7 +696,18 @@ args = ["--name", "v2"]
 [backends.added]
 command = %[1]q
 `, fake))
+	listChanged := testutil.Method("notifications/tools/list_changed")
+	seen := ev.Count(listChanged)
 	reloading, _ := reload()
+	// READY=1 does not wait for the handshakes of added and of change's
+	// successor (change's old child is gone by then, and its tools with
+	// it): they join the catalog when these end, as at start-up.
+	for n := seen + 1; ; n++ {
+		if names := testutil.ToolNames(t, cs); names["added__pid"] && names["change__pid"] {
+			break
+		}
+		ev.Await(t, n, wait, "tools/list_changed with added and change", listChanged)
+	}
 	if got := testutil.FakeProcess(t, cs, "keep__pid").PID; got != keep {
 		t.Errorf("unchanged backend: PID %d after reload, was %d", got, keep)
 	}
@@ -751,13 +763,17 @@ command = %[1]q
 	}
 }
 
-// TestReloadKeepsPettingTheWatchdog holds a reload in a new backend's
-// handshake: the daemon keeps answering its liveness check meanwhile, so a
-// slow npx start on reload does not get it killed.
-func TestReloadKeepsPettingTheWatchdog(t *testing.T) {
+// TestReloadDoesNotWaitForHandshakes holds a backend that a reload adds in
+// its handshake: the reload ends (READY=1) while the backend is still in
+// it, and the backend joins the catalog with tools/list_changed once its
+// handshake ends, as at start-up (issue 46, item 4).
+func TestReloadDoesNotWaitForHandshakes(t *testing.T) {
 	gate := filepath.Join(t.TempDir(), "slow.record")
 	toml, url := config(t, "", "[backends.alpha]\ncommand = \"FAKE\"\n")
-	d := testutil.StartDaemon(t, toml, url, testutil.DaemonOptions{Watchdog: 400 * time.Millisecond})
+	d := testutil.StartDaemon(t, toml, url, testutil.DaemonOptions{})
+	ev := testutil.NewClientEvents("reload")
+	cs := d.Connect(t, ev.ClientOptions())
+	tools := len(testutil.ToolNames(t, cs))
 	cfg := toml + fmt.Sprintf("\n[backends.slow]\ncommand = %q\nargs = [\"--record\", %q, \"--initialize-barrier\", \"2\"]\n", testutil.Build(t).Fake, gate)
 	if err := os.WriteFile(d.ConfigPath, []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)
@@ -765,14 +781,62 @@ func TestReloadKeepsPettingTheWatchdog(t *testing.T) {
 	from := len(d.Notify.Messages())
 	d.Signal(syscall.SIGHUP)
 	i := d.AwaitNotify(t, from, wait, "RELOADING=1", testutil.Has("RELOADING=1"))
-	for range 3 {
-		i = d.AwaitNotify(t, i+1, wait, "WATCHDOG=1 while the reload waits for a handshake", testutil.Has("WATCHDOG=1"))
+	// Only the test opens slow's gate, below: a reload that waited for
+	// the handshake would never get here.
+	d.AwaitNotify(t, i+1, wait, "READY=1 while slow is held in its handshake", testutil.Has("READY=1"))
+	d.AwaitNotify(t, i, wait, "STATUS= with slow starting", status(fmt.Sprintf("1/2 backends healthy, %d tools; slow starting", tools)))
+	// slow is in its handshake: it got its initialize and is held.
+	deadline := time.Now().Add(wait)
+	for m := recorded(t, gate); len(m) == 0 || m[0] != "initialize"; m = recorded(t, gate) {
+		if time.Now().After(deadline) {
+			t.Fatalf("slow recorded %q, want its initialize", m)
+		}
+		time.Sleep(20 * time.Millisecond) // a file, no event to await
 	}
-	if j := index(d.Notify.Messages()[from:], testutil.Has("READY=1")); j >= 0 {
-		t.Fatal("READY=1 before the added backend's handshake")
+	if countPrefix(testutil.ToolNames(t, cs), "slow__") != 0 {
+		t.Error("slow's tools are listed while it is in its handshake")
 	}
+
+	listChanged := testutil.Method("notifications/tools/list_changed")
+	seen := ev.Count(listChanged)
 	openGate(t, gate)
-	d.AwaitNotify(t, i+1, wait, "READY=1 after the reload", testutil.Has("READY=1"))
+	for n := seen + 1; ; n++ {
+		ev.Await(t, n, wait, "tools/list_changed once slow is ready", listChanged)
+		if countPrefix(testutil.ToolNames(t, cs), "slow__") > 0 {
+			break
+		}
+	}
+	awaitLastStatus(t, d, fmt.Sprintf("2/2 backends healthy, %d tools", len(testutil.ToolNames(t, cs))))
+}
+
+// TestReloadKeepsPettingTheWatchdog holds a reload in the stop of the
+// backend it removes, one that ignores both the end of its stdin and
+// SIGTERM, so that only SIGKILL ends it after its two grace periods: the
+// daemon keeps answering its liveness check meanwhile, so a slow stop on
+// reload does not get it killed.
+func TestReloadKeepsPettingTheWatchdog(t *testing.T) {
+	toml, url := config(t, `shutdown_grace_period = "1s"
+`, "[backends.alpha]\ncommand = \"FAKE\"\n\n[backends.stubborn]\ncommand = \"FAKE\"\nargs = [\"--ignore-eof\", \"--ignore-sigterm\"]\n")
+	d := testutil.StartDaemon(t, toml, url, testutil.DaemonOptions{Watchdog: 400 * time.Millisecond})
+	cfg := toml[:strings.Index(toml, "\n[backends.stubborn]")] + "\n"
+	if err := os.WriteFile(d.ConfigPath, []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	from := len(d.Notify.Messages())
+	d.Signal(syscall.SIGHUP)
+	i := d.AwaitNotify(t, from, wait, "RELOADING=1", testutil.Has("RELOADING=1"))
+	ready := d.AwaitNotify(t, i+1, wait, "READY=1 after the reload", testutil.Has("READY=1"))
+	pets := 0
+	for _, m := range d.Notify.Messages()[i+1 : ready] {
+		if testutil.Has("WATCHDOG=1")(m) {
+			pets++
+		}
+	}
+	// The stop takes the two grace periods, 2s; WATCHDOG=1 comes every
+	// 200ms.
+	if pets < 3 {
+		t.Errorf("%d WATCHDOG=1 while the reload waited for stubborn's stop, want at least 3", pets)
+	}
 }
 
 // TestWatchdog runs mcpgated with WATCHDOG_USEC and WATCHDOG_PID as systemd

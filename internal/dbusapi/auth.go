@@ -43,12 +43,15 @@ type BusAuthorizer struct {
 	// Ancestor is the gateway's pid: its descendants (backends and what
 	// they start) are never Self. 0 trusts every process of Self.
 	Ancestor int
+	// conns notes when connections appeared, for buses that send no
+	// ProcessFD (see connections); nil: not watched.
+	conns *connections
 }
 
 // NewBusAuthorizer returns a BusAuthorizer for the process's own uid and
 // pid that asks polkit on bus when usePolkit is set.
 func NewBusAuthorizer(bus *dbus.Conn, usePolkit bool) *BusAuthorizer {
-	return &BusAuthorizer{Bus: bus, Self: uint32(os.Getuid()), Polkit: usePolkit, Ancestor: os.Getpid()}
+	return &BusAuthorizer{Bus: bus, Self: uint32(os.Getuid()), Polkit: usePolkit, Ancestor: os.Getpid(), conns: watchConnections(bus)}
 }
 
 // Authorize implements Authorizer.

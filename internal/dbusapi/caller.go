@@ -54,9 +54,20 @@ func (a *BusAuthorizer) identify(ctx context.Context, sender string) (caller, er
 		}
 		return caller{uid: uid, pidfd: -1}, nil
 	}
+	return a.callerOf(ctx, sender, creds)
+}
+
+// callerOf is the caller of the bus's credentials creds of sender. Without
+// the bus's ProcessFD, the process a pidfd opened on its PID pins counts
+// only if it is the one that connected: of the connection's uid, and
+// started before the connection appeared on the bus (connections); else
+// the caller's process cannot be told (pidfd -1), and so it is never
+// taken for root or the gateway's own user.
+func (a *BusAuthorizer) callerOf(ctx context.Context, sender string, creds map[string]dbus.Variant) (caller, error) {
 	c := caller{pidfd: -1}
 	c.pid, _ = creds["ProcessID"].Value().(uint32)
-	c.pidfd = pinCaller(creds, c.pid) // first: it closes a ProcessFD it does not keep
+	var byBus bool
+	c.pidfd, byBus = pinCaller(creds, c.pid) // first: it closes a ProcessFD it does not keep
 	uid, ok := creds["UnixUserID"].Value().(uint32)
 	if !ok {
 		c.close()
@@ -64,7 +75,25 @@ func (a *BusAuthorizer) identify(ctx context.Context, sender string) (caller, er
 	}
 	c.uid = uid
 	c.groups, _ = creds["UnixGroupIDs"].Value().([]uint32)
+	if c.pidfd >= 0 && !byBus && !a.connectedBy(ctx, sender, c) {
+		unix.Close(c.pidfd)
+		c.pidfd = -1
+	}
 	return c, nil
+}
+
+// connectedBy reports whether the process of c.pid, pinned now, can be
+// the one that made the connection sender.
+func (a *BusAuthorizer) connectedBy(ctx context.Context, sender string, c caller) bool {
+	start, euid, ok := processStart(int(c.pid))
+	if !ok || euid != c.uid {
+		return false
+	}
+	if a.conns == nil {
+		return true // a bus whose names are not watched: as before
+	}
+	at, old, known := a.conns.appeared(ctx, sender)
+	return old || known && start <= at
 }
 
 // isSelf reports whether c is the gateway's own user and not one of its

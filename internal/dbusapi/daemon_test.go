@@ -391,13 +391,16 @@ max_restarts = 0
 	if err := g.client.Reload(ctx(t)); err != nil {
 		t.Fatal(err)
 	}
-	// Reload returns once the new backend settled.
-	if got := g.property(t, "gamma", "State"); got != `s "healthy"` {
-		t.Errorf("gamma's State right after Reload = %s", got)
+	// Reload returns once the new backend is started, not once its
+	// handshake ended: its object is there at once, and PropertiesChanged
+	// says when it is healthy.
+	if _, err := g.client.Backend(ctx(t), "gamma"); err != nil {
+		t.Errorf("gamma right after Reload: %v", err)
 	}
 	g.await(t, from, "BackendNew gamma", func(s *dbus.Signal) bool {
 		return s.Name == dbusapi.ManagerInterface+".BackendNew" && reflect.DeepEqual(s.Body, []any{"gamma", dbusapi.BackendPath("gamma")})
 	})
+	g.await(t, from, "PropertiesChanged with gamma healthy", changed("gamma", is("State", "healthy")))
 
 	os.WriteFile(g.daemon.ConfigPath, cfg, 0o644)
 	from = g.mark()

@@ -19,25 +19,26 @@ import (
 
 // pinCaller returns a pidfd of the caller whose credentials the bus gave:
 // its ProcessFD when the bus sends one (newer buses do; Debian bookworm's
-// dbus-daemon 1.14 does not), else one opened on pid now, which cannot tell a process that
-// exited, and whose PID was reused, before this moment. -1 when there is
-// none: the process is gone, or the bus named no PID.
-func pinCaller(creds map[string]dbus.Variant, pid uint32) int {
+// dbus-daemon 1.14 does not), and then byBus, else one opened on pid now,
+// which by itself cannot tell a process that exited, and whose PID was
+// reused, before this moment (see connections). -1 when there is none:
+// the process is gone, or the bus named no PID.
+func pinCaller(creds map[string]dbus.Variant, pid uint32) (fd int, byBus bool) {
 	if fd, ok := creds["ProcessFD"].Value().(dbus.UnixFD); ok {
 		if got, err := pidfdPID(int(fd)); err == nil && got == int(pid) {
-			return int(fd)
+			return int(fd), true
 		}
 		unix.Close(int(fd))
-		return -1
+		return -1, true
 	}
 	if pid == 0 {
-		return -1
+		return -1, false
 	}
 	fd, err := unix.PidfdOpen(int(pid), 0)
 	if err != nil {
-		return -1
+		return -1, false
 	}
-	return fd
+	return fd, false
 }
 
 // pidfdAlive reports whether the process of pidfd still runs: a pidfd

@@ -5,8 +5,12 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
+	"time"
+
+	"github.com/godbus/dbus/v5"
 
 	"github.com/mcpgate/mcpgate/internal/testutil"
 )
@@ -31,7 +35,8 @@ func TestCallerPIDReuse(t *testing.T) {
 		backend.Wait()
 	})
 	pid := backend.Process.Pid
-	c := caller{uid: a.Self, pid: uint32(pid), pidfd: pinCaller(nil, uint32(pid))}
+	pidfd, _ := pinCaller(nil, uint32(pid))
+	c := caller{uid: a.Self, pid: uint32(pid), pidfd: pidfd}
 	defer c.close()
 	if !a.isBackend(c) || a.isSelf(c) {
 		t.Fatalf("a running child of the gateway: isBackend %v, isSelf %v; want a backend", a.isBackend(c), a.isSelf(c))
@@ -75,4 +80,66 @@ func reusePIDOutside(t *testing.T, pid int) {
 		syscall.Kill(got, syscall.SIGKILL)
 	}
 	t.Fatalf("could not start a process with PID %d", pid)
+}
+
+// TestCallerConnectedBeforeItStarted: on a bus without ProcessFD, a
+// caller's PID names the process it had when it connected; a backend
+// that connects, hands the connection to a child and exits lets its PID go
+// to a process that does not descend from the gateway. A process that
+// started after the connection appeared, or runs as another uid than the
+// connection's, is not the one that connected: it cannot make the caller
+// the gateway's own user or root. Before, a pidfd opened on the PID at
+// the call pinned whatever process had it then.
+func TestCallerConnectedBeforeItStarted(t *testing.T) {
+	outside := func() int { // a process of ours that does not descend from us
+		t.Helper()
+		out, err := exec.Command("sh", "-c", "sleep 60 </dev/null >/dev/null 2>&1 & echo $!").Output()
+		if err != nil {
+			t.Fatal(err)
+		}
+		pid, err := strconv.Atoi(strings.TrimSpace(string(out)))
+		if err != nil {
+			t.Fatalf("sh printed %q", out)
+		}
+		t.Cleanup(func() { syscall.Kill(pid, syscall.SIGKILL) })
+		return pid
+	}
+	w := &connections{own: 10, since: map[string]time.Duration{}, last: 100}
+	w.cond = sync.NewCond(&w.mu)
+	a := &BusAuthorizer{Self: uint32(os.Getuid()), Ancestor: os.Getpid(), conns: w}
+	creds := func(pid, uid int) map[string]dbus.Variant {
+		return map[string]dbus.Variant{"ProcessID": dbus.MakeVariant(uint32(pid)), "UnixUserID": dbus.MakeVariant(uint32(uid))}
+	}
+	pid := outside()
+	start, _, ok := processStart(pid)
+	if !ok {
+		t.Fatalf("no start time of process %d", pid)
+	}
+	// Two connections: one that appeared after the process started, and
+	// one before it, by more than the start time's 10 ms ticks.
+	w.since[":1.50"] = start + time.Millisecond
+	w.since[":1.51"] = start - 20*time.Millisecond
+
+	for _, tc := range []struct {
+		name   string
+		sender string
+		pid    int
+		uid    int
+		self   bool
+	}{
+		{"started before its connection appeared", ":1.50", pid, os.Getuid(), true},
+		{"started after its connection appeared", ":1.51", pid, os.Getuid(), false},
+		{"of another uid than the connection's", ":1.50", pid, os.Getuid() + 4242, false},
+		{"a connection older than the gateway's", ":1.5", pid, os.Getuid(), true},
+		{"a connection newer than the gateway's, never seen", ":1.60", pid, os.Getuid(), false},
+	} {
+		c, err := a.callerOf(t.Context(), tc.sender, creds(tc.pid, tc.uid))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := a.isSelf(c) || c.uid == 0 && !a.isBackend(c); got != tc.self || (!tc.self && !a.isBackend(c)) {
+			t.Errorf("%s: taken for the gateway's own user: %v, want %v", tc.name, got, tc.self)
+		}
+		c.close()
+	}
 }

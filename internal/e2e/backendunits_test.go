@@ -242,7 +242,10 @@ func (u *unitsCheck) checkLimitsRemoved(t *testing.T) string {
 		kept = append(kept, line)
 	}
 	c.WriteFile(t, "/etc/mcpgate/conf.d/units.toml", []byte(strings.Join(kept, "\n")), 0o644)
+	reloadAt := time.Now()
 	c.Run(t, "systemctl", "reload", "mcpgate")
+	// The reload does not wait for fake's new handshake.
+	g.awaitBackendReady(t, "fake", reloadAt)
 	after := g.backendPID(t, "fake")
 	if after == before {
 		t.Fatalf("fake was not restarted by the reload that changed its limits (PID %d)", after)

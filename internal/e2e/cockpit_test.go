@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -22,7 +23,8 @@ import (
 )
 
 // envArtefacts names the directory where TestCockpitPage keeps its
-// screenshots (default dist/e2e-artefacts under the checkout).
+// screenshots, in a directory per release (default dist/e2e-artefacts
+// under the checkout).
 const envArtefacts = "MCPGATE_E2E_ARTEFACTS"
 
 // cockpitPage is the page's address in cockpit-ws, outside Cockpit's shell
@@ -125,12 +127,14 @@ type cockpitCheck struct {
 	base      string // http://127.0.0.1:PORT, forwarded to cockpit-ws
 }
 
-// artefactDir is where screenshots go, made if need be.
+// artefactDir is where screenshots go, made if need be: one directory per
+// release, as the runs of both go side by side.
 func artefactDir(t *testing.T) string {
 	dir := os.Getenv(envArtefacts)
 	if dir == "" {
 		dir = filepath.Join(testutil.ModuleRoot(), "dist", "e2e-artefacts")
 	}
+	dir = filepath.Join(dir, Release(t))
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -200,6 +204,11 @@ func (p *cockpitCheck) checkOperator(t *testing.T) string {
 			/B$/.test(bytes(all)) && /B$/.test(bytes(find));
 	})()`)
 	b.await(t, "the operator's access note", `!document.body.classList.contains("read-only")`)
+	// A counter systemd does not know (no memory controller here) is
+	// shown as unknown, not as the largest uint64 in MiB.
+	if mem := b.eval(t, fieldText("fake", "memory")); mem != "–" && !regexp.MustCompile(`^[0-9]{1,4}(\.[0-9])? (B|KiB|MiB|GiB)$`).MatchString(mem) {
+		t.Errorf("the fake backend's memory reads %q", mem)
+	}
 	p.checkGatewayPanel(t, b)
 	tokens := p.checkTokens(t, b)
 	oldPID := p.mainPID(t, "fake")

@@ -62,6 +62,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -80,6 +81,10 @@ const (
 	// EnvCache overrides the cache directory of packaging/e2e/mkroot.sh
 	// (default /var/cache/mcpgate-test).
 	EnvCache = "MCPGATE_E2E_CACHE"
+	// EnvRelease names the Debian release whose root the tests boot, one
+	// of Releases; empty means the first. `make e2e` runs the suite once
+	// for each.
+	EnvRelease = "MCPGATE_E2E_RELEASE"
 
 	// DefaultBootTimeout bounds a boot when Config.BootTimeout is zero.
 	DefaultBootTimeout = 2 * time.Minute
@@ -114,8 +119,37 @@ func Require(t testing.TB) {
 	}
 }
 
+// Releases are the Debian releases the end-to-end tests run on, oldest
+// first: 12 "bookworm" (oldstable) and 13 "trixie" (stable).
+var Releases = []string{"bookworm", "trixie"}
+
+// Release returns the Debian release this run boots: $MCPGATE_E2E_RELEASE,
+// or the first of Releases. An unknown name fails the test.
+func Release(t testing.TB) string {
+	t.Helper()
+	r := os.Getenv(EnvRelease)
+	if r == "" {
+		return Releases[0]
+	}
+	if !slices.Contains(Releases, r) {
+		t.Fatalf("$%s=%q: the end-to-end tests run on %s", EnvRelease, r, strings.Join(Releases, " and "))
+	}
+	return r
+}
+
+// OnlyOn skips the test unless this run boots one of releases, saying why
+// the others need not run it.
+func OnlyOn(t testing.TB, why string, releases ...string) {
+	t.Helper()
+	if r := Release(t); !slices.Contains(releases, r) {
+		t.Skipf("runs on %s only, not on %s: %s", strings.Join(releases, " and "), r, why)
+	}
+}
+
 // Root is a root file system prepared by packaging/e2e/mkroot.sh.
 type Root struct {
+	// Release is the Debian release, one of Releases.
+	Release string
 	// Dir is the root directory, e.g. /var/cache/mcpgate-test/bookworm-root.
 	Dir string
 	// Cached is true when mkroot.sh reused the cached root and false when it
@@ -125,12 +159,14 @@ type Root struct {
 	Elapsed time.Duration
 }
 
-// PrepareRoot runs packaging/e2e/mkroot.sh, which builds the root unless its
-// cache is current, and then holds a shared lock on the cache until the test
-// ends so that no rebuild replaces the root under a running container.
-// mkroot.sh's progress lines go to the test log.
+// PrepareRoot runs packaging/e2e/mkroot.sh for the run's release (Release),
+// which builds the root unless its cache is current, and then holds a
+// shared lock on that root until the test ends so that no rebuild replaces
+// it under a running container. mkroot.sh's progress lines go to the test
+// log.
 func PrepareRoot(t testing.TB) Root {
 	t.Helper()
+	release := Release(t)
 	script, err := findMkroot()
 	if err != nil {
 		t.Fatal(err)
@@ -139,20 +175,20 @@ func PrepareRoot(t testing.TB) Root {
 	if cache == "" {
 		cache = testutil.CacheDir()
 	}
-	stamp := filepath.Join(cache, "bookworm-root.stamp")
+	stamp := filepath.Join(cache, release+"-root.stamp")
 	before, _ := os.Stat(stamp)
 
 	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, script)
+	cmd := exec.CommandContext(ctx, script, "--suite="+release)
 	var stdout bytes.Buffer
 	cmd.Stdout = &stdout
 	cmd.Stderr = &lineLogger{t: t}
 	start := time.Now()
 	if err := cmd.Run(); err != nil {
-		t.Fatalf("%s: %v (its log is above; the build log is %s)", script, err, filepath.Join(cache, "build.log"))
+		t.Fatalf("%s --suite=%s: %v (its log is above; the build log is %s)", script, release, err, filepath.Join(cache, release+"-build.log"))
 	}
-	root := Root{Dir: strings.TrimSpace(stdout.String()), Elapsed: time.Since(start)}
+	root := Root{Release: release, Dir: strings.TrimSpace(stdout.String()), Elapsed: time.Since(start)}
 	after, err := os.Stat(stamp)
 	if err != nil {
 		t.Fatalf("%s succeeded but left no stamp: %v", script, err)
@@ -162,7 +198,7 @@ func PrepareRoot(t testing.TB) Root {
 		t.Fatalf("%s printed %q, which is not a root file system: %v", script, root.Dir, err)
 	}
 
-	lock, err := os.OpenFile(filepath.Join(cache, "lock"), os.O_RDWR|os.O_CREATE, 0o644)
+	lock, err := os.OpenFile(filepath.Join(cache, release+"-root.lock"), os.O_RDWR|os.O_CREATE, 0o644)
 	if err != nil {
 		t.Fatalf("locking the root cache: %v", err)
 	}

@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"os"
@@ -629,55 +628,6 @@ func (g *installedGateway) checkKillBackend(t *testing.T) string {
 		old, journal.MessageExit, now, restartedIn.Round(time.Millisecond), restarts+1)
 }
 
-// checkReload: `systemctl reload` with an added backend starts it and
-// leaves the others alone.
-func (g *installedGateway) checkReload(t *testing.T) string {
-	c := g.c
-	mainPID := g.mainPID(t)
-	before := map[string]int{"fake": g.backendPID(t, "fake"), "everything": g.backendPID(t, "everything")}
-	c.WriteFile(t, "/etc/mcpgate/conf.d/e2e-added.toml", []byte(addedConfig), 0o644)
-	res, err := c.Exec(t.Context(), nil, "systemctl", "reload", "mcpgate")
-	if err != nil {
-		t.Fatal(err)
-	}
-
-	var list struct {
-		Data [][][2]string `json:"data"` // a(so): one array of (name, path)
-	}
-	out := c.Run(t, "busctl", "--json=short", "call", busName, busPath, managerIf, "ListBackends")
-	if err := json.Unmarshal([]byte(out), &list); err != nil || len(list.Data) != 1 {
-		t.Fatalf("ListBackends printed %q: %v", out, err)
-	}
-	var names []string
-	for _, b := range list.Data[0] {
-		names = append(names, b[0])
-	}
-	if !slices.Equal(names, []string{"added", "everything", "fake"}) {
-		t.Errorf("ListBackends after the reload: %v, want added, everything, fake", names)
-	}
-	status := c.Run(t, "mcpgatectl", "status")
-	if !statusLineHealthy(status, "added") {
-		t.Errorf("mcpgatectl status does not show added healthy:\n%s", status)
-	}
-	added := g.backendPID(t, "added")
-	for name, pid := range before {
-		if now := g.backendPID(t, name); now != pid {
-			t.Errorf("backend %s's MainPID changed from %d to %d across the reload", name, pid, now)
-		}
-	}
-	if now := g.mainPID(t); now != mainPID {
-		t.Errorf("mcpgated's MainPID changed from %d to %d across the reload", mainPID, now)
-	}
-	if tools := toolNames(t, g.client); !slices.Contains(tools, "added__echo") {
-		t.Errorf("tools/list after the reload lacks added__echo: %v", tools)
-	}
-	if t.Failed() {
-		return ""
-	}
-	return fmt.Sprintf("systemctl reload in %v: added is healthy (PID %d) in ListBackends, mcpgatectl status and tools/list; fake %d, everything %d, mcpgated %d unchanged",
-		res.Elapsed.Round(time.Millisecond), added, before["fake"], before["everything"], mainPID)
-}
-
 // checkWatchdog: a frozen mcpgated is killed by systemd's watchdog and
 // restarted.
 func (g *installedGateway) checkWatchdog(t *testing.T) string {
@@ -843,9 +793,11 @@ func (g *installedGateway) checkUpgrade(t *testing.T) string {
 	}
 	confd := c.Run(t, "ls", "/etc/mcpgate/conf.d")
 	begin := time.Now()
-	if res, err := c.Exec(t.Context(), nil, "dpkg", "--force-confold", "-i", g.deb); err != nil {
+	res, err := c.Exec(t.Context(), nil, "dpkg", "--force-confold", "-i", g.deb)
+	if err != nil {
 		t.Fatalf("dpkg -i over the installed package: %v\n%s%s", err, res.Stdout, res.Stderr)
 	}
+	noDpkgWarning(t, "dpkg -i over the installed package", res)
 	took := time.Since(begin)
 	after := g.mainPID(t)
 	if after == 0 || after == before {
@@ -891,9 +843,11 @@ func (g *installedGateway) checkPurge(t *testing.T) string {
 	}
 
 	removeAt := time.Now()
-	if res, err := c.Exec(t.Context(), nil, "dpkg", "--remove", "mcpgate"); err != nil {
+	res, err := c.Exec(t.Context(), nil, "dpkg", "--remove", "mcpgate")
+	if err != nil {
 		t.Fatalf("%v\n%s", err, res.Stdout)
 	}
+	noDpkgWarning(t, "dpkg --remove", res)
 	removed := time.Since(removeAt)
 	for _, unit := range []string{"mcpgate.socket", "mcpgate.service"} {
 		if state := c.Run(t, "systemctl", "show", "--property=ActiveState", "--value", unit); state == "active" {
@@ -906,21 +860,17 @@ func (g *installedGateway) checkPurge(t *testing.T) string {
 	c.Run(t, "test", "-f", "/etc/mcpgate/mcpgate.toml") // conffiles stay until purge
 
 	purgeAt := time.Now()
-	if res, err := c.Exec(t.Context(), nil, "dpkg", "--purge", "mcpgate"); err != nil {
+	res, err = c.Exec(t.Context(), nil, "dpkg", "--purge", "mcpgate")
+	if err != nil {
 		t.Fatalf("%v\n%s", err, res.Stdout)
 	}
+	noDpkgWarning(t, "dpkg --purge", res)
 	purged := time.Since(purgeAt)
 	if res, _ := c.Exec(t.Context(), nil, "dpkg-query", "--show", "mcpgate"); res.ExitCode == 0 {
 		t.Errorf("dpkg still knows mcpgate after the purge: %s", res.Stdout)
 	}
 	// What dpkg listed is gone, but for directories other packages own.
-	const leftovers = `while IFS= read -r p; do
-	[ "$p" = /. ] && continue
-	[ -e "$p" ] || [ -L "$p" ] || continue
-	[ -d "$p" ] && dpkg-query --search "$p" >/dev/null 2>&1 && continue
-	echo "$p"
-done`
-	if left := c.RunInput(t, strings.Join(files, "\n")+"\n", "sh", "-c", leftovers); left != "" {
+	if left := c.RunInput(t, strings.Join(files, "\n")+"\n", "sh", "-c", leftoverFiles); left != "" {
 		t.Errorf("left after the purge:\n%s", left)
 	}
 	// Configuration, state, cache and runtime directories go too (postrm).
@@ -944,6 +894,24 @@ true`
 	}
 	return fmt.Sprintf("dpkg --remove in %v (conffiles kept, units stopped); dpkg --purge in %v: %d listed paths gone (shared directories stay), /etc/mcpgate, /var/lib/mcpgate, /var/cache/mcpgate, /run/mcpgate gone, units not-found, port free; user kept: %s",
 		removed.Round(time.Millisecond), purged.Round(time.Millisecond), len(files), user)
+}
+
+// leftoverFiles reads the paths a package listed, one a line, and prints
+// those that are still there, but for directories other packages own.
+const leftoverFiles = `while IFS= read -r p; do
+	[ "$p" = /. ] && continue
+	[ -e "$p" ] || [ -L "$p" ] || continue
+	[ -d "$p" ] && dpkg-query --search "$p" >/dev/null 2>&1 && continue
+	echo "$p"
+done`
+
+// noDpkgWarning fails the test if dpkg's output res says "warning" (such
+// as "directory … not empty so not removed").
+func noDpkgWarning(t *testing.T, what string, res Result) {
+	t.Helper()
+	if out := res.Stdout + res.Stderr; strings.Contains(strings.ToLower(out), "warning") {
+		t.Errorf("%s printed a warning:\n%s", what, out)
+	}
 }
 
 // show returns the unit's properties.

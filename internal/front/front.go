@@ -93,7 +93,10 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.health(w, r)
 		return
 	}
+	// The path decides on the bytes as sent: a proxy in front routes and
+	// checks those, not what percent-decoding them makes ("/%6dcp").
 	profile, served := h.endpointOf(r.URL.Path)
+	served = served && r.URL.RawPath == ""
 	if !served && (h.serveMetadata(w, r) || h.serveCard(w, r)) {
 		return
 	}

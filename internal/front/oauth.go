@@ -13,7 +13,7 @@ import (
 // public, as the 401 that points to it is: browsers' clients may read it
 // from any origin.
 func (h *Handler) serveMetadata(w http.ResponseWriter, r *http.Request) bool {
-	if h.opts.Clients == nil || !strings.HasPrefix(r.URL.Path, access.MetadataPath) {
+	if h.opts.Clients == nil || r.URL.RawPath != "" || !strings.HasPrefix(r.URL.Path, access.MetadataPath) {
 		return false
 	}
 	o := h.opts.Clients().OAuth()

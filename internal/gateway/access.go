@@ -112,6 +112,20 @@ func (s *Session) followClient(c *access.Client, cat *catalog.Catalog) {
 			s.listChanged(listChangedMethod[k])
 		}
 	}
+	// A subscription to what the client may no longer read ends: it would
+	// go on telling the client of updates to it.
+	dropped := map[string]string{}
+	s.mu.Lock()
+	for uri, owner := range s.subs {
+		if !after.resource(owner, uri) {
+			dropped[uri] = owner
+			delete(s.subs, uri)
+		}
+	}
+	s.mu.Unlock()
+	for uri, owner := range dropped {
+		s.g.unsubscribe(owner, uri)
+	}
 }
 
 var listChangedMethod = map[access.Kind]string{
@@ -126,6 +140,11 @@ func (s *Session) Client() *access.Client { return s.client.Load() }
 // Identity returns who authenticated when the session began
 // (access.Caller.Identity); only that identity may use it.
 func (s *Session) Identity() string { return s.identity }
+
+// who names the session's caller in a refusal's journal entry.
+func (s *Session) who() access.Who {
+	return access.Who{Client: s.Client().Name, Identity: s.identity, Session: s.ID, Request: s.RequestID()}
+}
 
 // sealedTo is what a requestState issued in the session is bound to: its
 // client and its identity.
@@ -207,7 +226,7 @@ func (s *Session) audited(msg *jsonrpc.Message, backend, what, name string) func
 		}
 		now := time.Now()
 		journal.WriteAudit(h, &journal.Audit{
-			Time: now, Client: client, Identity: s.identity, Session: s.ID, Backend: backend, What: what, Name: name,
+			Time: now, Client: client, Identity: s.identity, Session: s.ID, RequestID: s.RequestID(), Backend: backend, What: what, Name: name,
 			Method: msg.Method, Duration: now.Sub(start), Outcome: outcome,
 			Request: len(msg.Params), Response: size,
 		})
@@ -219,7 +238,7 @@ func (s *Session) audited(msg *jsonrpc.Message, backend, what, name string) func
 // an unknown name.
 func (s *Session) hidden(method, what string, k access.Kind, name string) {
 	if r := s.g.opts.Refusals; r != nil {
-		r.Hidden(s.Client().Name, s.ID, method, what, name, s.view().rule(k, name))
+		r.Hidden(s.who(), method, what, name, s.view().rule(k, name))
 	}
 }
 
@@ -227,7 +246,7 @@ func (s *Session) hidden(method, what string, k access.Kind, name string) {
 // message with an ambiguous member (see checkDecided).
 func (s *Session) ambiguous(method string, err error) {
 	if r := s.g.opts.Refusals; r != nil {
-		r.Ambiguous(s.Client().Name, s.ID, method, err)
+		r.Ambiguous(s.who(), method, err)
 	}
 }
 

@@ -184,6 +184,7 @@ func compositeDepth(id json.RawMessage) int {
 // the client had sent it, and waits for its answer.
 func (s *Session) internalCall(ctx context.Context, msg *jsonrpc.Message) (*jsonrpc.Message, error) {
 	st := newStream(0, false, s.g.opts.MaxStreamEvents)
+	st.internal = true
 	s.HandleRequest(msg, st)
 	var after int64
 	for {

@@ -110,8 +110,7 @@ type continuation struct {
 // inputRequest is a request of the backend waiting for the client.
 type inputRequest struct {
 	key       string
-	conn      *backend.Conn
-	id        json.RawMessage // in the backend's id space
+	in        *Input // answers the backend
 	method    string
 	params    json.RawMessage
 	presented bool // sent to the client in an InputRequiredResult
@@ -134,6 +133,16 @@ const maxInputsPerCall = 32
 // inputMethods are the requests that may be answered with an
 // InputRequiredResult.
 var inputMethods = map[string]string{"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}
+
+// bindingOf is requestBinding of the request msg stands for: the call of
+// its tool when it is a call of call_tool, so that a retry that names
+// another tool resumes nothing.
+func (s *Session) bindingOf(msg *jsonrpc.Message) string {
+	if inner := s.metaCallTarget(msg); inner != nil {
+		msg = inner
+	}
+	return requestBinding(msg)
+}
 
 // requestBinding is what a requestState of msg is bound to: the method and
 // the tool, prompt or resource, as the client named it; "" for a method
@@ -188,8 +197,7 @@ func (t *Continuations) HandleInput(in *Input) {
 	cont.keys++
 	cont.pending = append(cont.pending, &inputRequest{
 		key:    inputKey(in.Request.Method, cont.keys),
-		conn:   in.Conn,
-		id:     append(json.RawMessage(nil), in.Request.ID...),
+		in:     in,
 		method: in.Request.Method,
 		params: jsonrpc.Compact(in.Request.Params),
 	})
@@ -225,11 +233,16 @@ func (t *Continuations) askAfterBurst(cont *continuation) {
 // or says why there can be none.
 func (t *Continuations) start(in *Input) (*continuation, string) {
 	s := in.Session
-	c := latestCall(in.Conn, s)
+	c := in.call
+	if in.Stream != nil && in.Stream.internal {
+		// Its answer is the step's, which the composite reads: an
+		// InputRequiredResult there would reach no client.
+		return nil, "a composite's step cannot ask the client for input"
+	}
 	if c == nil || c.stream != in.Stream || s.one == nil || s.one.request == nil {
 		return nil, "no call of the client is in flight"
 	}
-	binding := requestBinding(s.one.request)
+	binding := s.bindingOf(s.one.request)
 	if binding == "" {
 		return nil, "only tools/call, prompts/get and resources/read can ask the client for input"
 	}
@@ -252,7 +265,7 @@ func (t *Continuations) start(in *Input) (*continuation, string) {
 		binding:  binding,
 		call:     c,
 		first:    in.Stream,
-		timeout:  in.Backend.Config().ClientRequestTimeout,
+		timeout:  in.Backend.Config().InputRetry(),
 		caps:     s.caps,
 		waiter:   &waiter{sess: s, id: c.clientID, stream: in.Stream},
 	}
@@ -327,10 +340,10 @@ func (t *Continuations) endAll(why string, onlyWaiting bool) {
 		c.cancel(why)
 	}
 	for _, r := range pending {
-		if r.conn == nil {
+		if r.in == nil {
 			continue // an elicitation of an error -32042: nothing waits for it
 		}
-		r.conn.ReplyError(r.id, jsonrpc.Errorf(CodeShuttingDown, "the client cannot answer %s: %s", r.method, why))
+		r.in.ReplyError(jsonrpc.Errorf(CodeShuttingDown, "the client cannot answer %s: %s", r.method, why))
 	}
 	for _, inst := range instances {
 		inst.Release()

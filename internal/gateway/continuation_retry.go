@@ -22,7 +22,7 @@ import (
 // client may not use, a backend whose own requestState it is) are routed
 // as usual, which refuses what must be.
 func (t *Continuations) HandleRetry(s *Session, msg *jsonrpc.Message, stream *Stream) bool {
-	binding := requestBinding(msg)
+	binding := s.bindingOf(msg)
 	raw, _, hasState := jsonrpc.Lookup(msg.Params, "requestState")
 	if binding == "" || !hasState || checkDecided(msg.Method, msg.Params, true) != nil {
 		return false
@@ -108,7 +108,7 @@ func (cont *continuation) answerBackend(params json.RawMessage) {
 	kept := cont.pending[:0]
 	for i, r := range cont.pending {
 		if v := values[i]; r.presented && len(v) > 0 && v[0] == '{' {
-			r.conn.Reply(r.id, jsonrpc.Compact(v))
+			r.in.Reply(jsonrpc.Compact(v))
 			continue
 		}
 		kept = append(kept, r)
@@ -159,7 +159,7 @@ func (t *Continuations) refuse(s *Session, msg *jsonrpc.Message, stream *Stream,
 		reason = e.Reason.String()
 	}
 	if t.refusals != nil {
-		t.refusals.RequestState(s.Client().Name, s.identity, msg.Method, reason, err)
+		t.refusals.RequestState(s.who(), msg.Method, reason, err)
 	}
 	data := append(jsonrpc.AppendString([]byte(`{"reason":`), reason), '}')
 	stream.push(jsonrpc.AppendError(nil, msg.ID, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: err.Error(), Data: data}), true)

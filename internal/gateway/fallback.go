@@ -24,6 +24,7 @@ type fallback struct {
 	msg     *jsonrpc.Message
 	stream  *Stream
 	tool    string           // the tool's name at its backend
+	called  string           // the name the client called it by
 	primary *backend.Backend // the backend the catalog routes the tool to
 	tried   map[string]bool
 }
@@ -33,14 +34,16 @@ type fallback struct {
 func (s *Session) callTool(msg *jsonrpc.Message, stream *Stream, tool *catalog.Entry, params json.RawMessage, known forwardedParams, then func(ok bool, size int)) {
 	var fb *fallback
 	if b := s.g.registry.Backend(tool.Backend); b != nil && len(b.Config().Fallback) > 0 {
-		fb = &fallback{msg: msg, stream: stream, tool: tool.Original, primary: b, tried: map[string]bool{b.Name(): true}}
+		fb = &fallback{msg: msg, stream: stream, tool: tool.Original, called: tool.Name, primary: b, tried: map[string]bool{b.Name(): true}}
 	}
 	s.forwardVia(msg, stream, tool.Backend, params, known, then, fb)
 }
 
-// try sends the call to the first healthy fallback that has the tool, if
-// err allows a fallback. It reports whether it did; the caller then must
-// not answer the client.
+// try sends the call to the first healthy fallback that has the tool and
+// whose tool the session may use itself, if err allows a fallback. It
+// reports whether it did; the caller then must not answer the client. The
+// fallback's call is audited on its own, as its backend's: the primary's
+// entry says it failed.
 func (fb *fallback) try(s *Session, from *backend.Backend, err error) bool {
 	if fb == nil || !canFallBack(err) {
 		return false
@@ -55,8 +58,8 @@ func (fb *fallback) try(s *Session, from *backend.Backend, err error) bool {
 			continue
 		}
 		entry := toolOf(cat, name, fb.tool)
-		if entry == nil {
-			continue
+		if entry == nil || !s.allowsTool(cat, entry.Name) {
+			continue // a policy or profile that hides the fallback's tool hides it here too
 		}
 		fb.tried[name] = true
 		_, span, ok := jsonrpc.Lookup(fb.msg.Params, "name")
@@ -66,8 +69,8 @@ func (fb *fallback) try(s *Session, from *backend.Backend, err error) bool {
 		params := jsonrpc.Replace(fb.msg.Params, span, jsonrpc.AppendString(nil, entry.Original))
 		fb.primary.CountFallback()
 		s.g.log.Info("tools/call sent to a fallback backend", "backend", from.Name(), "fallback", name, "tool", fb.tool, "reason", err.Error(),
-			journal.MessageFallback.Attr())
-		s.forwardVia(fb.msg, fb.stream, name, params, forwardedParams{}, nil, fb)
+			"client", s.Client().Name, "identity", s.identity, journal.MessageFallback.Attr())
+		s.forwardVia(fb.msg, fb.stream, name, params, forwardedParams{}, s.audited(fb.msg, name, "tool", fb.called), fb)
 		return true
 	}
 	return false

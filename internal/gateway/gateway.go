@@ -99,6 +99,10 @@ type Options struct {
 	// bounds how long one is kept (default 24h).
 	MaxTasks, MaxTasksPerClient int
 	MaxTaskTTL                  time.Duration
+	// FirstListWait bounds, from each backend's first start, how long a
+	// session's first list waits for backends in their first handshake
+	// (see startup.go); 0 waits for none.
+	FirstListWait time.Duration
 }
 
 // Gateway is the MCP server clients talk to.
@@ -120,6 +124,11 @@ type Gateway struct {
 	perClient clientSessions
 	progress  sync.Map     // gateway progress token (as JSON) → *call
 	tokens    atomic.Int64 // numbers composite runs
+
+	// requestPrefix and requestSeq make the RequestIDs of stateless
+	// requests: random per run, then a sequence.
+	requestPrefix string
+	requestSeq    atomic.Uint64
 
 	subsMu sync.Mutex
 	subs   map[subKey]int // subscribing sessions per backend and uri
@@ -178,6 +187,7 @@ func New(registry Registry, opts Options) *Gateway {
 	}
 	g.requestLevels = map[*backend.Conn]int{}
 	g.tasks = newTaskTable(g, opts.MaxTasks, opts.MaxTasksPerClient, opts.MaxTaskTTL)
+	g.requestPrefix = "r" + newID()[:8] + "-"
 	g.catalog.Store(catalog.Build(nil))
 	g.nowhere = newStream(-1, true, 1)
 	g.nowhere.finished = true
@@ -207,7 +217,7 @@ func (g *Gateway) Refresh() {
 		lists = g.integrityFilter(b, lists, held)
 		sources = append(sources, catalog.Source{Backend: b.Name(), Prefix: b.Config().ToolPrefix, Lists: lists})
 	}
-	standIns, kept := g.standInSources()
+	standIns, kept := g.standInSources(held)
 	sources = append(sources, standIns...)
 	g.standIns.Store(&kept)
 	// Composites come last: a backend's tool keeps a name both claim.

@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"encoding/base64"
+	"errors"
 	"net/http"
 	"strconv"
 	"strings"
@@ -25,8 +26,14 @@ func checkParamHeaders(hdr http.Header, params []byte, want []catalog.ParamHeade
 	args, _, _ := jsonrpc.Lookup(params, "arguments")
 	for _, p := range want {
 		name := HeaderParamPrefix + p.Name
-		body, _, ok := jsonrpc.LookupPath(args, p.Path...)
-		if !ok || string(body) == "null" {
+		body, _, err := jsonrpc.FindPath(args, p.Path...)
+		var ambiguous *jsonrpc.AmbiguousError
+		if errors.As(err, &ambiguous) {
+			// The header could match one reading and the backend read
+			// another: an intermediary that trusts it would be misled.
+			return jsonrpc.Errorf(CodeHeaderMismatch, "header mismatch: params.arguments.%s, which %s mirrors, is ambiguous: %v", strings.Join(p.Path, "."), name, err)
+		}
+		if err != nil || body == nil || string(body) == "null" {
 			continue
 		}
 		hv := hdr.Values(name)
@@ -45,8 +52,10 @@ func checkParamHeaders(hdr http.Header, params []byte, want []catalog.ParamHeade
 }
 
 // sameParam reports whether a header's (decoded) value stands for the
-// JSON value body: a string as is, a number compared as a number (42.0 is
-// 42), a boolean as true or false.
+// JSON value body: a string as is, a number compared as a decimal number,
+// exactly (42.0 is 42, 4.2e1 too; 9007199254740993 is not
+// 9007199254740992, as it would be in float64), a boolean as true or
+// false.
 func sameParam(value string, body []byte) bool {
 	if s, ok := jsonrpc.StringValue(body); ok {
 		return s == value
@@ -56,11 +65,48 @@ func sameParam(value string, body []byte) bool {
 		return value == string(body)
 	}
 	if len(body) > 0 && (body[0] == '-' || body[0] >= '0' && body[0] <= '9') {
-		a, errA := strconv.ParseFloat(string(body), 64)
-		b, errB := strconv.ParseFloat(value, 64)
-		return errA == nil && errB == nil && a == b
+		a, okA := decimalKey(string(body))
+		b, okB := decimalKey(value)
+		return okA && okB && a == b
 	}
 	return false // an object or array is not mirrored
+}
+
+// decimalKey returns one spelling per decimal number of the JSON number
+// n: its sign, its digits without leading or trailing zeros, and the
+// exponent that makes them n. ok is false for what is no JSON number, or
+// one whose exponent has more than 9 digits.
+func decimalKey(n string) (key string, ok bool) {
+	neg := strings.HasPrefix(n, "-")
+	n = strings.TrimPrefix(n, "-")
+	mant, exp, hasExp := strings.Cut(strings.ToLower(n), "e")
+	whole, frac, _ := strings.Cut(mant, ".")
+	e := 0
+	if hasExp {
+		exp = strings.TrimPrefix(exp, "+")
+		if len(strings.TrimPrefix(exp, "-")) > 9 {
+			return "", false
+		}
+		var err error
+		if e, err = strconv.Atoi(exp); err != nil {
+			return "", false
+		}
+	}
+	if whole == "" || (len(whole) > 1 && whole[0] == '0') || strings.Contains(mant, ".") && frac == "" ||
+		strings.Trim(whole, "0123456789") != "" || strings.Trim(frac, "0123456789") != "" {
+		return "", false
+	}
+	digits := strings.TrimLeft(whole+frac, "0")
+	e -= len(frac)
+	trimmed := strings.TrimRight(digits, "0")
+	e += len(digits) - len(trimmed)
+	if trimmed == "" {
+		return "0", true // -0 is 0
+	}
+	if neg {
+		trimmed = "-" + trimmed
+	}
+	return trimmed + "e" + strconv.Itoa(e), true
 }
 
 // DecodeHeaderValue returns the value an Mcp-Name or Mcp-Param-* header

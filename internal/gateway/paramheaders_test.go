@@ -57,6 +57,17 @@ func TestStatelessParamHeaders(t *testing.T) {
 		{"integer differs", call(`{"region":"r","priority":42,"query":"q"}`), with("Mcp-Param-Region", "r", "Mcp-Param-Priority", "43"), 400, -32020},
 		{"boolean differs", call(`{"region":"r","verbose":true,"query":"q"}`), with("Mcp-Param-Region", "r", "Mcp-Param-Verbose", "1"), 400, -32020},
 		{"nested header missing", call(`{"region":"r","where":{"zone":"z1"},"query":"q"}`), with("Mcp-Param-Region", "r"), 400, -32020},
+		// What the header mirrors must be one value for every parser: a
+		// repeated or case-variant argument is refused, whichever copy
+		// the header names.
+		{"argument repeated", call(`{"region":"us","region":"eu","query":"q"}`), with("Mcp-Param-Region", "us"), 400, -32020},
+		{"argument in another case", call(`{"region":"us","Region":"eu","query":"q"}`), with("Mcp-Param-Region", "us"), 400, -32020},
+		{"only in another case", call(`{"Region":"eu","query":"q"}`), with("Mcp-Param-Region", "eu"), 400, -32020},
+		{"nested argument repeated", call(`{"region":"r","where":{"zone":"z1","zone":"z2"},"query":"q"}`), with("Mcp-Param-Region", "r", "Mcp-Param-Zone", "z1"), 400, -32020},
+		// Numbers are compared exactly, not as float64.
+		{"integer beyond float64", call(`{"region":"r","priority":9007199254740993,"query":"q"}`), with("Mcp-Param-Region", "r", "Mcp-Param-Priority", "9007199254740992"), 400, -32020},
+		{"integer with an exponent", call(`{"region":"r","priority":4.2e1,"query":"q"}`), with("Mcp-Param-Region", "r", "Mcp-Param-Priority", "42"), 200, 0},
+		{"not a number", call(`{"region":"r","priority":42,"query":"q"}`), with("Mcp-Param-Region", "r", "Mcp-Param-Priority", "0x2a"), 400, -32020},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -54,6 +54,8 @@ type Session struct {
 	deadlineAt int64
 
 	bindMu sync.Mutex // serialises binding instances, see instanceConn
+
+	listed atomic.Uint32 // the kinds of list the session asked for (see firstList)
 }
 
 // oneRequest is what the context of one stateless request knows of it.
@@ -72,6 +74,8 @@ type oneRequest struct {
 	head RequestHead
 	// shard is the request's shard of Gateway.requests.
 	shard uint8
+	// seq numbers the request, for RequestID.
+	seq uint64
 }
 
 // listenTag is the tag of a listener's notifications, nil for others.
@@ -190,7 +194,10 @@ func (g *Gateway) initializeResult(s *Session) json.RawMessage {
 		if l, m := tasksOffered(info); (l || m) && s.callsBackend(b.Name()) {
 			legacyTasks, modernTasks = legacyTasks || l, modernTasks || m
 		}
-		if text := strings.TrimSpace(info.Instructions); text != "" {
+		// A backend's instructions name it and what it does: only for a
+		// client that may see something of it. (Its capabilities stay
+		// offered to sessions, whose view a reload may widen.)
+		if text := strings.TrimSpace(info.Instructions); text != "" && (s.stateless || s.seesBackend(b.Name())) {
 			instructions = append(instructions, "## "+b.Name()+"\n"+text)
 		}
 	}

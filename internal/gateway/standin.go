@@ -11,9 +11,10 @@ import (
 // standInSources lists, for each stopped or failed backend with fallbacks,
 // the tools it served when it last ran that a healthy fallback has now:
 // their calls go to the fallback (fallback.try), so clients keep seeing
-// them. It also returns their exposed names by backend, for the status
-// resources.
-func (g *Gateway) standInSources() ([]catalog.Source, map[string][]string) {
+// them. What integrity holds back of either stays held (and is added to
+// held): a backend that fails is no way around the review. It also
+// returns their exposed names by backend, for the status resources.
+func (g *Gateway) standInSources(held map[string]bool) ([]catalog.Source, map[string][]string) {
 	var sources []catalog.Source
 	kept := map[string][]string{}
 	for _, b := range g.registry.Backends() {
@@ -28,6 +29,7 @@ func (g *Gateway) standInSources() ([]catalog.Source, map[string][]string) {
 		if _, server := b.Catalog(); server != nil {
 			continue // listed as it is
 		}
+		served = g.integrityFilter(b, served, held)
 		lists := &backend.Lists{}
 		for _, raw := range served.Tools {
 			if name, ok := toolName(raw); ok && g.fallbackHas(cfg.Fallback, name) {
@@ -47,10 +49,10 @@ func (g *Gateway) standInSources() ([]catalog.Source, map[string][]string) {
 func (g *Gateway) fallbackHas(fallbacks []string, name string) bool {
 	for _, fname := range fallbacks {
 		fb := g.registry.Backend(fname)
-		if fb == nil || fb.State() != backend.Healthy {
+		if fb == nil || fb.State() != backend.Healthy || fb.Lists() == nil {
 			continue
 		}
-		for _, raw := range fb.Lists().Tools {
+		for _, raw := range g.integrityFilter(fb, fb.Lists(), map[string]bool{}).Tools {
 			if n, ok := toolName(raw); ok && n == name {
 				return true
 			}

@@ -30,6 +30,10 @@ type Stream struct {
 	// jsonOnly marks the answer to a client that accepts no event stream:
 	// only responses can go on it; other messages take the standalone stream.
 	jsonOnly bool
+	// internal marks the answer to a request the gateway sends itself (a
+	// composite's step): no client reads it, and nothing of the client's
+	// own request (its headers, its requestState) belongs to it.
+	internal bool
 
 	finalsLeft int // responses still to come before the stream ends
 	// modern, if set, decorates the response to a stateless request of

@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/base64"
@@ -121,11 +122,19 @@ func newTaskID() string {
 	return "mcpgate-task-" + base64.RawURLEncoding.EncodeToString(b[:])
 }
 
+var quotedTask = []byte(`"task"`)
+
 // createdTask reads a backend's answer to a tools/call: a CreateTaskResult
 // of either era. It returns the backend's task id, the task object (the
 // 2025 result's task, the 2026 result itself) and its ttl, and false for
 // any other result.
 func createdTask(result json.RawMessage, modern bool) (id string, obj json.RawMessage, ttl time.Duration, ok bool) {
+	// Either era's CreateTaskResult holds the string "task" (2026's
+	// resultType, 2025's member): any other result is passed at the cost
+	// of a scan, without a lookup.
+	if !bytes.Contains(result, quotedTask) {
+		return "", nil, 0, false
+	}
 	obj = result
 	ttlKey := "ttlMs"
 	if modern {

@@ -10,7 +10,7 @@ import "github.com/mcpgate/mcpgate/internal/jsonrpc"
 // gets instead when the gateway routes no more tasks (the backend was
 // told to cancel it).
 func (c *call) createdTask(resp *jsonrpc.Message, err error) (created *task, refused *jsonrpc.Error) {
-	if !c.creates || err != nil || resp.Error != nil {
+	if !c.creates || err != nil || resp.Error != nil || c.modern != c.sess.stateless { // a task of one era for the other's client is not routed
 		return nil, nil
 	}
 	id, obj, ttl, ok := createdTask(resp.Result, c.modern)

@@ -92,17 +92,17 @@ func (g *Gateway) relatedTask(conn *backend.Conn, params json.RawMessage) (*task
 	return tk, jsonrpc.Replace(params, span, jsonrpc.AppendString(nil, tk.id))
 }
 
-// taskStream is the stream a request tied to tk goes on: that of a
-// request of s about tk in flight on conn (a tasks/result, which waits for
-// it), else none (the session's standalone stream).
-func taskStream(conn *backend.Conn, s *Session, tk *task) *Stream {
-	var via *Stream
+// taskCall is the request of s about tk in flight on conn (a
+// tasks/result, which waits for the task), whose stream a request tied to
+// tk goes on; nil if there is none (the session's standalone stream).
+func taskCall(conn *backend.Conn, s *Session, tk *task) *call {
+	var found *call
 	conn.Calls(func(bc *backend.Call) {
 		if c, ok := bc.Owner.(*call); ok && c.sess == s && c.task == tk {
-			via = c.stream
+			found = c
 		}
 	})
-	return via
+	return found
 }
 
 // tasksOffered reports what of tasks a backend offers its clients:
@@ -171,7 +171,12 @@ func (g *Gateway) taskRequestToClient(conn *backend.Conn, msg *jsonrpc.Message) 
 	case !s.mayAsk(msg.Method, params):
 		conn.ReplyError(msg.ID, jsonrpc.Errorf(jsonrpc.CodeMethodNotFound, "the client did not declare the capability %s needs", msg.Method))
 	default:
-		if err := s.relayWith(conn, append(json.RawMessage(nil), msg.ID...), msg.Method, params, taskStream(conn, s, tk), nil); err != nil {
+		var via *Stream
+		c := taskCall(conn, s, tk)
+		if c != nil {
+			via = c.stream
+		}
+		if err := s.relayWith(conn, append(json.RawMessage(nil), msg.ID...), msg.Method, params, via, nil, c); err != nil {
 			conn.ReplyError(msg.ID, jsonrpc.Errorf(jsonrpc.CodeInternalError, "mcpgate cannot relay %s: %v", msg.Method, err))
 		}
 	}

@@ -70,11 +70,9 @@ func (s *Session) taskRequest(msg *jsonrpc.Message, stream *Stream) {
 		return
 	}
 	params := jsonrpc.Replace(msg.Params, span, jsonrpc.AppendString(nil, tk.backendID))
-	known := forwarded(params)
-	known.task = tk
 	// Managing a task is not a call: the task holds its slot already, and
 	// a backend at its max_concurrent_calls must still take these.
-	s.sendAdmitted(msg, stream, tk.b, backend.Unlimited(tk.conn), nil, params, known, nil, nil)
+	s.sendAbout(msg, stream, tk.b, backend.Unlimited(tk.conn), nil, params, forwarded(params), nil, nil, tk)
 }
 
 // failedTask answers a request about a task the gateway failed (its

@@ -77,9 +77,9 @@ func (t *Continuations) urlRequired(c *call, elicitations []json.RawMessage) boo
 // params cannot be read; the retry is then refused.
 func (cont *continuation) resent(msg *jsonrpc.Message) error {
 	cont.end("")
-	params, err := jsonrpc.WithoutMembers(msg.Params, "requestState", "inputResponses")
-	if err != nil {
-		return fmt.Errorf("cannot read the retry's params: %w", err)
+	params, n := jsonrpc.AppendWithout(nil, msg.Params, []string{"requestState", "inputResponses"})
+	if n == 0 {
+		return fmt.Errorf("cannot read the retry's params")
 	}
 	msg.Params = params
 	return nil

@@ -162,7 +162,8 @@ func (c *conn) readRequest() (*http.Request, bool) {
 	c.cr.record = nil
 	hitLimit := c.cr.remain <= 0
 	c.cr.remain = math.MaxInt64
-	if err == nil && !req.ProtoAtLeast(1, 1) && hasField(head[:len(head)-c.br.Buffered()], "transfer-encoding") {
+	read := head[:max(len(head)-c.br.Buffered(), 0)]
+	if err == nil && !req.ProtoAtLeast(1, 1) && hasField(read, "transfer-encoding") {
 		// RFC 9112 section 6.1: such a message's framing is faulty. Its
 		// body's bytes would be read as the next request; behind a proxy
 		// that is a desync.
@@ -170,6 +171,12 @@ func (c *conn) readRequest() (*http.Request, bool) {
 		badRequest(c.rwc, http.StatusBadRequest, "an HTTP/1.0 request with Transfer-Encoding has faulty framing (RFC 9112 section 6.1)")
 		c.closeWriteAndWait()
 		return nil, false
+	}
+	if err == nil && hasField(read, "transfer-encoding") && hasField(read, "content-length") {
+		// RFC 9112 section 6.3: the chunked framing wins, and the
+		// connection closes after the answer, for a peer that framed the
+		// message by its Content-Length instead.
+		req.Close = true
 	}
 	if err != nil {
 		switch {

@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptrace"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -485,5 +486,30 @@ func TestHTTP10WithTransferEncodingCloses(t *testing.T) {
 	}
 	if len(served) > 0 {
 		t.Errorf("the handler served %q", served)
+	}
+}
+
+// A request with both Transfer-Encoding and Content-Length is framed by
+// its chunks, and the connection closes after the answer (RFC 9112
+// section 6.3): a peer that framed it by its Content-Length would read
+// what follows otherwise.
+func TestTransferEncodingAndContentLengthClose(t *testing.T) {
+	var served []string
+	_, addr := start(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		served = append(served, r.URL.Path+" "+string(b))
+	}))
+	smuggled := "GET /smuggled HTTP/1.1\r\nHost: a\r\n\r\n"
+	_, br := raw(t, addr, "POST /mcp HTTP/1.1\r\nHost: a\r\nContent-Length: "+strconv.Itoa(len("3\r\nabc\r\n0\r\n\r\n")+len(smuggled))+
+		"\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n"+smuggled)
+	resp, _ := readResponse(t, br, http.MethodPost)
+	if !resp.Close {
+		t.Errorf("the answer keeps the connection open")
+	}
+	if _, err := br.ReadByte(); err != io.EOF {
+		t.Errorf("after the answer: %v, want EOF", err)
+	}
+	if len(served) != 1 || served[0] != "/mcp abc" {
+		t.Errorf("the handler served %q, want the chunked body alone", served)
 	}
 }

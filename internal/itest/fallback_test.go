@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/mcpgate/mcpgate/internal/journal"
 	"github.com/mcpgate/mcpgate/internal/testutil"
@@ -129,4 +130,50 @@ restart_backoff_max = "1h"
 `)
 	cs := d.Connect(t, nil)
 	testutil.MustCallTool(t, cs, "ok__echo", map[string]any{"text": "ready"})
+}
+
+// TestFallbackKeepsThePolicy: a client whose policy hides the fallback's
+// tool does not get its call served there when the primary fails: the
+// fallback is what the client may use, or nothing. A call a fallback
+// serves is audited as the fallback's. Before, the fallback's tool was
+// never checked against the client's policy, and its execution was not
+// audited.
+func TestFallbackKeepsThePolicy(t *testing.T) {
+	bins := testutil.Build(t)
+	toml, u := testutil.ConfigWith(t, strings.ReplaceAll(`
+[backends.a]
+command = "FAKE"
+args = ["--crash-after", "1"]
+fallback = ["b"]
+max_restarts = 0
+
+[backends.b]
+command = "FAKE"
+
+[clients.narrow]
+token_sha256 = "`+sha256Hex(aliceToken)+`"
+tools = ["a__*"]
+
+[clients.wide]
+token_sha256 = "`+sha256Hex(bobToken)+`"
+`, "FAKE", bins.Fake), testutil.ConfigOptions{Auth: "required", Gateway: `audit = "calls"`})
+	d := testutil.StartDaemon(t, toml, u, testutil.DaemonOptions{})
+	narrow := testutil.ConnectHTTP(t, d.URL, tokenClient(aliceToken), nil)
+	wide := testutil.ConnectHTTP(t, d.URL, tokenClient(bobToken), nil)
+	// a dies at its second call, and is not restarted.
+	testutil.MustCallTool(t, wide, "a__echo", map[string]any{"text": "by a"})
+	if res, err := testutil.CallTool(t, narrow, "a__echo", map[string]any{"text": "via b"}); err == nil && !res.IsError {
+		t.Errorf("a client that may not use b__echo got its call served by b: %+v", res)
+	}
+	if res, err := testutil.CallTool(t, wide, "a__echo", map[string]any{"text": "via b"}); err != nil || res.IsError || res.Meta["io.mcpgate/servedBy"] != "b" {
+		t.Fatalf("a client that may use b__echo: %+v, %v; want it served by b", res, err)
+	}
+	d.Stderr.Await(t, 10*time.Second, "the fallback's audit entry", func(out string) bool {
+		for _, line := range strings.Split(out, "\n") {
+			if containsAll(line, "message_id="+journal.MessageAudit.String(), "client=wide", "backend=b", "tool=a__echo", "outcome=ok") {
+				return true
+			}
+		}
+		return false
+	})
 }

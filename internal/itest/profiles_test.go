@@ -274,3 +274,18 @@ func TestProfileReload(t *testing.T) {
 		return strings.Contains(out, `profile \"reader\" was removed from the configuration`) && strings.Contains(out, "profiles removed reader; profiles changed ro")
 	})
 }
+
+// TestEndpointPathIsAsSent: the endpoint and profile paths are matched on
+// the path as sent, not on what percent-decoding it makes: a proxy in
+// front routes and checks the bytes it sees. Before, /%6dcp was /mcp and
+// /mcp/%66ind the profile find.
+func TestEndpointPathIsAsSent(t *testing.T) {
+	d := profileGateway(t, "")
+	base := strings.TrimSuffix(d.URL, "/mcp")
+	for path, want := range map[string]int{"/mcp": 200, "/mcp/find": 200, "/%6dcp": 404, "/mcp/%66ind": 404, "/%2fmcp": 404} {
+		resp, body := exchange(t, tokenClient(fullToken), base+path, initializeBody)
+		if resp.StatusCode != want {
+			t.Errorf("initialize at %s: %s %s; want %d", path, resp.Status, body, want)
+		}
+	}
+}

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
 	"github.com/mcpgate/mcpgate/internal/testutil"
 )
 
@@ -90,7 +92,8 @@ args = ["--tools", "later", "--record", %[2]q, "--initialize-barrier", "2"]
 		return testutil.ToolNames(t, full)["secret__delete_everything"]
 	})
 
-	// slow is still in its handshake: the reload is being applied.
+	// slow is still in its handshake (the reload is applied without
+	// waiting for it): its tools are not there yet.
 	if tools := testutil.ToolNames(t, narrow); tools["secret__delete_everything"] || !tools["a__alpha"] {
 		t.Errorf("narrow's tools during the reload = %v; want a__alpha and nothing of secret", tools)
 	}
@@ -107,10 +110,45 @@ args = ["--tools", "later", "--record", %[2]q, "--initialize-barrier", "2"]
 
 	release()
 	d.AwaitNotify(t, from, 60*time.Second, "READY=1 after the reload", testutil.Has("READY=1"))
-	if !testutil.ToolNames(t, full)["slow__later"] {
-		t.Error("slow's tool is not listed after the reload")
-	}
+	testutil.Eventually(t, 60*time.Second, "slow's tool listed once its handshake ended", func() bool {
+		return testutil.ToolNames(t, full)["slow__later"]
+	})
 	if tools := testutil.ToolNames(t, narrow); tools["secret__delete_everything"] {
 		t.Errorf("narrow's tools after the reload = %v; want nothing of secret", tools)
 	}
+}
+
+// TestReloadEndsSubscriptionsThePolicyHides: a reload that narrows a
+// client's resources ends its sessions' subscriptions to what it may no
+// longer read, at the backend too: it hears of no more updates to it.
+// Before, the subscription lived on and its updates reached the client.
+func TestReloadEndsSubscriptionsThePolicyHides(t *testing.T) {
+	bins := testutil.Build(t)
+	clients := func(resources string) string {
+		return fmt.Sprintf("\n[clients.narrow]\ntoken_sha256 = %q\nresources = %s\n\n[clients.full]\ntoken_sha256 = %q\n",
+			sha256Hex(narrowToken), resources, sha256Hex(fullToken))
+	}
+	a := fmt.Sprintf("\n[backends.a]\ncommand = %q\nargs = [\"--resources\", \"2\"]\n", bins.Fake)
+	toml, url := testutil.ConfigWith(t, a+clients(`["*"]`), testutil.ConfigOptions{Auth: "required"})
+	d := testutil.StartDaemon(t, toml, url, testutil.DaemonOptions{})
+	narrow := testutil.ConnectHTTP(t, d.URL, tokenClient(narrowToken), nil)
+	full := testutil.ConnectHTTP(t, d.URL, tokenClient(fullToken), nil)
+	ctx := testutil.Context(t, 30*time.Second)
+	if err := narrow.Subscribe(ctx, &mcp.SubscribeParams{URI: "fake://r/0"}); err != nil {
+		t.Fatal(err)
+	}
+	subscribed := func() bool {
+		res := testutil.MustCallTool(t, full, "a__touch", map[string]any{"uri": "fake://r/0"})
+		sc, _ := res.StructuredContent.(map[string]any)
+		return sc["subscribed"] == true
+	}
+	if !subscribed() {
+		t.Fatal("the backend is not subscribed after narrow's subscribe")
+	}
+	if err := os.WriteFile(d.ConfigPath, []byte(strings.Replace(toml, clients(`["*"]`), clients(`["fake://r/1"]`), 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	d.Signal(syscall.SIGHUP)
+	awaitLog(t, d, "configuration reloaded")
+	testutil.Eventually(t, 10*time.Second, "the backend unsubscribed", func() bool { return !subscribed() })
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/mcpgate/mcpgate/internal/journal"
 	"github.com/mcpgate/mcpgate/internal/testutil"
 )
 
@@ -270,6 +271,34 @@ search = true
 		cancel()
 		if err != nil && strings.Contains(err.Error(), "unknown tool") {
 			t.Errorf("call_tool %s: %v", tool.Name, err)
+		}
+	}
+}
+
+// TestSearchModeRetryIsBoundToTheTool: the requestState of a call made
+// through call_tool is bound to the tool it called. A retry through
+// call_tool naming another tool resumes nothing, is refused as for
+// another request, and is audited as nothing; the retry naming the same
+// tool resumes the call. Before, the binding was call_tool's own, and a
+// retry naming a__echo got a__sample's answer, audited as a__echo.
+func TestSearchModeRetryIsBoundToTheTool(t *testing.T) {
+	d := profileGateway(t, "")
+	at := *d
+	at.URL = strings.TrimSuffix(d.URL, "/mcp") + "/mcp/find"
+	gw := &inputGW{d: &at}
+	via := func(id int, tool, extra string) *mrtrAnswer {
+		return gw.call(t, fullToken, id, "call_tool", fmt.Sprintf(`{"name":%q,"arguments":{}}`, tool), samplingCaps, extra)
+	}
+	a := via(1, "a__sample", "")
+	key, state := mustInputRequired(t, a, "sampling/createMessage")["sampling/createMessage"], a.Result.RequestState
+	responses := map[string]string{key: `{"role":"assistant","content":{"type":"text","text":"sampled"},"model":"m"}`}
+	mustRefuse(t, via(2, "a__echo", retryParams(responses, state)), "other-request")
+	if b := via(3, "a__sample", retryParams(responses, state)); b.Error != nil || b.Result.ResultType != "complete" || !strings.Contains(string(b.Result.StructuredContent), "sampled") {
+		t.Fatalf("the retry naming the tool called: %s", b.raw)
+	}
+	for _, line := range strings.Split(d.Stderr.String(), "\n") {
+		if containsAll(line, "message_id="+journal.MessageAudit.String(), "tool=a__echo") {
+			t.Errorf("the refused retry was audited as a call of a__echo: %s", line)
 		}
 	}
 }

@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -229,5 +231,54 @@ resources = []
 	if narrowCaps["tools"] == nil || narrowCaps["resources"] != nil || narrowCaps["prompts"] != nil ||
 		strings.Contains(fmt.Sprint(narrow["instructions"]), "instructions of b") || !strings.Contains(fmt.Sprint(narrow["instructions"]), "instructions of a") {
 		t.Errorf("narrow's discover: %v; want a's tools and instructions only", narrow)
+	}
+	// A 2025 session's initialize, too, has the instructions of the
+	// backends its client may see only. Before, it had every backend's.
+	for token, want := range map[string]bool{fullToken: true, narrowToken: false} {
+		_, body := exchange(t, tokenClient(token), d.URL, initializeBody)
+		if got := strings.Contains(body, "instructions of b"); got != want || !strings.Contains(body, "instructions of a") {
+			t.Errorf("initialize with the token of %s: %s; want b's instructions: %v", map[bool]string{true: "full", false: "narrow"}[want], body, want)
+		}
+	}
+}
+
+// TestStatelessCompositeSteps: a composite called by a stateless request
+// runs its steps as its own requests: a step calling a tool whose
+// arguments are mirrored in Mcp-Param-* headers is not checked against
+// the outer call's headers, and a step whose backend asks the client for
+// input fails at once with why, instead of waiting out
+// client_request_timeout. Before, the steps took the outer request's
+// headers and requestState.
+func TestStatelessCompositeSteps(t *testing.T) {
+	bins := testutil.Build(t)
+	tools := filepath.Join(t.TempDir(), "tools.json")
+	if err := os.WriteFile(tools, []byte(`[{"name":"route","inputSchema":{"type":"object","properties":{"region":{"type":"string","x-mcp-header":"Region"}}}}]`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	toml, url := testutil.ConfigWith(t, fmt.Sprintf(`
+[backends.fake]
+command = %[1]q
+args = ["--tools-file", %[2]q]
+
+[composites.routed]
+steps = [{ tool = "fake__route", arguments = { region = "eu" } }]
+
+[composites.asking]
+steps = [{ tool = "fake__sample" }]
+`, bins.Fake, tools), testutil.ConfigOptions{})
+	d := testutil.StartDaemon(t, toml, url, testutil.DaemonOptions{})
+	call := func(name string) (map[string]any, string) {
+		t.Helper()
+		body := strings.Replace(statelessBody(1, "tools/call", `"name":"`+name+`","arguments":{}`),
+			`"io.modelcontextprotocol/clientCapabilities":{}`, `"io.modelcontextprotocol/clientCapabilities":{"sampling":{}}`, 1)
+		_, raw := exchange(t, http.DefaultClient, d.URL, body, "Mcp-Protocol-Version", "2026-07-28", "Mcp-Method", "tools/call", "Mcp-Name", name)
+		return statelessResult(t, raw)
+	}
+	if res, errMsg := call("composite__routed"); errMsg != "" || res["isError"] == true || !strings.Contains(fmt.Sprint(res["content"]), "route ok") {
+		t.Errorf("a composite whose step has a mirrored argument: %v %s; want the step's result", res, errMsg)
+	}
+	res, errMsg := call("composite__asking")
+	if res["resultType"] == "input_required" || (errMsg == "" && res["isError"] != true) || !strings.Contains(fmt.Sprint(res)+errMsg, "cannot ask the client") {
+		t.Errorf("a composite whose step asks the client: %v %s; want an error saying it cannot", res, errMsg)
 	}
 }

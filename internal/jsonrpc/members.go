@@ -1,10 +1,6 @@
 package jsonrpc
 
-import (
-	"bytes"
-	"encoding/json"
-	"slices"
-)
+import "bytes"
 
 // PrependMembers returns a copy of the JSON object obj with members, one
 // or more `"key":value` pairs joined by commas, inserted as its first
@@ -56,54 +52,61 @@ func appendMember(dst []byte, key string, value []byte) []byte {
 	return append(dst, value...)
 }
 
-// WithoutMembers returns a copy of the JSON object obj without its
-// top-level members named keys (exactly; see Find for names in another
-// case, which are an error). Every other member is kept byte for byte,
-// in order, joined by commas. obj is returned as is when it has none of
-// them.
-func WithoutMembers(obj []byte, keys ...string) ([]byte, error) {
-	values := make([]json.RawMessage, len(keys))
-	if err := FindEach(obj, keys, values); err != nil {
-		return nil, err
+// AppendWithout appends to dst the JSON object obj without its members
+// named one of keys (every one of them, if repeated; a name in another
+// case is another member), the members it keeps byte for byte, and
+// reports how many it left out. When obj is not an
+// object, or cannot be walked, it appends obj unchanged and reports 0.
+func AppendWithout(dst, obj []byte, keys []string) ([]byte, int) {
+	i := skipSpace(obj, 0)
+	if i >= len(obj) || obj[i] != '{' {
+		return append(dst, obj...), 0
 	}
-	if !slices.ContainsFunc(values, func(v json.RawMessage) bool { return v != nil }) {
-		return obj, nil
-	}
-	out := make([]byte, 0, len(obj))
-	out = append(out, '{')
-	i := skipSpace(obj, 0) + 1
-	first := true
+	start := len(dst)
+	dst = append(dst, obj[:i+1]...)
+	i++
+	dropped, kept := 0, 0
 	for {
 		i = skipSpace(obj, i)
 		if i >= len(obj) {
-			return nil, errSyntax
+			return append(dst[:start], obj...), 0
 		}
 		if obj[i] == '}' {
-			return append(out, '}'), nil
+			return append(dst, obj[i:]...), dropped
 		}
 		if obj[i] == ',' {
 			i = skipSpace(obj, i+1)
 		}
-		start := i
+		keyStart := i
 		keyEnd, err := skipString(obj, i)
 		if err != nil {
-			return nil, err
+			return append(dst[:start], obj...), 0
 		}
-		i = skipSpace(obj, keyEnd)
-		if i >= len(obj) || obj[i] != ':' {
-			return nil, errSyntax
+		j := skipSpace(obj, keyEnd)
+		if j >= len(obj) || obj[j] != ':' {
+			return append(dst[:start], obj...), 0
 		}
-		end, err := skipValue(obj, skipSpace(obj, i+1))
+		end, err := skipValue(obj, skipSpace(obj, j+1))
 		if err != nil {
-			return nil, err
+			return append(dst[:start], obj...), 0
 		}
-		name, _ := StringValue(json.RawMessage(obj[start:keyEnd]))
-		if !slices.Contains(keys, name) {
-			if !first {
-				out = append(out, ',')
+		quoted := obj[keyStart:keyEnd]
+		plain := plainASCII(quoted[1 : len(quoted)-1])
+		drop := false
+		for _, k := range keys {
+			if matchKey(quoted, plain, k) == matchExact {
+				drop = true
+				break
 			}
-			out = append(out, obj[start:end]...)
-			first = false
+		}
+		if drop {
+			dropped++
+		} else {
+			if kept > 0 {
+				dst = append(dst, ',')
+			}
+			dst = append(dst, obj[keyStart:end]...)
+			kept++
 		}
 		i = end
 	}

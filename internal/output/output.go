@@ -4,6 +4,7 @@ package output
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"strconv"
 	"unicode/utf8"
 
@@ -44,6 +45,9 @@ type Report struct {
 	ReturnedBytes int64 `json:"returnedBytes"`
 	Summarized    bool  `json:"summarized"`
 	Truncated     bool  `json:"truncated"`
+	// Refused is set when the result was replaced by an error result: its
+	// content was ambiguous.
+	Refused bool `json:"refused,omitempty"`
 }
 
 // Process applies o to the raw result of a tools/call. It returns result
@@ -59,12 +63,12 @@ func Process(result json.RawMessage, o Options) (json.RawMessage, Report) {
 	if o.Off() || int64(len(result)) <= o.threshold() {
 		return result, rep
 	}
-	content, span, ok := jsonrpc.Lookup(result, "content")
-	if !ok {
-		return result, rep
+	content, span, err := jsonrpc.Find(result, "content")
+	if ambiguity(err) != nil {
+		return ambiguous(err, rep)
 	}
 	var items []json.RawMessage
-	if json.Unmarshal(content, &items) != nil {
+	if err != nil || content == nil || json.Unmarshal(content, &items) != nil {
 		return result, rep
 	}
 	changed := false
@@ -72,7 +76,11 @@ func Process(result json.RawMessage, o Options) (json.RawMessage, Report) {
 		if int64(len(item)) <= o.threshold() {
 			continue
 		}
-		if out, ok := processItem(item, o, &rep); ok {
+		out, ok, err := processItem(item, o, &rep)
+		if err != nil {
+			return ambiguous(err, rep)
+		}
+		if ok {
 			items[i] = out
 			changed = true
 		}
@@ -102,17 +110,18 @@ func Process(result json.RawMessage, o Options) (json.RawMessage, Report) {
 
 // processItem summarises and truncates one text content item, splicing
 // the new text into it.
-func processItem(item json.RawMessage, o Options, rep *Report) (json.RawMessage, bool) {
-	if typ, _, _ := jsonrpc.Lookup(item, "type"); string(typ) != `"text"` {
-		return nil, false
+func processItem(item json.RawMessage, o Options, rep *Report) (json.RawMessage, bool, error) {
+	typ, _, err := jsonrpc.Find(item, "type")
+	if err != nil || string(typ) != `"text"` {
+		return nil, false, ambiguity(err)
 	}
-	raw, span, ok := jsonrpc.Lookup(item, "text")
-	if !ok {
-		return nil, false
+	raw, span, err := jsonrpc.Find(item, "text")
+	if err != nil || raw == nil {
+		return nil, false, ambiguity(err)
 	}
 	text, ok := jsonrpc.StringValue(raw)
 	if !ok {
-		return nil, false
+		return nil, false, nil
 	}
 	changed := false
 	if o.JSONSummaryOver > 0 && int64(len(text)) > o.JSONSummaryOver {
@@ -126,9 +135,30 @@ func processItem(item json.RawMessage, o Options, rep *Report) (json.RawMessage,
 		rep.Truncated = true
 	}
 	if !changed {
-		return nil, false
+		return nil, false, nil
 	}
-	return jsonrpc.Replace(item, span, mustMarshal(text)), true
+	return jsonrpc.Replace(item, span, mustMarshal(text)), true, nil
+}
+
+// ambiguity is err if it says that JSON parsers read a member differently,
+// else nil: what is no object is left alone, as before.
+func ambiguity(err error) error {
+	var amb *jsonrpc.AmbiguousError
+	if errors.As(err, &amb) {
+		return err
+	}
+	return nil
+}
+
+// ambiguous is the result that replaces one whose content, or a text item
+// of it, parsers read differently (err says which member): what a model
+// would read of it is not what the pipeline bounded.
+func ambiguous(err error, rep Report) (json.RawMessage, Report) {
+	out := []byte(`{"content":[{"type":"text","text":`)
+	out = append(out, mustMarshal("mcpgate did not pass on this result: "+err.Error()+" in it, which JSON parsers read differently, so its size cannot be bounded")...)
+	out = append(out, `}],"isError":true}`...)
+	rep.Refused, rep.ReturnedBytes = true, int64(len(out))
+	return withMeta(out, rep), rep
 }
 
 // Truncate cuts s to about max bytes: its first 60% and its last 40%, with

@@ -28,6 +28,7 @@ type decoded struct {
 	} `json:"content"`
 	StructuredContent json.RawMessage            `json:"structuredContent"`
 	Meta              map[string]json.RawMessage `json:"_meta"`
+	IsError           bool                       `json:"isError"`
 }
 
 func decode(t *testing.T, raw json.RawMessage) decoded {
@@ -206,5 +207,31 @@ func BenchmarkProcessTruncate(b *testing.B) {
 	b.SetBytes(int64(len(raw)))
 	for b.Loop() {
 		Process(raw, opts)
+	}
+}
+
+// TestProcessRefusesAmbiguousContent: a result over the bound whose
+// content, or a text item of it, is given twice or in another case is
+// replaced by an error result that says why: JSON parsers read different
+// texts of it, so what a model reads could be the copy the bound was not
+// applied to. Before, such a result passed unbounded.
+func TestProcessRefusesAmbiguousContent(t *testing.T) {
+	long := strings.Repeat("x", 5000)
+	item := `{"type":"text","text":"` + long + `"}`
+	for name, raw := range map[string]string{
+		"content twice":        `{"content":[` + item + `],"content":[{"type":"text","text":"short"}]}`,
+		"content in two cases": `{"content":[{"type":"text","text":"short"}],"Content":[` + item + `]}`,
+		"text twice":           `{"content":[{"type":"text","text":"short","text":"` + long + `"}]}`,
+		"type twice":           `{"content":[{"type":"image","type":"text","text":"` + long + `"}]}`,
+	} {
+		out, rep := Process(json.RawMessage(raw), Options{MaxOutputBytes: 1000})
+		d := decode(t, out)
+		if !rep.Refused || !d.IsError || len(d.Content) != 1 || !strings.Contains(d.Content[0].Text, "read differently") || len(out) > 1000 {
+			t.Errorf("%s: %s (report %+v); want an error result saying why", name, out, rep)
+		}
+	}
+	// An unambiguous result is bounded as before.
+	if _, rep := Process(json.RawMessage(`{"content":[`+item+`]}`), Options{MaxOutputBytes: 1000}); rep.Refused || !rep.Truncated {
+		t.Errorf("an unambiguous result: report %+v", rep)
 	}
 }

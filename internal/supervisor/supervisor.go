@@ -80,7 +80,7 @@ func (s *Supervisor) Start(cfg *config.Config) {
 }
 
 // launch starts one backend; s.mu must be held.
-func (s *Supervisor) launch(bc *config.Backend) *backend.Backend {
+func (s *Supervisor) launch(bc *config.Backend) {
 	b := backend.New(bc, s.opts.BackendOptions(bc))
 	ctx, cancel := context.WithCancel(s.ctx)
 	r := &running{b: b, cancel: cancel, done: make(chan struct{})}
@@ -92,7 +92,6 @@ func (s *Supervisor) launch(bc *config.Backend) *backend.Backend {
 			s.opts.OnRemoved(b)
 		}
 	}()
-	return b
 }
 
 func (s *Supervisor) publish() {
@@ -141,7 +140,10 @@ func (c Change) String() string {
 // Apply moves the running set to cfg: backends that are new start, removed
 // ones stop, ones whose configuration changed restart, and the others are
 // left alone, children, sessions and all. It returns once the removed and
-// changed ones have stopped and the new ones have settled, or ctx ended.
+// changed ones have stopped and the new ones are started, or ctx ended. It
+// does not wait for the new ones' handshakes: as at start-up, each joins
+// when its handshake ends (its Settled channel says when), so a new backend
+// that hangs in its handshake holds up nothing.
 //
 // Apply works in two steps so that nothing new is reachable under the old
 // rules: first the removed and changed backends leave the published set
@@ -154,7 +156,6 @@ func (s *Supervisor) Apply(ctx context.Context, cfg *config.Config, restrict fun
 	s.mu.Lock()
 	var ch Change
 	var stopping []*running
-	var starting []*backend.Backend
 	replaced := map[string]*running{}
 	for name, r := range s.running {
 		bc, keep := cfg.Backends[name]
@@ -187,7 +188,7 @@ func (s *Supervisor) Apply(ctx context.Context, cfg *config.Config, restrict fun
 		} else {
 			ch.Added = append(ch.Added, name)
 		}
-		starting = append(starting, s.launch(bc))
+		s.launch(bc)
 	}
 	s.publish()
 	s.mu.Unlock()
@@ -211,7 +212,7 @@ func (s *Supervisor) Apply(ctx context.Context, cfg *config.Config, restrict fun
 			return ch, ctx.Err()
 		}
 	}
-	return ch, WaitSettled(ctx, starting)
+	return ch, nil
 }
 
 // Shutdown stops every backend, in parallel, each the graceful way, and

@@ -1,7 +1,7 @@
 #!/bin/sh
 # Builds $DIST/mcpgate_<version>_<arch>.deb: `make install` into a staging
 # tree, the files Debian policy wants beside it (compressed manual pages,
-# copyright, changelog.gz, lintian overrides), the control files, then
+# copyright, changelog.gz), the control files, then
 # dpkg-deb --root-owner-group --build. Run by `make deb` from the top of
 # the checkout.
 #
@@ -39,8 +39,13 @@ root=$(cd "$root" && pwd)
 chmod 0755 "$root"
 
 # The package's files. PREFIX and the binaries' version are the package's,
-# whatever the caller set.
-"$make" --no-print-directory install DESTDIR="$root" PREFIX=/usr sysconfdir=/etc VERSION="$version"
+# whatever the caller set. The units go to /usr/lib/systemd/system whatever
+# systemd.pc of the build host says (bookworm's says /lib/systemd/system):
+# trixie finished the merged-/usr transition and its lintian rejects files
+# under the aliased /lib (aliased-location), and bookworm's systemd reads
+# /usr/lib/systemd/system as well. The same package installs on both.
+"$make" --no-print-directory install DESTDIR="$root" PREFIX=/usr sysconfdir=/etc VERSION="$version" \
+	SYSTEMDUNITDIR=/usr/lib/systemd/system SYSUSERSDIR=/usr/lib/sysusers.d TMPFILESDIR=/usr/lib/tmpfiles.d
 
 # Manual pages and the changelog are compressed with gzip -9n (no name, no
 # time stamp), as Debian policy 12.3 and lintian ask.
@@ -61,12 +66,6 @@ maintainer=$(sed -n 's/^Maintainer: //p' "$here/control.in")
 	printf ' -- %s  %s\n' "$maintainer" "$(LC_ALL=C date -u -R -d "@$SOURCE_DATE_EPOCH")"
 } | gzip -9n > "$doc/changelog.gz"
 chmod 0644 "$doc/changelog.gz"
-
-# Overrides of lintian tags, each with the reason (see the file).
-if grep -q '^[^#]' packaging/lintian/mcpgate 2>/dev/null; then
-	install -d "$root/usr/share/lintian/overrides"
-	install -m 0644 packaging/lintian/mcpgate "$root/usr/share/lintian/overrides/mcpgate"
-fi
 
 # Control files.
 ctl=$root/DEBIAN

@@ -16,6 +16,8 @@
 # revision.
 #
 # Usage: version.sh                   for the checkout
+#        version.sh --rev REV         for the commit REV (never dirty), such
+#                                     as the one the upgrade test starts from
 #        version.sh --describe DESC   map one `git describe --long` string
 #                                     (for tests)
 set -eu
@@ -55,21 +57,34 @@ if [ $# -eq 2 ] && [ "$1" = --describe ]; then
 	check "$(from_describe "$2")"
 	exit 0
 fi
-if [ $# -ne 0 ]; then
-	echo "usage: version.sh [--describe GIT-DESCRIBE-LONG]" >&2
+rev=HEAD
+dirty=--dirty
+if [ $# -eq 2 ] && [ "$1" = --rev ]; then
+	if ! rev=$(git rev-parse --verify --quiet "$2^{commit}"); then
+		echo "version.sh: $2 is no commit of this repository (a shallow clone lacks older ones: git fetch --unshallow)" >&2
+		exit 1
+	fi
+	dirty=
+elif [ $# -ne 0 ]; then
+	echo "usage: version.sh [--rev REV | --describe GIT-DESCRIBE-LONG]" >&2
 	exit 2
 fi
 
-if ! git rev-parse --verify --quiet HEAD >/dev/null 2>&1; then
+if ! git rev-parse --verify --quiet "$rev" >/dev/null 2>&1; then
 	check 0.0.0~dev
 	exit 0
 fi
-if desc=$(git describe --tags --long --dirty --match 'v[0-9]*' 2>/dev/null); then
+if [ -n "$dirty" ]; then
+	desc=$(git describe --tags --long --dirty --match 'v[0-9]*' 2>/dev/null) || desc=
+else
+	desc=$(git describe --tags --long --match 'v[0-9]*' "$rev" 2>/dev/null) || desc=
+fi
+if [ -n "$desc" ]; then
 	check "$(from_describe "$desc")"
 	exit 0
 fi
-v=0.0.0+git$(TZ=UTC git log -1 --format=%cd --date=format-local:%Y%m%d%H%M%S).$(git rev-parse --short=7 HEAD)
-if [ -n "$(git status --porcelain --untracked-files=no 2>/dev/null)" ]; then
+v=0.0.0+git$(TZ=UTC git log -1 --format=%cd --date=format-local:%Y%m%d%H%M%S "$rev").$(git rev-parse --short=7 "$rev")
+if [ -n "$dirty" ] && [ -n "$(git status --porcelain --untracked-files=no 2>/dev/null)" ]; then
 	v=$v.dirty
 fi
 check "$v"

@@ -1,13 +1,14 @@
 #!/bin/bash
-# debug.sh boots the cached e2e root the way internal/e2e does, and runs a
+# debug.sh boots a cached e2e root the way internal/e2e does, and runs a
 # command in it, by default an interactive shell; the container is powered
 # off when that command ends.
 #
-# Usage: packaging/e2e/debug.sh [--bind=HOST:CONTAINER]... [command [arg...]]
+# Usage: packaging/e2e/debug.sh [--suite=bookworm|trixie] [--bind=HOST:CONTAINER]...
+#                               [command [arg...]]
 #
 # Examples:
-#   packaging/e2e/debug.sh                          # a root shell inside
-#   packaging/e2e/debug.sh --bind=$PWD/dist:/mnt/dist bash
+#   packaging/e2e/debug.sh                          # a root shell in bookworm
+#   packaging/e2e/debug.sh --suite=trixie --bind=$PWD/dist:/mnt/dist bash
 #   packaging/e2e/debug.sh systemctl list-units --failed
 #
 # The container has its own network namespace (only lo), a tmpfs overlay
@@ -23,9 +24,11 @@ die() {
 }
 
 binds=()
+suite=bookworm
 while [[ $# -gt 0 && $1 == --* ]]; do
 	case $1 in
 	--bind=* | --bind-ro=*) binds+=("$1") ;;
+	--suite=*) suite=${1#--suite=} ;;
 	-h | --help)
 		sed -n '2,/^set -euo/{/^set -euo/d;s/^# \{0,1\}//;p}' "$0"
 		exit 0
@@ -38,10 +41,10 @@ done
 [[ $# -gt 0 ]] || set -- bash -l
 [[ $(id -u) == 0 ]] || die "must run as root"
 
-root=$("$here/mkroot.sh")
+root=$("$here/mkroot.sh" --suite="$suite")
 cache=$(dirname "$root")
 # A shared lock keeps mkroot.sh from replacing the root while it is booted.
-exec 8>>"$cache/lock"
+exec 8>>"$cache/$suite-root.lock"
 flock -s 8
 
 name=mcpgate-e2e-debug-$$
@@ -102,7 +105,13 @@ for _ in $(seq 600); do
 	sleep 0.1
 done
 [[ -n $init_pid ]] || die "no init after 60s; see $console_log"
-state=$(timeout 120 nsenter --target="$init_pid" --all -- systemctl is-system-running --wait || true)
+# Until the container's system bus is up, systemctl cannot even ask.
+state=
+for _ in $(seq 600); do
+	state=$(timeout 120 nsenter --target="$init_pid" --all -- systemctl is-system-running --wait 2>/dev/null || true)
+	[[ -n $state ]] && break
+	sleep 0.1
+done
 log "$name is $state; init PID $init_pid"
 log "enter it from elsewhere with: nsenter --target=$init_pid --all -- bash -l"
 log "running: $*"

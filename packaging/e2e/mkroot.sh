@@ -1,17 +1,21 @@
 #!/bin/bash
-# mkroot.sh builds, or reuses from cache, the Debian bookworm root that the
-# end-to-end test (internal/e2e, `make e2e`) boots with `systemd-nspawn -b`.
+# mkroot.sh builds, or reuses from cache, a Debian root that the end-to-end
+# tests (internal/e2e, `make e2e`) boot with `systemd-nspawn -b`: Debian 12
+# bookworm or Debian 13 trixie, the releases mcpgate is tested on.
 #
-# Usage: packaging/e2e/mkroot.sh [--force]
+# Usage: packaging/e2e/mkroot.sh [--suite=bookworm|trixie] [--force]
 #
-# Progress goes to stderr, one line per step (details in $cache/build.log);
-# the only line on stdout is the root directory. The root is rebuilt when
-# this script changes (its hash is the stamp, and it holds every package
-# list), when --force is given, or when a previous build did not finish.
-# A build happens in a scratch directory that replaces the old root only
-# once complete, under an exclusive lock on $cache/lock; the test holds a
-# shared lock on that file while it boots the root, so a rebuild never pulls
-# the tree from under a running container. Safe to re-run at any time.
+# --suite defaults to bookworm. Each suite's root is cached on its own,
+# $cache/SUITE-root. Progress goes to stderr, one line per step (details in
+# $cache/SUITE-build.log); the only line on stdout is the root directory. A
+# root is rebuilt when this script changes (its hash and the suite are the
+# stamp, and the script holds every package list), when --force is given,
+# or when a previous build did not finish. A build happens in a scratch
+# directory that replaces the old root only once complete, under an
+# exclusive lock on $cache/SUITE-root.lock; the tests hold a shared lock on
+# that file while they boot the root, so a rebuild never pulls the tree from
+# under a running container, and building one suite's root never waits for
+# tests on the other's. Safe to re-run at any time.
 #
 # Environment:
 #   MCPGATE_E2E_CACHE   cache directory (default $MCPGATE_TEST_CACHE, else
@@ -23,25 +27,29 @@
 # booted container needs no network.
 set -euo pipefail
 
-suite=bookworm
 mirror=${MCPGATE_E2E_MIRROR:-http://deb.debian.org/debian}
 security_mirror=${mirror%/debian}/debian-security
 cache=${MCPGATE_E2E_CACHE:-${MCPGATE_TEST_CACHE:-/var/cache/mcpgate-test}}
-root=$cache/$suite-root
-stamp=$cache/$suite-root.stamp
-build=$cache/$suite-root.build
-buildlog=$cache/build.log
 
-# Installed with apt-get --no-install-recommends on top of minbase.
-# busctl, journalctl, systemd-run and systemd-analyze come with systemd.
-# cockpit-ws and cockpit-bridge serve the mcpgate-cockpit page to the
-# browser of TestCockpitPage; cockpit-system is the shell and its Logs page,
-# which the page links to (no recommends: no sudo).
+# Installed with apt-get --no-install-recommends on top of minbase, in
+# every suite. busctl, journalctl, systemd-run and systemd-analyze come with
+# systemd. cockpit-ws and cockpit-bridge serve the mcpgate-cockpit page to
+# the browser of TestCockpitPage; cockpit-system is the shell and its Logs
+# page, which the page links to (no recommends: no sudo).
 packages=(
 	systemd systemd-sysv dbus polkitd
 	nodejs npm
 	ca-certificates iproute2 procps curl jq
 	cockpit-ws cockpit-bridge cockpit-system
+)
+# What one suite needs beside them. trixie: polkitd depends on
+# "default-logind | logind", virtual packages that only libpam-systemd
+# provides there (debootstrap --include cannot resolve them, and naming it
+# leaves apt nothing to choose); lintian is trixie's, for TestLintian
+# (bookworm's is the host's, in TestDeb).
+declare -A suite_packages=(
+	[bookworm]=""
+	[trixie]="libpam-systemd lintian"
 )
 
 # The real MCP server the e2e test runs as a backend, installed globally
@@ -67,9 +75,11 @@ die() {
 }
 
 force=no
+suite=bookworm
 for arg; do
 	case $arg in
 	--force) force=yes ;;
+	--suite=*) suite=${arg#--suite=} ;;
 	-h | --help)
 		sed -n '2,/^set -euo/{/^set -euo/d;s/^# \{0,1\}//;p}' "$0"
 		exit 0
@@ -78,20 +88,29 @@ for arg; do
 	esac
 done
 
+[[ -v suite_packages[$suite] ]] || die "unknown suite \"$suite\": the tests run on ${!suite_packages[*]}"
+read -r -a extra <<<"${suite_packages[$suite]}"
+packages+=("${extra[@]}")
+root=$cache/$suite-root
+stamp=$cache/$suite-root.stamp
+build=$cache/$suite-root.build
+buildlog=$cache/$suite-build.log
+lockfile=$cache/$suite-root.lock
+
 [[ $(id -u) == 0 ]] || die "must run as root (debootstrap and systemd-nspawn need it)"
 for tool in debootstrap systemd-nspawn flock sha256sum findmnt; do
 	command -v "$tool" >/dev/null ||
 		die "$tool not found; install it (apt-get install debootstrap systemd-container)"
 done
 
-want=$(sha256sum <"${BASH_SOURCE[0]}" | cut -d' ' -f1)
+want=$({ cat "${BASH_SOURCE[0]}"; echo "suite=$suite"; } | sha256sum | cut -d' ' -f1)
 
 up_to_date() { [[ $force == no && -d $root && -f $stamp && $(<"$stamp") == "$want" ]]; }
 
 # The common case, a current root, takes only a shared lock, so it neither
 # waits for nor blocks running tests. A rebuild needs the exclusive lock.
 mkdir -p "$cache"
-exec 9>>"$cache/lock"
+exec 9>>"$lockfile"
 flock -s 9
 if up_to_date; then
 	log "root is up to date: $root (stamp ${want:0:12})"
@@ -100,7 +119,7 @@ if up_to_date; then
 fi
 flock -u 9
 if ! flock -x -n 9; then
-	log "waiting for the exclusive lock on $cache/lock (another build, or e2e tests using the root)"
+	log "waiting for the exclusive lock on $lockfile (another build, or e2e tests using the root)"
 	flock -x 9
 fi
 if up_to_date; then # someone else built it meanwhile
@@ -165,7 +184,7 @@ in_root() {
 		exec systemd-nspawn --quiet --pipe --register=no "${nspawn_unit[@]}" \
 			--directory="$build" --resolv-conf=replace-host --timezone=off \
 			--link-journal=no --setenv=DEBIAN_FRONTEND=noninteractive \
-			--setenv=LC_ALL=C.UTF-8 --bind="$cache/apt-archives:/var/cache/apt/archives" \
+			--setenv=LC_ALL=C.UTF-8 --bind="$archives:/var/cache/apt/archives" \
 			"${ca[@]}" -- "$@"
 	) 2> >(grep -v --line-buffered '^Attempted to remove disk file system under' >&2)
 }
@@ -203,10 +222,14 @@ on_exit() {
 	fi
 }
 trap on_exit EXIT
-mkdir -p "$cache/debootstrap-debs" "$cache/apt-archives/partial"
+# The package caches are per suite: the same name and version may be built
+# differently for each release.
+debs=$cache/$suite-debootstrap-debs
+archives=$cache/$suite-apt-archives
+mkdir -p "$debs" "$archives/partial"
 
 step "debootstrap --variant=minbase $suite $mirror" \
-	debootstrap --variant=minbase --cache-dir="$cache/debootstrap-debs" "$suite" "$build" "$mirror"
+	debootstrap --variant=minbase --cache-dir="$debs" "$suite" "$build" "$mirror"
 
 cat >"$build/etc/apt/sources.list" <<EOF
 deb $mirror $suite main
@@ -239,13 +262,14 @@ echo mcpgate-e2e >"$build/etc/hostname"
 # systemd makes a transient one from nspawn's --uuid=, and D-Bus reads that
 # same one (Debian's dbus would otherwise keep the id made during the build).
 : >"$build/etc/machine-id"
+mkdir -p "$build/var/lib/dbus"
 ln -sfn /etc/machine-id "$build/var/lib/dbus/machine-id"
 for unit in "${masked_units[@]}"; do
 	ln -sfn /dev/null "$build/etc/systemd/system/$unit"
 done
 # A persistent journal, so journalctl inside sees the whole boot.
 mkdir -p "$build/var/log/journal"
-# (No apt-get clean: the archives are $cache/apt-archives, kept for rebuilds.)
+# (No apt-get clean: the archives are $archives, kept for rebuilds.)
 rm -rf "$build"/var/lib/apt/lists/* "$build"/var/cache/apt/*.bin "$build"/root/.npm \
 	"$build"/tmp/* "$build"/var/tmp/*
 
@@ -255,7 +279,7 @@ rm -rf "$build"/var/lib/apt/lists/* "$build"/var/cache/apt/*.bin "$build"/root/.
 	echo "stamp=$want"
 	echo "packages=${packages[*]}"
 	echo "npm=${npm_packages[*]}"
-	in_root dpkg-query -W -f='${Package}=${Version}\n' systemd nodejs npm dbus polkitd
+	in_root dpkg-query -W -f='${Package}=${Version}\n' systemd nodejs npm dbus polkitd cockpit-ws "${extra[@]}"
 } >"$build/etc/mcpgate-e2e-root"
 
 log "replacing $root"
