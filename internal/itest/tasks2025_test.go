@@ -45,6 +45,7 @@ func TestTasks2025ThroughTheGateway(t *testing.T) {
 	// The request that created it is over, and the task goes on. alice's
 	// event stream is where she hears of her tasks.
 	events := alice.events(t)
+	bobEvents := bob.events(t)
 
 	// bob, another client, learns nothing of it, whatever he asks.
 	for _, method := range []string{"tasks/get", "tasks/result", "tasks/cancel"} {
@@ -110,6 +111,14 @@ func TestTasks2025ThroughTheGateway(t *testing.T) {
 				t.Fatal("alice's stream was never told her task failed")
 			}
 			break
+		}
+		// Told to alice alone: bob's stream, read after a request of his,
+		// holds nothing of it.
+		bob.call(t, "tasks/list", `{}`)
+		for len(bobEvents) > 0 {
+			if ev := <-bobEvents; strings.Contains(ev, id) {
+				t.Errorf("bob was told of alice's task: %s", ev)
+			}
 		}
 		a := alice.call(t, "tasks/get", `{"taskId":"`+id+`"}`)
 		if a.str(t, "status") != "failed" || !strings.Contains(a.str(t, "statusMessage"), `backend "everything"`) {
