@@ -19,9 +19,9 @@ import (
 )
 
 // Remote backends on unix sockets, through the daemon: the TypeScript SDK
-// v2 fixture (2026-07-28) and the Go SDK (a 2025-11-25 session) serve a
-// 2025 session, the fixture a stateless 2026-07-28 call too, and D-Bus
-// and mcpgatectl status show the socket and the process behind it.
+// v2 fixture (2026-07-28) and the Go SDK (a 2025-11-25 session) each
+// serve a 2025 session and a stateless 2026-07-28 call, and D-Bus and
+// mcpgatectl status show the socket and the process behind it.
 func TestRemoteBackendsOnUnixSockets(t *testing.T) {
 	dir := t.TempDir()
 	modernSocket := filepath.Join(dir, "modern.sock")
@@ -63,10 +63,7 @@ url = "unix:%s:/mcp"
 			t.Errorf("%s in a 2025 session = %q, want %q", name, got, want)
 		}
 	}
-	// (A 2026-07-28 call to g, a Go SDK 1.8 server over TCP as much as
-	// on a socket, fails today with -32022 from the server: not a matter
-	// of the transport.)
-	for name, want := range map[string]string{"m__echo": "echo: stateless"} {
+	for name, want := range map[string]string{"m__echo": "echo: stateless", "g__echo": "sdk: stateless"} {
 		body := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}},"name":"` + name + `","arguments":{"text":"stateless"}}}`
 		_, answer := exchange(t, http.DefaultClient, d.URL, body, "Mcp-Protocol-Version", "2026-07-28", "Mcp-Method", "tools/call", "Mcp-Name", name)
 		result, errMsg := statelessResult(t, answer)
