@@ -31,6 +31,17 @@ var needs2026Server = map[string]string{
 	"input-required-result-ignore-extra-params": "the scenario sends inputResponses without a first round or requestState and wants a " +
 		"complete result: only a 2026 handler that reads inputResponses can complete from them; a 2025 server answers " +
 		"only the requests it sent during a call",
+	// The tasks extension is a 2026-07-28 server's: a 2025 server makes
+	// tasks only for a 2025 session's task-augmented call, and mcpgated
+	// turns neither era's tasks into the other's (mcpgated(8), Tasks).
+	"tasks-lifecycle":              tasksNeed2026,
+	"tasks-capability-negotiation": tasksNeed2026,
+	"tasks-wire-fields":            tasksNeed2026,
+	"tasks-request-state-removal":  tasksNeed2026,
+	"tasks-mrtr-input":             tasksNeed2026,
+	"tasks-request-headers":        tasksNeed2026,
+	"tasks-dispatch-and-envelope":  tasksNeed2026,
+	"tasks-mrtr-composition":       tasksNeed2026,
 	// Not a 2026-only feature, but what a 2025 server knows of its
 	// clients: the capabilities mcpgate declared at initialize, as the
 	// 2026-07-28 _meta members of a request do not reach it.
@@ -38,6 +49,11 @@ var needs2026Server = map[string]string{
 		"declares in its _meta; a 2025 server learns capabilities at initialize only (mcpgate declares all it can relay), " +
 		"so it asks for elicitation the request did not declare, and mcpgate answers -32021 naming it",
 }
+
+// tasksNeed2026 is why a scenario of the tasks extension cannot pass
+// through mcpgate in front of a 2025-only backend.
+const tasksNeed2026 = "the io.modelcontextprotocol/tasks extension needs a 2026-07-28 server: the 2025 fixture creates no task " +
+	"for a 2026 client, and mcpgated does not turn the extension into 2025 tasks"
 
 // goSDKStdioDiffers is what the go-sdk fixture (a server of both eras over
 // stdio, one process driven in 2026-07-28) does otherwise through mcpgate:

@@ -287,7 +287,10 @@ func (d *daemon) run(ctx context.Context) int {
 				f()
 			}
 		},
-		FirstListWait: g.FirstListWait,
+		MaxTasks:          g.MaxTasks,
+		MaxTasksPerClient: g.MaxTasksPerClient,
+		MaxTaskTTL:        g.MaxTaskTTL,
+		FirstListWait:     g.FirstListWait,
 		Input: gateway.NewContinuations(gateway.ContinuationOptions{
 			Host: hostLabel(), Max: g.MaxInputRequiredCalls, MaxPerClient: g.MaxInputRequiredCallsPerClient,
 			Logger: d.log, Refusals: d.refusals,
@@ -429,6 +432,8 @@ func (d *daemon) serve() error {
 		Clients:               d.clients.Load,
 		Refusals:              d.refusals,
 		Health:                d.health,
+		ServerCard:            g.ServerCard,
+		Version:               Version,
 	})
 	d.warnAccess()
 	// The front's server is http1's, not net/http's: the same parser and
