@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -119,37 +120,47 @@ func TestConformance2026(t *testing.T) {
 		base   *suiteRun
 		start  func(t *testing.T) string
 		exempt map[string]string
+		flags  []string // more of the suite's options for this leg
 	}{
 		{"remote 2026 backend", direct, func(t *testing.T) string {
 			return startRemoteGateway(t, startFixture2026HTTP(t, tk.node, fixture))
-		}, nil},
+		}, nil, nil},
 		{"stdio 2026 backend", direct, func(t *testing.T) string {
 			return startStdioGateway(t, tk.node, fixture, "--stdio", "")
-		}, nil},
+		}, nil, nil},
 		{"2025 stdio backend", direct, func(t *testing.T) string {
 			return startStdioGateway(t, tk.node, fixture, "--stdio-2025", "") // shared by every scenario's calls
-		}, needs2026Server},
+		}, needs2026Server, []string{"--timeout", "5000"}}, // its task scenarios, exempted, would wait out the suite's 30s each
 		{"go-sdk stdio backend", directGo, func(t *testing.T) string {
 			return startGateway(t, tk.fixture)
-		}, goSDKStdioDiffers},
+		}, goSDKStdioDiffers, nil},
 	}
 	runs := []*suiteRun{direct, directGo}
-	for _, g := range gateways {
-		t.Run(g.name, func(t *testing.T) {
-			if g.base == nil {
-				t.Skip("no direct baseline to compare with (its direct run failed)")
-			}
-			run := runServerScenarios(t, tk.node, cli, "2026 through mcpgate, "+g.name, g.start(t), "")
-			runs = append(runs, run)
-			lost, notes := checkRegressions(g.base, run, g.exempt)
-			for _, msg := range lost {
-				t.Error(msg)
-			}
-			for _, msg := range notes {
-				t.Log("not a regression: " + msg)
-			}
-		})
-	}
+	var mu sync.Mutex
+	// The legs through mcpgate go side by side, each with a gateway and
+	// a fixture of its own: their scenarios mostly wait (for tasks, for
+	// timeouts), not compute.
+	t.Run("through mcpgate", func(t *testing.T) {
+		for _, g := range gateways {
+			t.Run(g.name, func(t *testing.T) {
+				t.Parallel()
+				if g.base == nil {
+					t.Skip("no direct baseline to compare with (its direct run failed)")
+				}
+				run := runServerScenarios(t, tk.node, append(cli[:len(cli):len(cli)], g.flags...), "2026 through mcpgate, "+g.name, g.start(t), "")
+				mu.Lock()
+				runs = append(runs, run)
+				mu.Unlock()
+				lost, notes := checkRegressions(g.base, run, g.exempt)
+				for _, msg := range lost {
+					t.Error(msg)
+				}
+				for _, msg := range notes {
+					t.Log("not a regression: " + msg)
+				}
+			})
+		}
+	})
 	for _, run := range runs {
 		if run == nil {
 			continue
