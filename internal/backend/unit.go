@@ -22,7 +22,7 @@ func (b *Backend) startChild(argv, env []string) (child, error) {
 		if err != nil {
 			return nil, err
 		}
-		proc, err := spawn(argv, env, b.cfg.Cwd, group)
+		proc, err := spawn(argv, env, b.cfg.Cwd, group, b.opts.Spawn)
 		if err != nil {
 			return nil, fmt.Errorf("spawn %s: %w", b.cfg.Command, err)
 		}

@@ -29,15 +29,16 @@ func WriteMemfd(data []byte) (*os.File, error) {
 	return f, nil
 }
 
-// ReadFD reads a record of at most MaxRecordBytes from fd from its start,
-// and closes fd.
+// ReadFD reads a record of at most MaxRecordBytes from fd, from its start
+// if it is a file (a memfd) or as it comes (a pipe), and closes fd.
 func ReadFD(fd int) ([]byte, error) {
 	f := os.NewFile(uintptr(fd), "mcpgate-handoff")
 	if f == nil {
 		return nil, fmt.Errorf("handoff: descriptor %d is not valid", fd)
 	}
 	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(io.NewSectionReader(f, 0, MaxRecordBytes+1), MaxRecordBytes+1))
+	f.Seek(0, io.SeekStart) // a pipe cannot, and starts where it starts
+	data, err := io.ReadAll(io.LimitReader(f, MaxRecordBytes+1))
 	if err != nil {
 		return nil, fmt.Errorf("handoff: read descriptor %d: %w", fd, err)
 	}
