@@ -336,8 +336,9 @@ func (b *Backend) Run(ctx context.Context) {
 	s := supervision{b: b, want: b.cfg.Enabled, backoff: b.cfg.RestartBackoffInitial}
 	if a := b.opts.Adopt; a != nil {
 		b.opts.Adopt = nil // its files are the connection's now, or closed
+		adopted := time.Now()
 		if conn := s.adopt(a); conn != nil && s.serve(ctx, conn) {
-			s.crashed(ctx, time.Now(), nil)
+			s.crashed(ctx, adopted, nil)
 		}
 	}
 	s.startIdle()

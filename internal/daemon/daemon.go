@@ -189,6 +189,7 @@ type daemon struct {
 	ready atomic.Bool // READY=1 sent; /healthz answers "starting" until then
 
 	spawner *spawner // starts the backends' processes and re-executes; nil in tests of run
+	stopBus func()   // releases the bus name and closes the connection; once
 	image   image    // the binary that runs, which a reload compares with the installed one
 	// adopt are the servers the previous image handed on, by backend,
 	// until backendOptions gives each to its backend.
@@ -342,7 +343,8 @@ func (d *daemon) run(ctx context.Context) int {
 	if err != nil {
 		return d.fail(err)
 	}
-	defer stopBus()
+	d.stopBus = sync.OnceFunc(stopBus)
+	defer d.stopBus()
 	stopRunner, err := d.startUnitRunner(ctx)
 	if err != nil {
 		return d.fail(err)

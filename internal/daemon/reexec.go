@@ -169,6 +169,9 @@ func (d *daemon) reexec(ctx context.Context, key []byte, boot string) int {
 		return d.fail(fmt.Errorf("re-exec: %w", err))
 	}
 	keep = append(keep, memfd)
+	// The name is free before the new image asks for it: closing the
+	// connection alone would leave the bus to notice it meanwhile.
+	d.stopBus()
 	memfdNum := -1
 	withFD(memfd, func(u uintptr) error { memfdNum = int(u); return nil })
 	env := append(handoffEnv(d.opts.environ), handoff.EnvFD+"="+strconv.Itoa(memfdNum), envListeners+"="+names)
