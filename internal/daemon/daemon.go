@@ -539,6 +539,10 @@ func (d *daemon) reloadOrReexec(ctx context.Context, done chan<- error) (int, bo
 	if d.image.replaced() {
 		key, boot, err := d.reexecPreflight(ctx)
 		if err == nil {
+			// STATUS= before the answer: systemd reads it before it sees
+			// the reload's ExecReload= end, so that whoever reloaded
+			// knows to wait for the new image (the package's postinst).
+			d.finalStatus("re-executing " + d.image.path)
 			if done != nil {
 				done <- nil
 			}

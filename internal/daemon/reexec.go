@@ -114,7 +114,6 @@ func (d *daemon) reexec(ctx context.Context, key []byte, boot string) int {
 	d.notify.Reloading()
 	d.log.Info(fmt.Sprintf("re-executing %s in place: the backends that can be are handed on without a restart", d.image.path),
 		"binary", d.image.path, journal.MessageReexec.Attr())
-	d.finalStatus("re-executing " + d.image.path)
 	lns, names, err := d.listenerFiles()
 	if err != nil {
 		return d.fail(fmt.Errorf("re-exec: %w", err))

@@ -774,8 +774,11 @@ func (g *installedGateway) checkStop(t *testing.T) string {
 }
 
 // checkUpgrade: installing the package over itself runs postinst as an
-// upgrade, which restarts a running service; the administrator's
-// configuration stays and the socket keeps listening.
+// upgrade, which reloads the running service: mcpgated finds the new
+// binary and re-executes it in place (mcpgated(8), UPGRADES, RELOADS AND
+// RESTARTS). The main PID stays, now running the new file; the backends
+// keep their processes and are taken over without a new handshake; the
+// administrator's configuration stays and the socket keeps listening.
 func (g *installedGateway) checkUpgrade(t *testing.T) string {
 	c := g.c
 	ctx, cancel := context.WithTimeout(t.Context(), 90*time.Second)
@@ -791,7 +794,12 @@ func (g *installedGateway) checkUpgrade(t *testing.T) string {
 	if before == 0 {
 		t.Fatal("mcpgate.service is not running before the upgrade")
 	}
+	backends := map[string]int{}
+	for _, name := range []string{"fake", "everything"} {
+		backends[name] = g.backendPID(t, name)
+	}
 	confd := c.Run(t, "ls", "/etc/mcpgate/conf.d")
+	cursor := c.Run(t, "journalctl", "--show-cursor", "-n", "0", "--quiet")
 	begin := time.Now()
 	res, err := c.Exec(t.Context(), nil, "dpkg", "--force-confold", "-i", g.deb)
 	if err != nil {
@@ -800,8 +808,31 @@ func (g *installedGateway) checkUpgrade(t *testing.T) string {
 	noDpkgWarning(t, "dpkg -i over the installed package", res)
 	took := time.Since(begin)
 	after := g.mainPID(t)
-	if after == 0 || after == before {
-		t.Errorf("MainPID %d before the upgrade, %d after; want the running service restarted", before, after)
+	if after != before {
+		t.Errorf("MainPID %d before the upgrade, %d after; want the same: the upgrade re-executes mcpgated in place", before, after)
+	}
+	if exe := c.Run(t, "readlink", fmt.Sprintf("/proc/%d/exe", after)); exe != "/usr/bin/mcpgated" {
+		t.Errorf("mcpgated runs %q after the upgrade, want the new /usr/bin/mcpgated", exe)
+	}
+	for name, pid := range backends {
+		if got := g.backendPID(t, name); got != pid {
+			t.Errorf("backend %s: pid %d before the upgrade, %d after; want it taken over, not restarted", name, pid, got)
+		}
+	}
+	_, since, _ := strings.Cut(cursor, "-- cursor: ")
+	adopted := map[string]bool{}
+	for _, e := range g.journal(t, "--after-cursor="+strings.TrimSpace(since), "-u", "mcpgate.service") {
+		switch e["MESSAGE_ID"] {
+		case "d60f254cb8234020a75192aa09de951f":
+			adopted[e["MCPGATE_BACKEND"]] = true
+		case "458c1b16ec2944c2b4cd97d3702f5d3b":
+			t.Errorf("a backend made a new handshake during the upgrade: %s", e["MESSAGE"])
+		}
+	}
+	for name := range backends {
+		if !adopted[name] {
+			t.Errorf("the journal has no entry of backend %s taken over during the upgrade", name)
+		}
 	}
 	if state := g.activeState(t); state != "active" {
 		t.Errorf("mcpgate.service is %s after the upgrade", state)
@@ -825,8 +856,8 @@ func (g *installedGateway) checkUpgrade(t *testing.T) string {
 	if t.Failed() {
 		return ""
 	}
-	return fmt.Sprintf("dpkg -i over itself in %v restarted the running service (MainPID %d → %d); configuration kept; socket active",
-		took.Round(time.Millisecond), before, after)
+	return fmt.Sprintf("dpkg -i over itself in %v re-executed mcpgated in place (MainPID %d kept, now the new binary); backends %v taken over without a handshake; configuration kept; socket active",
+		took.Round(time.Millisecond), after, backends)
 }
 
 // checkPurge: removing keeps the configuration and stops everything;
