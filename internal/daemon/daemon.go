@@ -195,6 +195,9 @@ type daemon struct {
 	// until backendOptions gives each to its backend.
 	adopt   map[string]*backend.Adopted
 	adoptMu sync.Mutex
+	// sessions are the client sessions the previous image handed on, until
+	// restoreSessions gives them to the gateway.
+	sessions []gateway.SessionState
 
 	reloads chan chan error    // reload requests, answered when applied
 	ping    chan chan struct{} // liveness probes of the main loop
@@ -334,6 +337,7 @@ func (d *daemon) run(ctx context.Context) int {
 	}
 	d.loadClients(d.cfg)
 	d.gw.Configure(d.cfg)
+	d.restoreSessions()
 	d.onRemove = append(d.onRemove, d.gw.ForgetOutputBytes)
 	defer d.units.close()
 	go d.gw.Run(ctx)

@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -137,6 +138,10 @@ func (d *daemon) reexec(ctx context.Context, key []byte, boot string) int {
 	d.srv.Close()
 
 	rec := &handoff.Record{BootID: boot, PID: os.Getpid(), Version: Version}
+	// No request is in flight now: the sessions are as they will be.
+	if rec.Sessions, err = json.Marshal(d.gw.SessionStates()); err != nil {
+		return d.fail(fmt.Errorf("re-exec: the sessions: %w", err))
+	}
 	keep := lns
 	var mu sync.Mutex
 	var wg sync.WaitGroup

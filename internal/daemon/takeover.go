@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -87,7 +88,28 @@ func (d *daemon) adopting(rec *handoff.Record) {
 		}
 		d.adopt[b.Name] = &backend.Adopted{Record: b, Stdin: files[0], Stdout: files[1], Stderr: files[2]}
 	}
-	d.log.Info(fmt.Sprintf("taking over %d backends from mcpgated %s", len(d.adopt), rec.Version), "backends", len(d.adopt), "previous_version", rec.Version)
+	if len(rec.Sessions) > 0 {
+		if err := json.Unmarshal(rec.Sessions, &d.sessions); err != nil {
+			d.log.Warn(fmt.Sprintf("the sessions the previous mcpgated handed on cannot be read: %v; their clients initialize again", err))
+		}
+	}
+	d.log.Info(fmt.Sprintf("taking over %d backends and %d sessions from mcpgated %s", len(d.adopt), len(d.sessions), rec.Version),
+		"backends", len(d.adopt), "sessions", len(d.sessions), "previous_version", rec.Version)
+}
+
+// restoreSessions takes over the sessions the previous image handed on,
+// once the clients and profiles of this one are in place.
+func (d *daemon) restoreSessions() {
+	if d.sessions == nil {
+		return
+	}
+	n, err := d.gw.RestoreSessions(d.sessions, d.clients.Load())
+	if err != nil {
+		d.log.Warn(fmt.Sprintf("took over %d sessions; %v", n, err), "sessions", n, "dropped", len(d.sessions)-n)
+	} else {
+		d.log.Info(fmt.Sprintf("took over %d sessions: their clients go on with the same Mcp-Session-Id", n), "sessions", n)
+	}
+	d.sessions = nil
 }
 
 // takeAdopted returns the handed-on server of the backend cfg, if it is

@@ -59,6 +59,9 @@ type Record struct {
 	Listeners []Listener `json:"listeners"`
 	// Backends are the running servers the next process adopts.
 	Backends []Backend `json:"backends"`
+	// Sessions are the client sessions the next process answers, in the
+	// gateway's shape (gateway.SessionState).
+	Sessions json.RawMessage `json:"sessions,omitempty"`
 }
 
 // Listener is one listening socket carried across.

@@ -1,6 +1,7 @@
 package itest
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -11,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/mcpgate/mcpgate/internal/handoff"
 	"github.com/mcpgate/mcpgate/internal/testutil"
@@ -242,5 +245,88 @@ func TestHandoffRecordRefused(t *testing.T) {
 				t.Errorf("the backend got %d initialize requests, want 1: started clean", n)
 			}
 		})
+	}
+}
+
+// A 2025-era session outlives the re-exec: the client's SDK reconnects
+// its event stream with the same Mcp-Session-Id, its next call is
+// answered without a new initialize, its resource subscription still
+// brings the backend's notifications/resources/updated, and its
+// unsubscribe, counted as the last, reaches the backend.
+func TestReexecKeepsSessions(t *testing.T) {
+	bins := testutil.Build(t)
+	dir := t.TempDir()
+	exe := filepath.Join(dir, "mcpgated")
+	installBinary(t, bins.Daemon, exe)
+	record := filepath.Join(dir, "record")
+	toml, url := testutil.ConfigWith(t, fmt.Sprintf(`
+[backends.c]
+command = %q
+args = ["--record", %q, "--resources", "2"]
+`, bins.Fake, record), testutil.ConfigOptions{Gateway: fmt.Sprintf("state_directory = %q", filepath.Join(dir, "state"))})
+	d := testutil.StartDaemon(t, toml, url, testutil.DaemonOptions{Binary: exe})
+
+	updated := make(chan string, 8)
+	client := mcp.NewClient(&mcp.Implementation{Name: "reexec-test", Version: "1"}, &mcp.ClientOptions{
+		ResourceUpdatedHandler: func(_ context.Context, req *mcp.ResourceUpdatedNotificationRequest) { updated <- req.Params.URI },
+	})
+	// The SDK's own reconnection, as a client across a network blip.
+	cs, err := client.Connect(testutil.Context(t, 30*time.Second), &mcp.StreamableClientTransport{Endpoint: url}, testutil.LegacySession())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cs.Close() })
+	res, err := cs.ListResources(testutil.Context(t, 30*time.Second), nil)
+	if err != nil || len(res.Resources) == 0 {
+		t.Fatalf("resources/list: %v %v", res, err)
+	}
+	uri := res.Resources[0].URI
+	if err := cs.Subscribe(testutil.Context(t, 30*time.Second), &mcp.SubscribeParams{URI: uri}); err != nil {
+		t.Fatalf("subscribe %s: %v", uri, err)
+	}
+	touch := func(what string) {
+		t.Helper()
+		testutil.MustCallTool(t, cs, "c__touch", map[string]any{"uri": "fake://r/0"})
+		select {
+		case got := <-updated:
+			if got != uri {
+				t.Errorf("%s: update of %q, want %q", what, got, uri)
+			}
+		case <-time.After(30 * time.Second):
+			t.Fatalf("%s: no notifications/resources/updated for the subscription", what)
+		}
+	}
+	touch("before the re-exec")
+	before := testutil.FakeProcess(t, cs, "c__pid").PID
+
+	installBinary(t, bins.Daemon, exe)
+	mark := d.Notify.Mark(t)
+	if err := syscall.Kill(d.PID, syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	reloading := d.Notify.Await(t, mark, 30*time.Second, "RELOADING=1", testutil.Has("RELOADING=1"))
+	d.Notify.Await(t, reloading, 60*time.Second, "READY=1 of the new image", testutil.Has("READY=1"))
+	d.Stderr.Await(t, 10*time.Second, "the session taken over", func(s string) bool {
+		return strings.Contains(s, "took over 1 sessions")
+	})
+
+	if got := testutil.FakeProcess(t, cs, "c__pid").PID; got != before {
+		t.Errorf("the session's call reached pid %d after the re-exec, want %d", got, before)
+	}
+	touch("after the re-exec")
+	// The subscription was counted again: the session's unsubscribe is the
+	// last, and reaches the backend.
+	if err := cs.Unsubscribe(testutil.Context(t, 30*time.Second), &mcp.UnsubscribeParams{URI: uri}); err != nil {
+		t.Fatalf("unsubscribe after the re-exec: %v", err)
+	}
+	testutil.Eventually(t, 10*time.Second, "resources/unsubscribe at the backend", func() bool {
+		data, _ := os.ReadFile(record)
+		return strings.Contains(string(data), `"method":"resources/unsubscribe"`)
+	})
+	if n := strings.Count(d.Stderr.String(), "session started for client"); n != 1 {
+		t.Errorf("%d sessions were started, want 1: the client initialized again", n)
+	}
+	if n := initializes(t, record); n != 1 {
+		t.Errorf("the backend got %d initialize requests, want 1", n)
 	}
 }
