@@ -305,14 +305,18 @@ args = ["--record", %q, "--resources", "2"]
 		t.Fatal(err)
 	}
 	reloading := d.Notify.Await(t, mark, 30*time.Second, "RELOADING=1", testutil.Has("RELOADING=1"))
+	began := time.Now()
 	d.Notify.Await(t, reloading, 60*time.Second, "READY=1 of the new image", testutil.Has("READY=1"))
-	d.Stderr.Await(t, 10*time.Second, "the session taken over", func(s string) bool {
-		return strings.Contains(s, "took over 1 sessions")
-	})
-
+	ready := time.Since(began)
 	if got := testutil.FakeProcess(t, cs, "c__pid").PID; got != before {
 		t.Errorf("the session's call reached pid %d after the re-exec, want %d", got, before)
 	}
+	answered := time.Since(began)
+	d.Stderr.Await(t, 10*time.Second, "the session taken over", func(s string) bool {
+		return strings.Contains(s, "took over 1 sessions")
+	})
+	t.Logf("re-exec, race detector on: RELOADING=1 to the new image's READY=1 in %v, to the session's next call answered by it in %v",
+		ready.Round(time.Millisecond), answered.Round(time.Millisecond))
 	touch("after the re-exec")
 	// The subscription was counted again: the session's unsubscribe is the
 	// last, and reaches the backend.
