@@ -58,13 +58,11 @@ func (b *Backend) Detachable() string {
 		return "a cli backend runs nothing between calls"
 	case cfg.Pooled():
 		return `instance = "session" pools are started again`
-	case cfg.UnitRunner():
-		return `runner = "unit" servers are started again`
 	case cfg.OnDemand():
 		return `start = "on-demand" servers are started again`
 	case cfg.Prerequisite != nil:
 		return "its prerequisite process is started again"
-	case b.opts.Cgroups != nil:
+	case b.opts.Cgroups != nil && !cfg.UnitRunner():
 		return "its cgroup is made again"
 	}
 	return ""
@@ -99,31 +97,47 @@ func (b *Backend) Detach(ctx context.Context) (*Detached, error) {
 // detach is Detach on Run's goroutine, while conn serves.
 func (s *supervision) detach(conn *Conn) (*Detached, error) {
 	b := s.b
-	p, ok := conn.proc.(*process)
+	var streams *stdio
+	var pid int
+	var unit string
+	var invocation []byte
+	p, child := conn.proc.(*process)
+	u, inUnit := conn.proc.(*unitChild)
 	switch {
-	case !ok || p.group != nil || s.prereq != nil:
-		return nil, errNotServing("its server is not a plain child")
+	case s.prereq != nil || (child && p.group != nil) || (!child && !inUnit):
+		return nil, errNotServing("its server is not a plain child or unit")
 	case conn.Server() == nil || conn.ended():
 		return nil, errNotServing("it is not serving")
+	case child:
+		streams, pid = &p.stdio, p.pid
+	default:
+		streams, pid, unit, invocation = &u.stdio, u.id(), u.unitName(), u.inst.InvocationID()
 	}
 	handshake, err := encodeCache(&catalogCache{server: conn.Server(), lists: b.Lists()})
 	if err != nil {
 		return nil, fmt.Errorf("not handed on: its handshake: %w", err)
 	}
-	files, err := dupFiles(p.stdin, p.stdout, p.stderr)
+	files, err := dupFiles(streams.stdin, streams.stdout, streams.stderr)
 	if err != nil {
 		return nil, fmt.Errorf("not handed on: %w", err)
 	}
-	p.detached.Store(true)
+	detached := func(v bool) {
+		if child {
+			p.detached.Store(v)
+		} else {
+			u.detached.Store(v)
+		}
+	}
+	detached(true)
 	if err := conn.in.pause(detachWait); err != nil {
-		p.detached.Store(false)
+		detached(false)
 		closeFiles(files)
 		return nil, fmt.Errorf("not handed on: %w", err)
 	}
 	unread, err := conn.stopReading(detachWait)
 	if err != nil {
 		// Its output is half read: it cannot go on here either.
-		p.detached.Store(false)
+		detached(false)
 		closeFiles(files)
 		conn.reason.Store(ptr("its output could not be handed on"))
 		conn.abort()
@@ -132,12 +146,13 @@ func (s *supervision) detach(conn *Conn) (*Detached, error) {
 	var abandoned []int64
 	conn.Calls(func(c *Call) { abandoned = append(abandoned, c.ID) })
 	rec := handoff.Backend{
-		Name: b.name, Config: ConfigDigest(b.cfg), PID: p.pid,
+		Name: b.name, Config: ConfigDigest(b.cfg), PID: pid,
 		Stdin: fdOf(files[0]), Stdout: fdOf(files[1]), Stderr: fdOf(files[2]),
 		Unread: unread, NextID: conn.nextID.Load(), Abandoned: abandoned,
 		Modern: conn.modern.Load(), Handshake: handshake,
+		Unit: unit, Invocation: invocation,
 	}
-	b.log.Info(fmt.Sprintf("backend %q (pid %d) handed to the next mcpgated", b.name, p.pid), "backend_pid", p.pid, "unread_bytes", len(unread), "abandoned", len(abandoned))
+	b.log.Info(fmt.Sprintf("backend %q (pid %d) handed to the next mcpgated", b.name, pid), "backend_pid", pid, "unit", unit, "unread_bytes", len(unread), "abandoned", len(abandoned))
 	return &Detached{Record: rec, Files: files}, nil
 }
 
@@ -176,21 +191,39 @@ func (s *supervision) adopt(a *Adopted) *Conn {
 	rec := a.Record
 	files := []*os.File{a.Stdin, a.Stdout, a.Stderr}
 	cache, err := parseCache(rec.Handshake)
-	if err == nil {
-		err = ownChild(rec.PID)
-	}
-	var osp *os.Process
-	if err == nil {
-		osp, err = os.FindProcess(rec.PID) // a pidfd: the child cannot be reaped by anyone else
+	streams := stdio{stdin: a.Stdin, stdout: a.Stdout, stderr: a.Stderr}
+	var proc child
+	switch {
+	case err != nil:
+	case rec.Unit != "" && b.opts.UnitRunner == nil:
+		err = errors.New(`runner = "unit" is not in use any more`)
+	case rec.Unit != "":
+		ctx, cancel := context.WithTimeout(context.Background(), b.cfg.Timeout)
+		var u *unitChild
+		if u, err = b.attachUnit(ctx, rec, streams); err == nil {
+			proc = u
+		}
+		cancel()
+	default:
+		var osp *os.Process
+		if err = ownChild(rec.PID); err == nil {
+			osp, err = os.FindProcess(rec.PID) // a pidfd: the child cannot be reaped by anyone else
+		}
+		if err == nil {
+			proc = &process{stdio: streams, osp: osp, pid: rec.PID}
+		}
 	}
 	if err != nil {
 		closeFiles(files)
-		_ = unix.Kill(-rec.PID, unix.SIGKILL) // if it is still ours, nothing of it stays
+		if rec.Unit == "" {
+			_ = unix.Kill(-rec.PID, unix.SIGKILL) // if it is still ours, nothing of it stays
+		} else if b.opts.UnitRunner != nil {
+			b.opts.UnitRunner.StopUnit(rec.Unit) // its pipes are closed: it is of no use
+		}
 		b.log.Warn(fmt.Sprintf("backend %q (pid %d) could not be taken over from the previous mcpgated (%v); starting it again", b.name, rec.PID, err),
 			"backend_pid", rec.PID, journal.MessageAdoptFailed.Attr())
 		return nil
 	}
-	proc := &process{stdio: stdio{stdin: a.Stdin, stdout: a.Stdout, stderr: a.Stderr}, osp: osp, pid: rec.PID}
 	conn := newConn(b, proc)
 	conn.nextID.Store(rec.NextID)
 	conn.modern.Store(rec.Modern)

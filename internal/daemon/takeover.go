@@ -124,7 +124,7 @@ func (d *daemon) takeAdopted(cfg *config.Backend) *backend.Adopted {
 	delete(d.adopt, cfg.Name)
 	if a.Record.Config != backend.ConfigDigest(cfg) {
 		d.log.Info(fmt.Sprintf("backend %q (pid %d): its configuration changed; starting it again", cfg.Name, a.Record.PID), "backend", cfg.Name, journal.MessageAdoptFailed.Attr())
-		endAdopted(a)
+		d.endAdopted(a)
 		return nil
 	}
 	return a
@@ -136,7 +136,9 @@ func (d *daemon) takeAdopted(cfg *config.Backend) *backend.Adopted {
 func (d *daemon) endStrays() {
 	keep := map[int]bool{}
 	for _, a := range d.adopt {
-		keep[a.Record.PID] = true
+		if a.Record.Unit == "" {
+			keep[a.Record.PID] = true
+		}
 	}
 	endChildren(keep)
 }
@@ -148,16 +150,22 @@ func (d *daemon) endUnadopted() {
 	defer d.adoptMu.Unlock()
 	for name, a := range d.adopt {
 		d.log.Info(fmt.Sprintf("backend %q (pid %d) is not configured to run as it did; ending it", name, a.Record.PID), "backend", name, journal.MessageAdoptFailed.Attr())
-		endAdopted(a)
+		d.endAdopted(a)
 	}
 	d.adopt = nil
 }
 
-func endAdopted(a *backend.Adopted) {
+// endAdopted ends a handed-on server no backend takes over: a child of
+// ours, or the unit it runs in.
+func (d *daemon) endAdopted(a *backend.Adopted) {
 	for _, f := range []*os.File{a.Stdin, a.Stdout, a.Stderr} {
 		f.Close()
 	}
-	endChild(a.Record.PID)
+	if a.Record.Unit == "" {
+		endChild(a.Record.PID)
+	} else if d.runner != nil {
+		d.runner.StopUnit(a.Record.Unit)
+	}
 }
 
 // endChildren kills and reaps every child of this process but those in

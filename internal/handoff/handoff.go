@@ -91,6 +91,11 @@ type Backend struct {
 	// are dropped.
 	Abandoned []int64 `json:"abandoned,omitempty"`
 	Modern    bool    `json:"modern,omitempty"`
+	// Unit and Invocation name the systemd unit the server runs in
+	// (runner = "unit") and the run, by its InvocationID; "" and nil for
+	// a child of the daemon.
+	Unit       string `json:"unit,omitempty"`
+	Invocation []byte `json:"invocation,omitempty"`
 	// Handshake is its handshake's result and lists, in the shape of the
 	// catalog cache.
 	Handshake json.RawMessage `json:"handshake"`
