@@ -47,8 +47,8 @@ func errNotServing(why string) error {
 
 // Detachable returns why the backend's server cannot be handed to the
 // next mcpgated whatever its state, or "" if it can be: only a stdio
-// server the daemon runs itself, without a cgroup or a prerequisite
-// process of its own, outside a pool.
+// server the daemon runs itself (without a cgroup of its own) or in a
+// unit, without a prerequisite process, outside a pool, not on demand.
 func (b *Backend) Detachable() string {
 	cfg := b.cfg
 	switch {
@@ -206,7 +206,7 @@ func (s *supervision) adopt(a *Adopted) *Conn {
 		cancel()
 	default:
 		var osp *os.Process
-		if err = ownChild(rec.PID); err == nil {
+		if err = OwnChild(rec.PID); err == nil {
 			osp, err = os.FindProcess(rec.PID) // a pidfd: the child cannot be reaped by anyone else
 		}
 		if err == nil {
@@ -215,9 +215,9 @@ func (s *supervision) adopt(a *Adopted) *Conn {
 	}
 	if err != nil {
 		closeFiles(files)
-		if rec.Unit == "" {
-			_ = unix.Kill(-rec.PID, unix.SIGKILL) // if it is still ours, nothing of it stays
-		} else if b.opts.UnitRunner != nil {
+		if rec.Unit == "" && OwnChild(rec.PID) == nil {
+			_ = unix.Kill(-rec.PID, unix.SIGKILL) // still ours: nothing of it stays
+		} else if rec.Unit != "" && b.opts.UnitRunner != nil {
 			b.opts.UnitRunner.StopUnit(rec.Unit) // its pipes are closed: it is of no use
 		}
 		b.log.Warn(fmt.Sprintf("backend %q (pid %d) could not be taken over from the previous mcpgated (%v); starting it again", b.name, rec.PID, err),
@@ -250,11 +250,12 @@ func (s *supervision) adopt(a *Adopted) *Conn {
 	return conn
 }
 
-// ownChild checks that pid is still a child of ours that leads its process
-// group: one that exited meanwhile was reaped, and its pid cannot be
-// another child of ours unless we spawned it, which the previous mcpgated
-// did not after it handed this one on.
-func ownChild(pid int) error {
+// OwnChild checks that pid is still a running child of ours that leads
+// its process group: one that exited meanwhile was reaped, and its pid may
+// be another process's now, which must not be signalled. A child of ours
+// with that pid is the one handed on: the previous image spawned none
+// after it handed this one on.
+func OwnChild(pid int) error {
 	stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
 	if err != nil {
 		return errors.New("it exited")

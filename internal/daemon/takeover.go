@@ -82,7 +82,9 @@ func (d *daemon) adopting(rec *handoff.Record) {
 	for _, b := range rec.Backends {
 		files, err := pipes(b.Stdin, b.Stdout, b.Stderr)
 		if err != nil {
-			endChild(b.PID)
+			if b.Unit == "" && backend.OwnChild(b.PID) == nil {
+				endChild(b.PID)
+			}
 			d.log.Warn(fmt.Sprintf("backend %q (pid %d): %v; starting it again", b.Name, b.PID, err), "backend", b.Name, journal.MessageAdoptFailed.Attr())
 			continue
 		}
@@ -162,7 +164,11 @@ func (d *daemon) endAdopted(a *backend.Adopted) {
 		f.Close()
 	}
 	if a.Record.Unit == "" {
-		endChild(a.Record.PID)
+		// A pid that is no child of ours (it exited meanwhile) may be
+		// another process's now.
+		if backend.OwnChild(a.Record.PID) == nil {
+			endChild(a.Record.PID)
+		}
 	} else if d.runner != nil {
 		d.runner.StopUnit(a.Record.Unit)
 	}
@@ -182,7 +188,7 @@ func endChildren(keep map[int]bool) {
 	}
 }
 
-// endChild kills pid's process group and reaps pid, if it is our child.
+// endChild kills the process group of pid, a child of ours, and reaps it.
 func endChild(pid int) {
 	if pid <= 0 {
 		return
