@@ -52,7 +52,9 @@ func (t *Continuations) HandleRetry(s *Session, msg *jsonrpc.Message, stream *St
 	if cont.timer != nil {
 		cont.timer.Stop()
 	}
-	w := &waiter{sess: s, id: msg.ID, stream: stream, then: s.audited(msg, backendName, what, name)}
+	cont.roundOp.EndErr(nil) // the client came back
+	cont.roundOp = nil
+	w := &waiter{sess: s, id: msg.ID, stream: stream, then: s.audited(msg, stream, backendName, what, name)}
 	cont.waiter = w
 	cont.caps = s.caps
 	switch {
@@ -152,7 +154,7 @@ func (t *Continuations) refuse(s *Session, msg *jsonrpc.Message, stream *Stream,
 		reason = e.Reason.String()
 	}
 	if t.refusals != nil {
-		t.refusals.RequestState(s.Client().Name, s.identity, msg.Method, reason, err)
+		t.refusals.RequestState(s.op(msg, stream).Context(), s.Client().Name, s.identity, msg.Method, reason, err)
 	}
 	data := append(jsonrpc.AppendString([]byte(`{"reason":`), reason), '}')
 	stream.push(jsonrpc.AppendError(nil, msg.ID, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: err.Error(), Data: data}), true)

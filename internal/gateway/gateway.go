@@ -18,6 +18,7 @@ import (
 	"github.com/mcpgate/mcpgate/internal/backend"
 	"github.com/mcpgate/mcpgate/internal/catalog"
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
+	"github.com/mcpgate/mcpgate/internal/telemetry"
 )
 
 // Supported protocol versions, newest first.
@@ -94,6 +95,9 @@ type Options struct {
 	// Input, if set, takes what backends ask the clients of stateless
 	// requests (see InputHandler); nil refuses it.
 	Input InputHandler
+	// Telemetry, if set, traces and measures every request and every
+	// message to a backend on its behalf (see telemetry.go); nil is off.
+	Telemetry *telemetry.Telemetry
 }
 
 // Gateway is the MCP server clients talk to.
@@ -266,6 +270,7 @@ func (g *Gateway) CloseSession(id string, why string) bool {
 		g.release(s.Client().Name)
 		s.close(why)
 		s.releaseLevel()
+		s.sessionEnded()
 	}
 	return ok
 }

@@ -51,6 +51,9 @@ type Session struct {
 	// armDeadline); deadlineAt is when, in unix ns, 0 when not armed.
 	deadlines  *time.Timer
 	deadlineAt int64
+	// traced is what mcp.server.session.duration needs of it; nil
+	// without telemetry.
+	traced *sessionTrace
 
 	bindMu sync.Mutex // serialises binding instances, see instanceConn
 }
@@ -136,6 +139,9 @@ func (g *Gateway) NewSessionAt(params json.RawMessage, client *access.Client, id
 		lastActive: time.Now(),
 		logLevel:   -1,
 		identity:   identity,
+	}
+	if g.opts.Telemetry != nil {
+		s.traced = &sessionTrace{begun: s.lastActive}
 	}
 	// The session's maps are made when first written: an idle session
 	// keeps none. Its standalone stream, key 0, is in none of them.
@@ -229,6 +235,17 @@ func starting(b *backend.Backend) bool {
 	default:
 		return true
 	}
+}
+
+// SetTransport records the network.transport ("tcp", "unix") the
+// session's initialize came on, for the histogram of session durations.
+func (s *Session) SetTransport(transport string) {
+	if s.traced == nil {
+		return
+	}
+	s.mu.Lock()
+	s.traced.transport = transport
+	s.mu.Unlock()
 }
 
 func (s *Session) touch() {

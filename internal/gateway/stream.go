@@ -65,6 +65,9 @@ type Stream struct {
 	// owner is the session of a request's stream, which forgets the
 	// stream once no client can resume it any more; nil for other streams.
 	owner *Session
+	// ops are the server ops of the stream's requests, each ended by its
+	// answer (see telemetry.go); none without telemetry.
+	ops streamOps
 }
 
 // DefaultMaxStreamEvents is how many events a stream keeps for resumption
@@ -121,6 +124,9 @@ func (s *Stream) pushLocked(data []byte, final bool) bool {
 	if final && s.modern != nil {
 		data, s.errCode = s.modern.decorate(s.method, data)
 	}
+	if final && (s.ops.one != nil || s.ops.more != nil) {
+		s.endOpLocked(data)
+	}
 	s.events = append(s.events, Event{Seq: s.next, Data: data, Final: final})
 	s.next++
 	if len(s.events) > s.maxEvents {
@@ -152,9 +158,11 @@ func (s *Stream) drop() {
 	if s.finished {
 		return
 	}
+	s.dropOpLocked()
 	s.finalsLeft--
 	if s.finalsLeft <= 0 {
 		s.finished = true
+		s.endOpsLocked()
 		s.signal()
 	}
 }
@@ -166,6 +174,7 @@ func (s *Stream) finish() {
 	defer s.mu.Unlock()
 	if !s.finished {
 		s.finished = true
+		s.endOpsLocked()
 		s.signal()
 	}
 }

@@ -1,0 +1,102 @@
+package itest
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mcpgate/mcpgate/internal/testing/otlpsink"
+	"github.com/mcpgate/mcpgate/internal/testutil"
+)
+
+// The OTLP tests export to a receiver of the test's own (otlpsink), which
+// decodes what the SDK's exporters send; the proof against a real
+// OpenTelemetry Collector is in collector_test.go.
+
+// clientTrace is the trace context a client sends, W3C traceparent: its
+// trace id and its own span's id.
+const (
+	clientTraceID = "4bf92f3577b34da6a3ce929d0e0e4736"
+	clientSpanID  = "00f067aa0ba902b7"
+	clientParent  = "00-" + clientTraceID + "-" + clientSpanID + "-01"
+)
+
+// telemetryEnv is the environment that exports to url quickly: spans
+// every few milliseconds, metrics every 100ms.
+func telemetryEnv(url string) []string {
+	return []string{"OTEL_EXPORTER_OTLP_ENDPOINT=" + url, "OTEL_BSP_SCHEDULE_DELAY=20", "OTEL_METRIC_EXPORT_INTERVAL=100"}
+}
+
+// telemetryGateway starts mcpgated with traces and metrics on, exporting
+// to a fresh sink, with backends (FAKE is the fake server) and more
+// [gateway] keys.
+func telemetryGateway(t *testing.T, gatewayKeys, backends string) (*testutil.Daemon, *otlpsink.Sink) {
+	t.Helper()
+	sink := otlpsink.Start(t)
+	bins := testutil.Build(t)
+	toml, url := testutil.Config(t, strings.ReplaceAll(backends, "FAKE", bins.Fake)+"\n[telemetry]\ntraces = true\nmetrics = true\n")
+	toml = strings.Replace(toml, "[gateway]\n", "[gateway]\n"+gatewayKeys+"\n", 1)
+	d := testutil.StartDaemon(t, toml, url, testutil.DaemonOptions{Env: telemetryEnv(sink.URL)})
+	return d, sink
+}
+
+// spanWhere returns the first span that match accepts, or nil.
+func spanWhere(spans []otlpsink.Span, match func(otlpsink.Span) bool) *otlpsink.Span {
+	for i := range spans {
+		if match(spans[i]) {
+			return &spans[i]
+		}
+	}
+	return nil
+}
+
+func named(name string) func(otlpsink.Span) bool {
+	return func(s otlpsink.Span) bool { return s.Name == name }
+}
+
+// A 2025 session's tools/call with traceparent is one trace: the
+// gateway's server span is the child of the client's span, the client
+// span to the backend its child, with the conventions' names and
+// attributes; the backend gets the client span's context in _meta.
+func TestTraceOfACallAcrossTheGateway(t *testing.T) {
+	d, sink := telemetryGateway(t, "", `
+[backends.fake]
+command = "FAKE"
+`)
+	c := newRawClient(t, d.URL)
+	resp, body := c.do(t, "POST", callBody(7, "fake__echo", `{"text":"hi"}`), map[string]string{"traceparent": clientParent})
+	if resp.StatusCode != 200 {
+		t.Fatalf("tools/call: %s %s", resp.Status, body)
+	}
+	var server, client *otlpsink.Span
+	sink.Await(t, 10*time.Second, "the call's server and client spans", func(spans []otlpsink.Span, _ []otlpsink.Point) bool {
+		server = spanWhere(spans, func(s otlpsink.Span) bool { return s.Kind == "server" && s.Name == "tools/call fake__echo" })
+		client = spanWhere(spans, func(s otlpsink.Span) bool { return s.Kind == "client" && s.Name == "tools/call echo" })
+		return server != nil && client != nil
+	})
+	if server.TraceID != clientTraceID || server.ParentID != clientSpanID {
+		t.Errorf("server span in trace %s under %s; want the client's trace %s under its span %s", server.TraceID, server.ParentID, clientTraceID, clientSpanID)
+	}
+	if client.TraceID != clientTraceID || client.ParentID != server.SpanID {
+		t.Errorf("client span in trace %s under %s; want under the server span %s", client.TraceID, client.ParentID, server.SpanID)
+	}
+	wantServer := map[string]string{"mcp.method.name": "tools/call", "gen_ai.tool.name": "fake__echo", "jsonrpc.request.id": "7",
+		"mcp.session.id": c.session, "mcp.protocol.version": "2025-11-25", "network.transport": "tcp", "gen_ai.operation.name": "execute_tool",
+		"mcpgate.client": "anonymous"}
+	if !server.Has(wantServer) {
+		t.Errorf("server span attributes %v; want at least %v", server.Attrs, wantServer)
+	}
+	wantClient := map[string]string{"mcp.method.name": "tools/call", "gen_ai.tool.name": "echo", "mcpgate.backend": "fake",
+		"network.transport": "pipe", "mcp.protocol.version": "2025-11-25"}
+	if !client.Has(wantClient) {
+		t.Errorf("client span attributes %v; want at least %v", client.Attrs, wantClient)
+	}
+	if _, ok := client.Attrs["jsonrpc.request.id"]; !ok {
+		t.Errorf("client span has no jsonrpc.request.id: %v", client.Attrs)
+	}
+	wantMeta := fmt.Sprintf(`"traceparent":"00-%s-%s-01"`, clientTraceID, client.SpanID)
+	if !strings.Contains(body, strings.ReplaceAll(wantMeta, `"`, `\"`)) {
+		t.Errorf("the backend's rawMeta does not carry the client span's context %s: %s", wantMeta, body)
+	}
+}
