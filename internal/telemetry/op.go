@@ -387,8 +387,7 @@ func (o *Op) metricAttrs(a *[8]attribute.KeyValue) int {
 
 // endSpan sets the span's name, attributes and status, and ends it.
 func (o *Op) endSpan(end time.Time) {
-	switch {
-	case o.kind == opInternal:
+	switch { // named by its target: a step of a composite is an internal op with a tool
 	case o.tool != "":
 		o.span.SetName(o.method + " " + o.tool)
 	case o.prompt != "":
