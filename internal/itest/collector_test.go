@@ -367,3 +367,60 @@ func TestCollectorGetsOneTracePerCall(t *testing.T) {
 	checkInputRound(t, c, d)
 	checkHistograms(t, c, wide)
 }
+
+// TestCollectorDownCostsCallsNothing: a collector that stops answering
+// (frozen: it takes the connection, never the request), and then is gone,
+// fails no call and holds none up: the calls made meanwhile all answer
+// while the exporter still waits for its timeout, 10 minutes here. The
+// spans lost are counted on /metrics: those the bounded queue (4 here)
+// could not take while the collector was frozen, and once it is gone
+// those too that the exporter could not send.
+func TestCollectorDownCostsCallsNothing(t *testing.T) {
+	c := startCollector(t)
+	bins := testutil.Build(t)
+	port := testutil.FreePort(t)
+	toml, url := testutil.ConfigWith(t, fmt.Sprintf("[backends.f]\ncommand = %q\n\n[telemetry]\ntraces = true\nmetrics = true\n", bins.Fake),
+		testutil.ConfigOptions{Gateway: fmt.Sprintf("metrics_listen = \"127.0.0.1:%d\"", port)})
+	d := testutil.StartDaemon(t, toml, url, testutil.DaemonOptions{Env: []string{
+		"OTEL_EXPORTER_OTLP_ENDPOINT=" + c.url, "OTEL_BSP_SCHEDULE_DELAY=20", "OTEL_BSP_MAX_QUEUE_SIZE=4", "OTEL_BSP_MAX_EXPORT_BATCH_SIZE=2",
+		"OTEL_BSP_EXPORT_TIMEOUT=600000", "OTEL_EXPORTER_OTLP_TIMEOUT=600000", "OTEL_METRIC_EXPORT_INTERVAL=600000",
+	}})
+	s := newRawClient(t, d.URL)
+	traceID, _, _ := tracedCall(t, s, 1, "f__echo")
+	awaitTrace(t, c, "a call's spans while the collector answers", traceID, 2)
+
+	const calls = 40
+	call := func(from int) {
+		for i := range calls {
+			resp, body := s.do(t, "POST", callBody(from+i, "f__echo", `{"text":"x"}`), nil)
+			if resp.StatusCode != 200 || !strings.Contains(body, `"text":"x"`) {
+				t.Fatalf("call %d with the collector down: %s %s", from+i, resp.Status, body)
+			}
+		}
+	}
+	syscall.Kill(-c.cmd.Process.Pid, syscall.SIGSTOP)
+	call(100)
+	// lost counts the spans of a family with an error_type: dropped from
+	// the queue, or failed to export.
+	lost := func(family string) float64 {
+		var n float64
+		for _, m := range scrape(t, fmt.Sprintf("http://127.0.0.1:%d/metrics", port))[family].GetMetric() {
+			for _, l := range m.Label {
+				if l.GetName() == "error_type" {
+					n += m.Counter.GetValue()
+				}
+			}
+		}
+		return n
+	}
+	const dropped, failed = "otel_sdk_processor_span_processed_total", "otel_sdk_exporter_span_exported_total"
+	// Each call is two spans; the queue holds 4, the export in progress 2.
+	if n := lost(dropped); n < 2*calls-6 {
+		t.Errorf("%v spans counted as dropped (%s{error_type=\"queue_full\"}) with the collector frozen, want at least %d", n, dropped, 2*calls-6)
+	}
+	c.kill()
+	call(200)
+	if n := lost(dropped) + lost(failed); n < 4*calls-6 {
+		t.Errorf("%v spans counted as dropped or failed (%s, %s with an error_type) once the collector is gone too, want at least %d", n, dropped, failed, 4*calls-6)
+	}
+}

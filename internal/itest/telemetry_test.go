@@ -2,6 +2,7 @@ package itest
 
 import (
 	"fmt"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -98,5 +99,83 @@ command = "FAKE"
 	wantMeta := fmt.Sprintf(`"traceparent":"00-%s-%s-01"`, clientTraceID, client.SpanID)
 	if !strings.Contains(body, strings.ReplaceAll(wantMeta, `"`, `\"`)) {
 		t.Errorf("the backend's rawMeta does not carry the client span's context %s: %s", wantMeta, body)
+	}
+}
+
+// recordedParams returns the params of the tools/call whose line in the
+// fake server's --record file holds marker: the bytes the backend got.
+func recordedParams(t *testing.T, record, marker string) string {
+	t.Helper()
+	var line string
+	testutil.Eventually(t, 10*time.Second, fmt.Sprintf("a call with %s in %s", marker, record), func() bool {
+		data, _ := os.ReadFile(record)
+		for _, l := range strings.Split(string(data), "\n") {
+			if strings.Contains(l, `"method":"tools/call"`) && strings.Contains(l, marker) {
+				line = l
+				return true
+			}
+		}
+		return false
+	})
+	_, params, ok := strings.Cut(line, `"params":`)
+	if !ok || !strings.HasSuffix(params, "}") {
+		t.Fatalf("the recorded call has no params: %s", line)
+	}
+	return strings.TrimSuffix(params, "}")
+}
+
+// With telemetry off the backend gets the bytes it got before telemetry
+// existed: the client's params, its own traceparent included, with only
+// the tool's name rewritten; with tracing on, the same bytes but for
+// _meta.traceparent, which names the gateway's client span (added when
+// the client sent none).
+func TestTraceContextSplicedOnlyWhenTracing(t *testing.T) {
+	dir := t.TempDir()
+	params := `{"name":"f__echo","arguments":{"text":"first"},"_meta":{"traceparent":"` + clientParent + `","k":1}}`
+	bare := `{"name":"f__echo","arguments":{"text":"second"}}`
+	send := func(c *rawClient, header map[string]string) {
+		c.do(t, "POST", `{"jsonrpc":"2.0","id":5,"method":"tools/call","params":`+params+`}`, header)
+		c.do(t, "POST", `{"jsonrpc":"2.0","id":6,"method":"tools/call","params":`+bare+`}`, header)
+	}
+	backends := fmt.Sprintf("[backends.f]\ncommand = \"FAKE\"\nargs = [\"--record\", %q]\n", dir+"/off")
+	off := gateway(t, backends)
+	send(newRawClient(t, off.URL), map[string]string{"traceparent": clientParent})
+	if got, want := recordedParams(t, dir+"/off", "first"), strings.Replace(params, "f__echo", "echo", 1); got != want {
+		t.Errorf("telemetry off: the backend got params\n%s\nwant the client's, renamed:\n%s", got, want)
+	}
+	if got, want := recordedParams(t, dir+"/off", "second"), `{"name":"echo","arguments":{"text":"second"}}`; got != want {
+		t.Errorf("telemetry off: the backend got params %s, want %s", got, want)
+	}
+
+	on, sink := telemetryGateway(t, "", strings.Replace(backends, "/off", "/on", 1))
+	send(newRawClient(t, on.URL), nil)
+	var clients []otlpsink.Span
+	sink.Await(t, 10*time.Second, "the two calls' client spans", func(spans []otlpsink.Span, _ []otlpsink.Point) bool {
+		clients = clients[:0]
+		for _, s := range spans {
+			if s.Kind == "client" {
+				clients = append(clients, s)
+			}
+		}
+		return len(clients) == 2
+	})
+	for _, tc := range []struct{ marker, want string }{
+		// The client's own trace context, from its _meta: the client span's.
+		{"first", `{"name":"echo","arguments":{"text":"first"},"_meta":{"traceparent":"00-` + clientTraceID + `-%s-01","k":1}}`},
+		// No trace context: a trace of the gateway's, in a _meta of its own.
+		{"second", `{"_meta":{"traceparent":"00-%s-%s-01"},"name":"echo","arguments":{"text":"second"}}`},
+	} {
+		got := recordedParams(t, dir+"/on", tc.marker)
+		found := false
+		for _, s := range clients {
+			want := fmt.Sprintf(tc.want, s.SpanID)
+			if tc.marker == "second" {
+				want = fmt.Sprintf(tc.want, s.TraceID, s.SpanID)
+			}
+			found = found || got == want
+		}
+		if !found {
+			t.Errorf("tracing: the backend got params\n%s\nwant the client's with a client span's traceparent (%s); client spans:\n%s", got, tc.want, otlpsink.Describe(clients))
+		}
 	}
 }

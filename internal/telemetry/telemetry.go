@@ -148,14 +148,15 @@ func New(cfg Config) (*Telemetry, error) {
 		}
 		opts := []sdktrace.TracerProviderOption{sdktrace.WithResource(res)}
 		if exporters["otlp"] {
+			// The batch processor drops what its bounded queue cannot
+			// take, never blocking a call, and counts it; the exporter
+			// counts what it failed to send. Sizes and intervals are the
+			// OTEL_BSP_* variables'.
+			enableSDKObservability(getenv)
 			exp, err := spanExporter(ctx, getenv)
 			if err != nil {
 				return nil, errors.Join(err, t.mp.Shutdown(ctx))
 			}
-			// The batch processor drops (and counts) what its bounded
-			// queue cannot take; it never blocks a call. Its sizes and
-			// intervals are the OTEL_BSP_* variables'.
-			enableSDKObservability(getenv)
 			opts = append(opts, sdktrace.WithBatcher(exp))
 		}
 		t.tp = sdktrace.NewTracerProvider(opts...)
@@ -191,9 +192,11 @@ func newResource(ctx context.Context, cfg Config) (*resource.Resource, error) {
 	return res, nil
 }
 
-// enableSDKObservability turns on the SDK's own metrics, among them the
-// count of spans its batch processor dropped, unless the environment
-// turns them off. The SDK reads the switch from the environment only.
+// enableSDKObservability turns on the SDK's own metrics, unless the
+// environment says otherwise: among them the spans the batch processor
+// dropped (otel.sdk.processor.span.processed, error.type queue_full) and
+// those the exporter could not send (otel.sdk.exporter.span.exported with
+// an error.type). The SDK reads the switch from the environment only.
 func enableSDKObservability(getenv func(string) string) {
 	if getenv("OTEL_GO_X_OBSERVABILITY") == "" && getenv("OTEL_GO_X_SELF_OBSERVABILITY") == "" {
 		os.Setenv("OTEL_GO_X_OBSERVABILITY", "true")
