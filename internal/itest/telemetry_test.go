@@ -7,8 +7,12 @@ import (
 	"testing"
 	"time"
 
+	dto "github.com/prometheus/client_model/go"
+
+	"github.com/mcpgate/mcpgate/internal/journal"
 	"github.com/mcpgate/mcpgate/internal/testing/otlpsink"
 	"github.com/mcpgate/mcpgate/internal/testutil"
+	"github.com/mcpgate/mcpgate/internal/testutil/journaldtest"
 )
 
 // The OTLP tests export to a receiver of the test's own (otlpsink), which
@@ -61,7 +65,8 @@ func named(name string) func(otlpsink.Span) bool {
 // span to the backend its child, with the conventions' names and
 // attributes; the backend gets the client span's context in _meta.
 func TestTraceOfACallAcrossTheGateway(t *testing.T) {
-	d, sink := telemetryGateway(t, "", `
+	port := testutil.FreePort(t)
+	d, sink := telemetryGateway(t, fmt.Sprintf("metrics_listen = \"127.0.0.1:%d\"", port), `
 [backends.fake]
 command = "FAKE"
 `)
@@ -100,6 +105,34 @@ command = "FAKE"
 	if !strings.Contains(body, strings.ReplaceAll(wantMeta, `"`, `\"`)) {
 		t.Errorf("the backend's rawMeta does not carry the client span's context %s: %s", wantMeta, body)
 	}
+
+	// The histograms are on /metrics too, beside mcpgate's own metrics,
+	// with the host label.
+	fams := scrape(t, fmt.Sprintf("http://127.0.0.1:%d/metrics", port))
+	if n := value(t, fams, "mcp_server_operation_duration_seconds", map[string]string{"mcp_method_name": "tools/call", "gen_ai_tool_name": "fake__echo",
+		"network_transport": "tcp", "host": hostLabelOf(t, fams)}); n != 1 {
+		t.Errorf("mcp_server_operation_duration_seconds counts %v calls of fake__echo, want 1", n)
+	}
+	if n := value(t, fams, "mcp_client_operation_duration_seconds", map[string]string{"gen_ai_tool_name": "echo", "mcpgate_backend": "fake"}); n != 1 {
+		t.Errorf("mcp_client_operation_duration_seconds counts %v calls of echo, want 1", n)
+	}
+	if n := value(t, fams, "mcpgate_calls_total", map[string]string{"backend": "fake", "outcome": "ok"}); n != 1 {
+		t.Errorf("mcpgate_calls_total counts %v calls, want 1", n)
+	}
+}
+
+// hostLabelOf is the host label of mcpgate's own series.
+func hostLabelOf(t *testing.T, fams map[string]*dto.MetricFamily) string {
+	t.Helper()
+	for _, m := range fams["mcpgate_sessions"].GetMetric() {
+		for _, l := range m.Label {
+			if l.GetName() == "host" {
+				return l.GetValue()
+			}
+		}
+	}
+	t.Fatal("mcpgate_sessions has no host label")
+	return ""
 }
 
 // recordedParams returns the params of the tools/call whose line in the
@@ -177,5 +210,54 @@ func TestTraceContextSplicedOnlyWhenTracing(t *testing.T) {
 		if !found {
 			t.Errorf("tracing: the backend got params\n%s\nwant the client's with a client span's traceparent (%s); client spans:\n%s", got, tc.want, otlpsink.Describe(clients))
 		}
+	}
+}
+
+// The journal entries a traced call causes carry its trace (the real
+// journald): the audit entry and a refusal by policy get TRACE_ID= and
+// SPAN_ID= of the request's server span, so journalctl TRACE_ID=… finds
+// them.
+func TestJournalEntriesOfATracedCallNameItsTrace(t *testing.T) {
+	j := journaldtest.Start(t)
+	sink := otlpsink.Start(t)
+	bins := testutil.Build(t)
+	toml, url := journalConfig(t, journal.TargetJournal, `audit = "calls"`, fmt.Sprintf(`
+[backends.a]
+command = %q
+
+[clients.narrow]
+token_sha256 = %q
+tools = ["*", "!a__pid"]
+
+[telemetry]
+traces = true
+`, bins.Fake, sha256Hex(narrowToken)))
+	toml = strings.Replace(toml, `auth = "none"`, `auth = "required"`, 1)
+	d := testutil.StartDaemon(t, toml, url, testutil.DaemonOptions{Args: []string{"--journal-socket", j.Socket()}, Env: telemetryEnv(sink.URL)})
+	c := tokenSession(t, d.URL, narrowToken)
+
+	called, _, _ := tracedCall(t, c, 1, "a__echo")
+	refused, _, _ := tracedCall(t, c, 2, "a__pid")
+	serverSpan := func(traceID string) string {
+		var id string
+		sink.Await(t, 10*time.Second, "the server span of trace "+traceID, func(spans []otlpsink.Span, _ []otlpsink.Point) bool {
+			s := spanWhere(spans, func(s otlpsink.Span) bool { return s.TraceID == traceID && s.Kind == "server" })
+			if s != nil {
+				id = s.SpanID
+			}
+			return s != nil
+		})
+		return id
+	}
+	for _, tc := range []struct {
+		what    string
+		traceID string
+		match   entry
+	}{
+		{"the audit entry", called, daemonLog(journal.MessageAudit, entry{"MCPGATE_TOOL": "a__echo"})},
+		{"the refusal", refused, daemonLog(journal.MessageAccessDenied, entry{"MCPGATE_TOOL": "a__pid"})},
+	} {
+		got := j.AwaitMatch(t, 1, tc.match)
+		checkFields(t, tc.what, got[0], entry{"TRACE_ID": tc.traceID, "SPAN_ID": serverSpan(tc.traceID)})
 	}
 }
