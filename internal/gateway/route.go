@@ -314,6 +314,9 @@ func (s *Session) sendAdmitted(msg *jsonrpc.Message, stream *Stream, b *backend.
 		if adm != nil {
 			conn = adm.Conn
 		}
+		if !known.of(params) {
+			known = forwarded(params) // one pass over params, as below
+		}
 		op = s.clientOp(msg.ID, msg.Method, stream, b, conn, params, known, fb)
 	}
 	if admitErr != nil {

@@ -13,7 +13,6 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	semconv "go.opentelemetry.io/otel/semconv/v1.41.0"
-	"go.opentelemetry.io/otel/semconv/v1.41.0/mcpconv"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
@@ -74,15 +73,22 @@ func (t *Telemetry) Server(ctx context.Context, method string, id, params json.R
 	op := &Op{t: t, kind: opServer, start: time.Now(), method: method, id: string(id), transport: TransportOf(ctx)}
 	if t.tracer != nil {
 		parent, link := parentOf(ctx, params)
-		opts := []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindServer), trace.WithTimestamp(op.start),
-			trace.WithAttributes(semconv.McpMethodNameKey.String(method))}
+		opts := serverStart
 		if link.IsValid() {
-			opts = append(opts, trace.WithLinks(trace.Link{SpanContext: link}))
+			opts = []trace.SpanStartOption{serverStart[0], trace.WithLinks(trace.Link{SpanContext: link})}
 		}
 		op.ctx, op.span = t.tracer.Start(parent, method, opts...)
 	}
 	return op
 }
+
+// The options spans start with, made once: the kind. The attributes come
+// in one call when the span ends, and the SDK takes the times itself.
+var (
+	serverStart   = []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindServer)}
+	clientStart   = []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindClient)}
+	internalStart = []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindInternal)}
+)
 
 // Client starts the op of a message sent to a backend on parent's
 // behalf (the request it serves; nil for none).
@@ -92,8 +98,7 @@ func (t *Telemetry) Client(parent *Op, method string) *Op {
 	}
 	op := &Op{t: t, kind: opClient, start: time.Now(), method: method}
 	if t.tracer != nil {
-		op.ctx, op.span = t.tracer.Start(parent.Context(), method, trace.WithSpanKind(trace.SpanKindClient), trace.WithTimestamp(op.start),
-			trace.WithAttributes(semconv.McpMethodNameKey.String(method)))
+		op.ctx, op.span = t.tracer.Start(parent.Context(), method, clientStart...)
 	}
 	return op
 }
@@ -111,7 +116,7 @@ func (t *Telemetry) Internal(ctx context.Context, name, target string) *Op {
 	if target != "" {
 		spanName += " " + target
 	}
-	op.ctx, op.span = t.tracer.Start(ctx, spanName, trace.WithSpanKind(trace.SpanKindInternal), trace.WithTimestamp(op.start))
+	op.ctx, op.span = t.tracer.Start(ctx, spanName, internalStart...)
 	return op
 }
 
@@ -327,73 +332,36 @@ func (o *Op) EndErr(err error) {
 func (o *Op) finishLocked() {
 	o.ended = true
 	end := time.Now()
-	elapsed := end.Sub(o.start).Seconds()
 	if o.span != nil && o.span.IsRecording() {
-		o.endSpan(end)
+		o.endSpan()
 	}
-	kind, t := o.kind, o.t
-	var attrs [8]attribute.KeyValue
-	n := 0
-	if t.metrics && kind != opInternal {
-		n = o.metricAttrs(&attrs)
-	}
-	method, ctx := o.method, o.ctx
-	o.mu.Unlock()
-	if !t.metrics || kind == opInternal {
+	if !o.t.metrics || o.kind == opInternal {
+		o.mu.Unlock()
 		return
 	}
-	if ctx == nil {
-		ctx = context.Background()
+	key := seriesKey{client: o.kind == opClient, method: o.method, tool: o.tool, prompt: o.prompt, errType: o.errType,
+		status: o.status, protocol: o.protocol, transport: o.transport}
+	if key.client {
+		key.backend = o.backend
 	}
-	if kind == opServer {
-		t.serverOp.Record(ctx, elapsed, mcpconv.MethodNameAttr(method), attrs[:n]...)
-	} else {
-		t.clientOp.Record(ctx, elapsed, mcpconv.MethodNameAttr(method), attrs[:n]...)
-	}
+	o.mu.Unlock()
+	o.t.record(key, end.Sub(o.start).Seconds())
 }
 
-// metricAttrs puts the histogram's attributes (the conventions', and the
-// backend for a client op) in a, returning how many: all of them bounded
-// by the configuration, never a URI or an id.
-func (o *Op) metricAttrs(a *[8]attribute.KeyValue) int {
-	n := 0
-	add := func(kv attribute.KeyValue) { a[n] = kv; n++ }
-	if o.errType != "" {
-		add(semconv.ErrorTypeKey.String(o.errType))
-	}
-	if o.status != "" {
-		add(semconv.RPCResponseStatusCodeKey.String(o.status))
-	}
-	if o.tool != "" {
-		add(semconv.GenAIToolNameKey.String(o.tool))
-	}
-	if o.prompt != "" {
-		add(semconv.GenAIPromptNameKey.String(o.prompt))
-	}
-	if o.method == "tools/call" {
-		add(semconv.GenAIOperationNameExecuteTool)
-	}
-	if o.protocol != "" {
-		add(semconv.McpProtocolVersionKey.String(o.protocol))
-	}
-	if o.transport != "" {
-		add(semconv.NetworkTransportKey.String(o.transport))
-	}
-	if o.kind == opClient && o.backend != "" {
-		add(Backend.String(o.backend))
-	}
-	return n
-}
+// attrBufs hold the attributes of spans as they end: the SDK copies them.
+var attrBufs = sync.Pool{New: func() any { b := make([]attribute.KeyValue, 0, 24); return &b }}
 
 // endSpan sets the span's name, attributes and status, and ends it.
-func (o *Op) endSpan(end time.Time) {
+func (o *Op) endSpan() {
 	switch { // named by its target: a step of a composite is an internal op with a tool
 	case o.tool != "":
 		o.span.SetName(o.method + " " + o.tool)
 	case o.prompt != "":
 		o.span.SetName(o.method + " " + o.prompt)
 	}
-	attrs := make([]attribute.KeyValue, 0, 16)
+	buf := attrBufs.Get().(*[]attribute.KeyValue)
+	defer attrBufs.Put(buf)
+	attrs := (*buf)[:0]
 	str := func(k attribute.Key, v string) {
 		if v != "" {
 			attrs = append(attrs, k.String(v))
@@ -420,12 +388,17 @@ func (o *Op) endSpan(end time.Time) {
 	str(Client, o.client)
 	str(Identity, o.identity)
 	str(Refusal, o.refusal)
+	if o.kind != opInternal {
+		attrs = append(attrs, semconv.McpMethodNameKey.String(o.method))
+	}
 	attrs = append(attrs, o.extra...)
 	o.span.SetAttributes(attrs...)
 	if o.errType != "" {
 		o.span.SetStatus(codes.Error, o.message)
 	}
-	o.span.End(trace.WithTimestamp(end))
+	o.span.End()
+	clear(attrs) // the span copied them
+	*buf = attrs[:0]
 }
 
 // ServerSessionEnded records a client's session that lasted since start

@@ -72,6 +72,7 @@ type Telemetry struct {
 	clientOp      mcpconv.ClientOperationDuration
 	serverSession mcpconv.ServerSessionDuration
 	clientSession mcpconv.ClientSessionDuration
+	series        seriesSets // the histograms' attribute sets, for reuse
 
 	log *slog.Logger
 }
@@ -152,12 +153,15 @@ func New(cfg Config) (*Telemetry, error) {
 			// take, never blocking a call, and counts it; the exporter
 			// counts what it failed to send. Sizes and intervals are the
 			// OTEL_BSP_* variables'.
-			enableSDKObservability(getenv)
+			restore := countLostSpans(getenv)
 			exp, err := spanExporter(ctx, getenv)
+			if err == nil {
+				opts = append(opts, sdktrace.WithBatcher(exp))
+			}
+			restore()
 			if err != nil {
 				return nil, errors.Join(err, t.mp.Shutdown(ctx))
 			}
-			opts = append(opts, sdktrace.WithBatcher(exp))
 		}
 		t.tp = sdktrace.NewTracerProvider(opts...)
 		t.tracer = t.tp.Tracer(ScopeName, trace.WithInstrumentationVersion(cfg.Version), trace.WithSchemaURL(semconv.SchemaURL))
@@ -192,15 +196,21 @@ func newResource(ctx context.Context, cfg Config) (*resource.Resource, error) {
 	return res, nil
 }
 
-// enableSDKObservability turns on the SDK's own metrics, unless the
-// environment says otherwise: among them the spans the batch processor
-// dropped (otel.sdk.processor.span.processed, error.type queue_full) and
-// those the exporter could not send (otel.sdk.exporter.span.exported with
-// an error.type). The SDK reads the switch from the environment only.
-func enableSDKObservability(getenv func(string) string) {
-	if getenv("OTEL_GO_X_OBSERVABILITY") == "" && getenv("OTEL_GO_X_SELF_OBSERVABILITY") == "" {
-		os.Setenv("OTEL_GO_X_OBSERVABILITY", "true")
+// countLostSpans turns on the SDK's own metrics for the span exporter
+// and the batch processor made until the returned function is called:
+// the spans the processor dropped (otel.sdk.processor.span.processed,
+// error.type queue_full) and those the exporter could not send
+// (otel.sdk.exporter.span.exported with an error.type). The SDK reads the
+// switch from the environment, when each part is made; the tracer, made
+// after, counts no spans, which would cost a call more than its export
+// (two counter updates a span). Set in the environment, the switch is
+// left as it is.
+func countLostSpans(getenv func(string) string) (restore func()) {
+	if getenv("OTEL_GO_X_OBSERVABILITY") != "" || getenv("OTEL_GO_X_SELF_OBSERVABILITY") != "" {
+		return func() {}
 	}
+	os.Setenv("OTEL_GO_X_OBSERVABILITY", "true")
+	return func() { os.Unsetenv("OTEL_GO_X_OBSERVABILITY") }
 }
 
 // Tracing reports whether spans are made and trace context propagated.
