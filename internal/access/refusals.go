@@ -92,18 +92,34 @@ func (r *Refusals) count(key string) (logIt bool, suppressed, count int) {
 	return logIt, suppressed, f.count
 }
 
+// Who names the caller of a refused request for the journal: its client,
+// the identity that authenticated as it (Caller.Identity), and its
+// session, or the identifier of a stateless request.
+type Who struct {
+	Client, Identity, Session, Request string
+}
+
+func (w Who) attrs() []any {
+	attrs := []any{"client", w.Client, "identity", w.Identity, "session", w.Session}
+	if w.Request != "" {
+		attrs = append(attrs, "request", w.Request)
+	}
+	return attrs
+}
+
 // Hidden journals that client's policy refused a call of method on a
 // tool, prompt or resource (what: "tool", "prompt" or "uri") it hides:
 // the client got the error of an unknown name, the operator learns which
 // rule decided. Per client and window the first few are logged, the rest
 // counted, as Refused does for peers; no answer is delayed. ctx names
 // the call's span, if it is traced, for the entry's TRACE_ID=.
-func (r *Refusals) Hidden(ctx context.Context, client, session, method, what, name, rule string) {
+func (r *Refusals) Hidden(ctx context.Context, who Who, method, what, name, rule string) {
+	client := who.Client
 	logIt, suppressed, count := r.count("client " + client)
 	if !logIt {
 		return
 	}
-	attrs := []any{"client", client, "session", session, "method", method, what, name, "reason", rule, journal.MessageAccessDenied.Attr()}
+	attrs := append(who.attrs(), "method", method, what, name, "reason", rule, journal.MessageAccessDenied.Attr())
 	if suppressed > 0 {
 		attrs = append(attrs, "suppressed", suppressed)
 	}
@@ -118,12 +134,13 @@ func (r *Refusals) Hidden(ctx context.Context, client, session, method, what, na
 // which): a request was refused with -32600, a notification dropped. It
 // counts in the client's window with the policy refusals. ctx is as
 // Hidden's.
-func (r *Refusals) Ambiguous(ctx context.Context, client, session, method string, err error) {
+func (r *Refusals) Ambiguous(ctx context.Context, who Who, method string, err error) {
+	client := who.Client
 	logIt, suppressed, count := r.count("client " + client)
 	if !logIt {
 		return
 	}
-	attrs := []any{"client", client, "session", session, "method", method, "reason", err.Error(), journal.MessageAccessDenied.Attr()}
+	attrs := append(who.attrs(), "method", method, "reason", err.Error(), journal.MessageAccessDenied.Attr())
 	if suppressed > 0 {
 		attrs = append(attrs, "suppressed", suppressed)
 	}
@@ -138,12 +155,13 @@ func (r *Refusals) Ambiguous(ctx context.Context, client, session, method string
 // other-client, …; err says why in words): the retry got -32602 and
 // reached no backend. It counts in the client's window with the policy
 // refusals. ctx is as Hidden's.
-func (r *Refusals) RequestState(ctx context.Context, client, identity, method, reason string, err error) {
+func (r *Refusals) RequestState(ctx context.Context, who Who, method, reason string, err error) {
+	client := who.Client
 	logIt, suppressed, count := r.count("client " + client)
 	if !logIt {
 		return
 	}
-	attrs := []any{"client", client, "identity", identity, "method", method, "reason", reason, "err", err.Error(), journal.MessageAccessDenied.Attr()}
+	attrs := append(who.attrs(), "method", method, "reason", reason, "err", err.Error(), journal.MessageAccessDenied.Attr())
 	if suppressed > 0 {
 		attrs = append(attrs, "suppressed", suppressed)
 	}

@@ -135,6 +135,7 @@ type Backend struct {
 
 	settled     chan struct{} // closed when the first start attempt is decided
 	settledOnce sync.Once
+	began       atomic.Int64 // when Run began, unix ns; 0 before
 
 	mon        monitor     // health checks, circuit breaker, call counts
 	lim        *limiter    // max_concurrent_calls and rate_limit
@@ -276,8 +277,18 @@ func (b *Backend) RestartsTotal() uint64 { return b.restartsTotal.Load() }
 func (b *Backend) StderrTail(n int) []string { return b.stderr.tail(n, 0) }
 
 // Settled is closed once the first start attempt is decided: the backend is
-// healthy, has failed for good, or is not meant to run.
+// healthy, has failed for good, or is not meant to run. By then a healthy
+// backend's lists have been published (Options.OnChange has returned).
 func (b *Backend) Settled() <-chan struct{} { return b.settled }
+
+// Began returns when Run began, its first start attempt: the zero time
+// before.
+func (b *Backend) Began() time.Time {
+	if n := b.began.Load(); n != 0 {
+		return time.Unix(0, n)
+	}
+	return time.Time{}
+}
 
 // Start starts a stopped or failed backend and waits for its handshake.
 func (b *Backend) Start(ctx context.Context) error { return b.command(ctx, opStart) }
@@ -308,6 +319,7 @@ func (b *Backend) command(ctx context.Context, o op) error {
 // Run supervises the backend until ctx ends, then shuts the child down
 // gracefully and returns. It must be called once.
 func (b *Backend) Run(ctx context.Context) {
+	b.began.Store(time.Now().UnixNano())
 	if b.IsCLI() {
 		b.runCLI(ctx)
 		b.drainCommands()
@@ -430,21 +442,13 @@ func (s *supervision) start(ctx context.Context) (*Conn, time.Time, error) {
 		}()
 	}
 	// The legacy HTTP+SSE transport predates server/discover; a child
-	// that ended during the last probe is spared it once.
-	probe := b.cfg.Transport != "sse" && !b.skipProbe.Swap(false)
+	// that ended during the last probe is spared it once, and era =
+	// "legacy" always.
+	probe := b.cfg.Transport != "sse" && b.cfg.Era != config.EraLegacy && !b.skipProbe.Swap(false)
 	handshake(conn, probe)
 	for {
 		select {
 		case r := <-hs:
-			if errors.Is(r.err, errDualStdio) {
-				// Its first message made the connection 2026-07-28 only:
-				// a second child is initialized (see companion.go).
-				if conn, err = s.secondChild(conn); err != nil {
-					return nil, started, err
-				}
-				handshake(conn, false)
-				continue
-			}
 			if errors.Is(r.err, errProbeEnded) {
 				// A crash, or a legacy server that exits on a method it
 				// does not know: restarted as a crash, with initialize.

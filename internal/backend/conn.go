@@ -60,18 +60,13 @@ type Conn struct {
 	lastActive atomic.Int64 // unix nanoseconds of the last call sent or answered, for idle_stop
 
 	modern   atomic.Bool  // the server speaks 2026-07-28 (see probe)
-	dual     atomic.Bool  // initialized, and speaks 2026-07-28 per request too (see EraDual)
+	dual     atomic.Bool  // a remote server initialized that speaks 2026-07-28 per request too (see EraDual)
 	listenID atomic.Int64 // our subscriptions/listen request, 0 if none
 
 	burst  burst    // see AfterBurst
 	listen listener // its filter and request
 
 	metaCache atomic.Pointer[modernMeta] // see meta
-
-	// companion serves the 2026-07-28 requests of a dual stdio server's
-	// connection; owner is the connection a companion serves (see
-	// companion.go).
-	companion, owner atomic.Pointer[Conn]
 }
 
 // Call is one request in flight on a child.
@@ -214,7 +209,6 @@ func (c *Conn) start() {
 		}
 		c.b.opts.Handler.Exited(c.b, c)
 		c.fail(fmt.Errorf("backend %q: %w: %s", c.b.name, ErrGone, why))
-		c.endPair()
 		close(c.done)
 	}()
 }
@@ -327,10 +321,16 @@ func (c *Conn) fail(err error) {
 // answered through deliver like any other. Either way the call ends exactly
 // once. Params must not contain line breaks (see jsonrpc.Compact).
 func (c *Conn) Go(ctx context.Context, method string, params json.RawMessage, owner any, deliver func(*jsonrpc.Message, error)) (*Call, error) {
-	return c.goEra(ctx, c.modern.Load(), method, params, owner, deliver)
+	return c.goEra(ctx, c.modern.Load(), method, params, noSpan, owner, deliver)
 }
 
-func (c *Conn) goEra(ctx context.Context, modern bool, method string, params json.RawMessage, owner any, deliver func(*jsonrpc.Message, error)) (*Call, error) {
+// noSpan is goEra's without for a request sent as it is.
+var noSpan = jsonrpc.Span{Start: -1}
+
+// goEra is Go in the era modern says; without is the span in params of
+// an object whose 2026-07-28 members are left out as the message is
+// written (see GoWithout), or noSpan.
+func (c *Conn) goEra(ctx context.Context, modern bool, method string, params json.RawMessage, without jsonrpc.Span, owner any, deliver func(*jsonrpc.Message, error)) (*Call, error) {
 	if modern {
 		if c.modern.Load() && (method == "resources/subscribe" || method == "resources/unsubscribe") {
 			return c.resourceSubscription(method, params, owner, deliver), nil // gone in 2026-07-28
@@ -352,6 +352,9 @@ func (c *Conn) goEra(ctx context.Context, modern bool, method string, params jso
 	err := c.sendWith(ctx, func(dst []byte) []byte {
 		var id [20]byte
 		dst = slices.Grow(dst, len(params)+len(method)+64) // one allocation for a large request, if any
+		if without.Start >= 0 {
+			return jsonrpc.AppendRequestWithout(dst, strconv.AppendInt(id[:0], call.ID, 10), method, params, without, modernRequestMeta[:])
+		}
 		return jsonrpc.AppendRequest(dst, strconv.AppendInt(id[:0], call.ID, 10), method, params)
 	})
 	if err != nil {

@@ -156,9 +156,6 @@ func (b *Backend) idleFor(conn *Conn, now time.Time) time.Duration {
 	}
 	busy := n > 0
 	conn.mu.Unlock()
-	if m := conn.companion.Load(); m != nil && !busy {
-		busy = m.busy() // a dual stdio server's calls of 2026-07-28 clients
-	}
 	if busy || (b.opts.InUse != nil && b.opts.InUse(b)) {
 		conn.touch()
 		return 0
@@ -178,14 +175,8 @@ func (s *supervision) checkIdle(conn *Conn) bool {
 	return true
 }
 
-// touch records activity on the connection, and on the one a companion
-// serves, for idle_stop.
+// touch records activity on the connection, for idle_stop.
 func (c *Conn) touch() { c.touchAt(time.Now().UnixNano()) }
 
 // touchAt is touch at now, in Unix nanoseconds.
-func (c *Conn) touchAt(now int64) {
-	c.lastActive.Store(now)
-	if o := c.owner.Load(); o != nil {
-		o.lastActive.Store(now)
-	}
-}
+func (c *Conn) touchAt(now int64) { c.lastActive.Store(now) }

@@ -26,11 +26,14 @@ const (
 	EraLegacy             // the initialize handshake (2025-11-25 and before)
 	EraModern             // 2026-07-28: stateless, probed with server/discover
 	// EraDual is a server whose server/discover lists both 2026-07-28
-	// and ProtocolVersion: it is initialized as a legacy one, and the
-	// requests of 2026-07-28 clients go to it in their own era (see
-	// Conn.GoModern): statelessly over HTTP; over stdio, where the first
-	// message picks a connection's era, to a second process of it, the
-	// probed one (see companion.go).
+	// and ProtocolVersion. It is one process, or one remote server,
+	// whatever eras its clients speak. Over HTTP it is initialized as a
+	// legacy one, and the requests of 2026-07-28 clients go to it in their
+	// own era, statelessly (see Conn.GoModern). Over stdio, where the
+	// first message picks a connection's era (in the Go SDK and the
+	// TypeScript SDK alike), the probe has picked 2026-07-28: the
+	// connection is a modern one, and 2025 sessions are served through the
+	// same translation as from a server of that era alone.
 	EraDual
 )
 
@@ -54,10 +57,10 @@ func (s *ServerInfo) Era() Era {
 	switch {
 	case s == nil || s.ProtocolVersion == "":
 		return EraUnknown
-	case s.ProtocolVersion == ModernProtocolVersion:
-		return EraModern
 	case s.Dual:
 		return EraDual
+	case s.ProtocolVersion == ModernProtocolVersion:
+		return EraModern
 	}
 	return EraLegacy
 }
@@ -68,27 +71,44 @@ const (
 	metaClientCapabilities = "io.modelcontextprotocol/clientCapabilities"
 	metaClientInfo         = "io.modelcontextprotocol/clientInfo"
 	metaServerInfo         = "io.modelcontextprotocol/serverInfo"
+	metaLogLevel           = "io.modelcontextprotocol/logLevel"
 )
 
 // Modern reports whether the connection speaks 2026-07-28 to its server.
 // It is decided by the handshake, before any call is sent.
 func (c *Conn) Modern() bool { return c.modern.Load() }
 
-// Dual reports whether the connection's server is of EraDual: initialized
-// as a legacy one, it takes requests sent with GoModern in 2026-07-28.
+// Dual reports whether the connection is initialized as a legacy one and
+// takes requests sent with GoModern in 2026-07-28: a remote server of
+// EraDual (over stdio such a server's connection is Modern).
 func (c *Conn) Dual() bool { return c.dual.Load() }
 
-// GoModern is Go for a request of a 2026-07-28 client: to a dual server it
-// goes in that era (the _meta of withMeta, over HTTP a request of its own
+// GoModern is Go for a request of a 2026-07-28 client: to a dual remote
+// server it goes in that era (the _meta of withMeta, a request of its own
 // with the era's headers and no session), so that an InputRequiredResult
 // comes back to the client and its retry reaches the server as sent. To
 // any other server it is Go.
 func (c *Conn) GoModern(ctx context.Context, method string, params json.RawMessage, owner any, deliver func(*jsonrpc.Message, error)) (*Call, error) {
-	if m := c.ForModern(); m != c {
-		return m.Go(ctx, method, params, owner, deliver)
-	}
-	return c.goEra(ctx, c.modern.Load() || c.dual.Load(), method, params, owner, deliver)
+	return c.goEra(ctx, c.modern.Load() || c.dual.Load(), method, params, noSpan, owner, deliver)
 }
+
+// GoWithout is Go for a request of a 2026-07-28 client to a server that
+// does not speak that era: the members of that era's _meta (the
+// request's protocol version, client capabilities, client info and log
+// level, which the caller acts on itself) are left out of the object at
+// params[meta], the request's _meta, as the message is written, and the
+// rest of params is sent byte for byte. To a modern or dual server, which
+// reads them, it is GoModern.
+func (c *Conn) GoWithout(ctx context.Context, method string, params json.RawMessage, meta jsonrpc.Span, owner any, deliver func(*jsonrpc.Message, error)) (*Call, error) {
+	if c.modern.Load() || c.dual.Load() {
+		return c.GoModern(ctx, method, params, owner, deliver)
+	}
+	return c.goEra(ctx, false, method, params, meta, owner, deliver)
+}
+
+// modernRequestMeta are the members of a request's _meta that 2026-07-28
+// defines (see GoWithout).
+var modernRequestMeta = [4]string{metaProtocolVersion, metaClientCapabilities, metaClientInfo, metaLogLevel}
 
 // modernCall reports whether the request id of a dual connection was sent
 // with GoModern.
@@ -125,12 +145,6 @@ type discoverResult struct {
 	} `json:"serverInfo"`
 	Meta map[string]json.RawMessage `json:"_meta"`
 }
-
-// errDualStdio is the handshake's error when a server over stdio answered
-// server/discover as a dual one: its connection now speaks 2026-07-28
-// only (the first message picks the era, in the go-sdk and the TypeScript
-// SDK alike), so a second process is initialized (see companion.go).
-var errDualStdio = errors.New("a server of both eras over stdio")
 
 // errProbeEnded is the handshake's error when the process ended during the
 // server/discover probe: it crashed, or it is a legacy server that does
@@ -201,11 +215,17 @@ func (c *Conn) probe(ctx context.Context) (Era, error) {
 	} else if res.ServerInfo != nil {
 		info.Name, info.Version = res.ServerInfo.Name, res.ServerInfo.Version
 	}
-	c.server.Store(info)
 	if speaksLegacy(res.SupportedVersions) {
-		c.log.Debug("server/discover lists "+ModernProtocolVersion+" and "+ProtocolVersion+": initialized, and used per request in either era", "versions", res.SupportedVersions)
+		info.Dual = true
+		c.server.Store(info)
+		if c.remote != nil {
+			c.log.Debug("server/discover lists "+ModernProtocolVersion+" and "+ProtocolVersion+": initialized, and used per request in either era", "versions", res.SupportedVersions)
+		} else {
+			c.log.Debug("server/discover lists "+ModernProtocolVersion+" and "+ProtocolVersion+": over stdio the probe picked "+ModernProtocolVersion+" for every client", "versions", res.SupportedVersions)
+		}
 		return EraDual, nil
 	}
+	c.server.Store(info)
 	c.modern.Store(true)
 	return EraModern, nil
 }
@@ -316,17 +336,31 @@ func (c *Conn) meta() *modernMeta {
 }
 
 // relayCapabilities is the client capabilities mcpgate declares to its
-// backends: what it can relay to its clients or answer itself.
+// backends: those of client_capabilities that it can relay to its clients
+// or answer itself (config.Backend.Declared). roots has listChanged when
+// they come from clients, whose lists change; configured roots do not.
 func (b *Backend) relayCapabilities() []byte {
-	switch {
-	case b.cfg.RelayClientRequests && len(b.cfg.Roots) > 0:
-		return []byte(`{"roots":{"listChanged":false},"sampling":{},"elicitation":{}}`)
-	case b.cfg.RelayClientRequests:
-		return []byte(`{"roots":{"listChanged":true},"sampling":{},"elicitation":{}}`)
-	case len(b.cfg.Roots) > 0:
-		return []byte(`{"roots":{"listChanged":false}}`)
+	c := b.cfg.Declared()
+	out := []byte{'{'}
+	add := func(member string) {
+		if len(out) > 1 {
+			out = append(out, ',')
+		}
+		out = append(out, member...)
 	}
-	return []byte(`{}`)
+	switch {
+	case c.Roots && len(b.cfg.Roots) > 0:
+		add(`"roots":{"listChanged":false}`)
+	case c.Roots:
+		add(`"roots":{"listChanged":true}`)
+	}
+	if c.Sampling {
+		add(`"sampling":{}`)
+	}
+	if c.Elicitation {
+		add(`"elicitation":{}`)
+	}
+	return append(out, '}')
 }
 
 // clientInfo is mcpgate as a client: {"name":"mcpgate","version":…}.

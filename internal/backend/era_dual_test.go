@@ -11,6 +11,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/mcpgate/mcpgate/internal/config"
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
 )
 
@@ -116,11 +117,9 @@ func TestEraDualRemoteBackend(t *testing.T) {
 
 // Over stdio a connection has one era, which its first message picks (the
 // Go SDK and the TypeScript SDK v2 alike): a server that answers the
-// server/discover probe as a dual one keeps that process for 2026-07-28
-// requests (GoModern), served in that era, and a second process is
-// initialized for the rest, so that 2025 sessions get what a 2025 server
-// does for them (here the sampling request of a call). The two are one
-// backend: a restart replaces both, the end of either ends both.
+// server/discover probe as a dual one is one process, which serves every
+// client in 2026-07-28 (its era shows as dual), where the SDK refuses to
+// send requests to the client. A restart replaces that one process.
 func TestEraDualStdioBackend(t *testing.T) {
 	exe, err := os.Executable()
 	if err != nil {
@@ -129,58 +128,63 @@ func TestEraDualStdioBackend(t *testing.T) {
 	r := runRemote(t, stdioConfig([]string{exe, "-test.run=^$"}, map[string]string{sdkStdioEnv: "1"}), "")
 	st := r.await(t, "healthy", healthy)
 	conn := r.b.Conn()
-	if st.Server.Era() != EraDual || st.Server.ProtocolVersion != ProtocolVersion || conn.Modern() || !conn.Dual() {
-		t.Fatalf("server = %+v (era %s); want a dual connection initialized with %s", st.Server, st.Server.Era(), ProtocolVersion)
+	if st.Server.Era() != EraDual || st.Server.ProtocolVersion != ModernProtocolVersion || !conn.Modern() || conn.Dual() || st.PID != conn.PID() {
+		t.Fatalf("server = %+v (era %s), connection modern %v dual %v; want one modern connection to a dual server", st.Server, st.Server.Era(), conn.Modern(), conn.Dual())
 	}
-	companion := conn.ForModern()
-	if companion == conn || !companion.Modern() || companion.PID() == conn.PID() || st.PID != conn.PID() {
-		t.Fatalf("companion %p (modern %v, pid %d) of connection %p (pid %d, status pid %d); want a second, modern process", companion, companion.Modern(), companion.PID(), conn, conn.PID(), st.PID)
+	res, err := r.call(t, "echo", `{"text":"x"}`)
+	if err != nil || !strings.Contains(string(res), `"resultType"`) {
+		t.Fatalf("echo = %s, %v; want a 2026-07-28 result", res, err)
+	}
+	res, err = r.call(t, "sample", `{}`)
+	if err != nil || !strings.Contains(string(res), "cannot be sent while serving a request on protocol version 2026-07-28") {
+		t.Fatalf("sample = %s, %v; want the SDK's refusal to sample in 2026-07-28", res, err)
+	}
+	for _, n := range r.h.notes.All() {
+		if n == "sampling/createMessage" {
+			t.Errorf("the server sent %s in 2026-07-28", n)
+		}
+	}
+
+	// A restart replaces the one process.
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	if err := r.b.Restart(ctx); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-conn.Done():
+	default:
+		t.Errorf("process %d still runs after a restart", conn.PID())
+	}
+	if c := r.b.Conn(); c == nil || c == conn || !c.Modern() || r.b.Status().PID != c.PID() {
+		t.Errorf("after a restart: connection %p (old %p); want a new modern one", c, conn)
+	}
+}
+
+// era = "legacy" spares a server the server/discover probe: a dual server
+// is then initialized and used as a 2025 one, over stdio too, so that its
+// tools that ask their client the 2025 way (here the Go SDK's
+// ServerSession.CreateMessage) work.
+func TestEraLegacyInitializesADualServer(t *testing.T) {
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := stdioConfig([]string{exe, "-test.run=^$"}, map[string]string{sdkStdioEnv: "1"})
+	cfg.Era = config.EraLegacy
+	r := runRemote(t, cfg, "")
+	st := r.await(t, "healthy", healthy)
+	if st.Server.Era() != EraLegacy || st.Server.ProtocolVersion != ProtocolVersion || r.b.Conn().Modern() {
+		t.Fatalf("server = %+v (era %s); want a legacy one, initialized with %s", st.Server, st.Server.Era(), ProtocolVersion)
 	}
 	res, err := r.call(t, "sample", `{}`)
 	if err != nil || !strings.Contains(string(res), "sampled") {
 		t.Fatalf("sample = %s, %v; want the sampled answer", res, err)
 	}
 	awaitItem(t, &r.h.notes, "sampling/createMessage", is("sampling/createMessage"))
-	m, err := goModern(t, conn, "tools/call", `{"name":"sample","arguments":{}}`)
-	if err != nil || !strings.Contains(string(m.Result)+string(m.Error), "2026-07-28") {
-		t.Fatalf("modern sample = %+v, %v; want the SDK's refusal to sample in 2026-07-28", m, err)
-	}
-	m, err = goModern(t, conn, "tools/call", `{"name":"echo","arguments":{"text":"x"}}`)
-	if err != nil || m.Error != nil || !strings.Contains(string(m.Result), `"resultType"`) {
-		t.Fatalf("modern echo = %+v, %v; want a 2026-07-28 result", m, err)
-	}
-
-	// A restart replaces both processes.
-	ctx, cancel := context.WithTimeout(context.Background(), wait)
-	defer cancel()
-	if err := r.b.Restart(ctx); err != nil {
-		t.Fatal(err)
-	}
-	for _, c := range []*Conn{conn, companion} {
-		select {
-		case <-c.Done():
-		default:
-			t.Errorf("process %d still runs after a restart", c.PID())
+	for _, m := range r.logs.Messages() {
+		if strings.Contains(m, "server/discover") {
+			t.Errorf("logged %q: the backend was probed", m)
 		}
-	}
-	conn = r.b.Conn()
-	companion = conn.ForModern()
-	if !conn.Dual() || companion == conn {
-		t.Fatalf("after a restart: dual %v, companion %p of %p; want the pair again", conn.Dual(), companion, conn)
-	}
-	// The companion's end ends its connection: the backend restarts both.
-	companion.abort()
-	select {
-	case <-conn.Done():
-	case <-ctx.Done():
-		t.Fatal("the connection outlived its companion")
-	}
-	old := conn
-	r.await(t, "healthy again", func(Status) bool {
-		c := r.b.Conn()
-		return c != nil && c != old && r.b.Status().State == Healthy
-	})
-	if c := r.b.Conn(); c == nil || c == conn || c.ForModern() == c {
-		t.Errorf("after the companion ended: connection %p (old %p); want a new pair", c, conn)
 	}
 }

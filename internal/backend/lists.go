@@ -17,8 +17,10 @@ type ServerInfo struct {
 	Name, Version   string
 	Instructions    string
 	Capabilities    Capabilities
-	// Dual marks a server initialized with ProtocolVersion whose
-	// server/discover also listed ModernProtocolVersion (see EraDual).
+	// Dual marks a server whose server/discover listed both
+	// ModernProtocolVersion and ProtocolVersion (see EraDual): over HTTP
+	// it is initialized with ProtocolVersion, over stdio it speaks
+	// ModernProtocolVersion only.
 	Dual bool
 }
 
@@ -96,8 +98,10 @@ func (c *Conn) handshake(ctx context.Context, probe bool) (*Lists, error) {
 		case kind == EraModern:
 			return c.modernHandshake(ctx)
 		case kind == EraDual && c.remote == nil:
-			c.modern.Store(true) // its era from now on
-			return nil, errDualStdio
+			// Over stdio the probe picked the connection's era: the one
+			// process serves every client in 2026-07-28 (see EraDual).
+			c.modern.Store(true)
+			return c.modernHandshake(ctx)
 		}
 		dual = kind == EraDual
 	}
@@ -118,9 +122,9 @@ func (c *Conn) handshake(ctx context.Context, probe bool) (*Lists, error) {
 		Version:         res.ServerInfo.Version,
 		Instructions:    res.Instructions,
 		Capabilities:    res.Capabilities,
-		Dual:            dual || c.companion.Load() != nil,
+		Dual:            dual,
 	})
-	c.dual.Store(dual || c.companion.Load() != nil)
+	c.dual.Store(dual)
 	if err := c.Notify(ctx, "notifications/initialized", nil); err != nil {
 		return nil, err
 	}

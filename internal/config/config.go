@@ -55,6 +55,7 @@ type Gateway struct {
 	Health                            // defaults of every backend's health keys
 	Limits                            // sessions, requests in flight, idle times
 	IdleExit            time.Duration // 0 (default, "off"): never exit for being idle
+	FirstListWait       time.Duration // default 2s; 0 ("off"): a list waits for no backend's first handshake
 	Runner              string        // default of every backend's runner: "process" (default) | "unit"
 	Integrity                         // defaults of every backend's integrity keys
 	StateDirectory      string        // "" (default): $STATE_DIRECTORY, else /var/lib/mcpgate
@@ -115,6 +116,7 @@ type Backend struct {
 	Lifecycle // when children run and whom they serve
 	Resources // cgroup limits of its children; see resources.go
 	Integrity // default Gateway.Integrity; see integrity.go
+	Protocol  // era, declared client capabilities, list_ttl; see protocol.go
 }
 
 // defaultGateway is the one place that knows the gateway defaults.
@@ -138,6 +140,7 @@ func defaultGateway() Gateway {
 		Health:              defaultHealth(),
 		Limits:              defaultLimits(),
 		Integrity:           defaultIntegrity(),
+		FirstListWait:       2 * time.Second,
 	}
 }
 
@@ -163,6 +166,7 @@ func defaultBackend(name string, g *Gateway) *Backend {
 		Lifecycle:             defaultLifecycle(),
 		Runner:                g.Runner,
 		Integrity:             g.Integrity,
+		Protocol:              defaultProtocol(),
 	}
 }
 
@@ -229,7 +233,8 @@ func (b *Backend) Equal(o *Backend) bool {
 		slices.Equal(b.Fallback, o.Fallback) &&
 		b.remoteEqual(&o.Remote) &&
 		b.Lifecycle == o.Lifecycle &&
-		b.Resources == o.Resources
+		b.Resources == o.Resources &&
+		b.Era == o.Era && b.Declared() == o.Declared() && b.InputRetry() == o.InputRetry()
 }
 
 // String returns the TOML spelling of r: "off" when unlimited, otherwise

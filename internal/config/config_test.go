@@ -31,6 +31,7 @@ func wantGateway() Gateway {
 		Access:              Access{Auth: "required", Audit: "calls"},
 		Health:              wantHealth(),
 		Integrity:           Integrity{Policy: "off", MaxDescriptionBytes: 8192, MaxSchemaBytes: 65536},
+		FirstListWait:       2 * time.Second,
 		Limits: Limits{
 			MaxSessions:           1000,
 			SessionIdleTimeout:    time.Hour,
@@ -83,6 +84,7 @@ func wantBackend(file string) *Backend {
 		Lifecycle:             defaultLifecycle(),
 		Runner:                RunnerProcess,
 		Integrity:             Integrity{Policy: "off", MaxDescriptionBytes: 8192, MaxSchemaBytes: 65536},
+		Protocol:              Protocol{Era: EraAuto},
 	}
 }
 
@@ -136,6 +138,9 @@ func TestGatewayKeys(t *testing.T) {
 		{`max_subscriptions = 1`, func(g *Gateway) { g.MaxSubscriptions = 1 }},
 		{`max_input_required_calls = 1`, func(g *Gateway) { g.MaxInputRequiredCalls = 1 }},
 		{`max_input_required_calls_per_client = 7`, func(g *Gateway) { g.MaxInputRequiredCallsPerClient = 7 }},
+		{`first_list_wait = "500ms"`, func(g *Gateway) { g.FirstListWait = 500 * time.Millisecond }},
+		{`first_list_wait = "off"`, func(g *Gateway) { g.FirstListWait = 0 }},
+		{`first_list_wait = "0s"`, func(g *Gateway) { g.FirstListWait = 0 }},
 		{`max_stream_events = 16`, func(g *Gateway) { g.MaxStreamEvents = 16 }},
 		{`allowed_origins = ["https://app.example", "http://10.0.0.2:3000"]`, func(g *Gateway) {
 			g.AllowedOrigins = []string{"https://app.example", "http://10.0.0.2:3000"}
@@ -224,6 +229,15 @@ func TestBackendKeys(t *testing.T) {
 		}},
 		{"log_rate_limit", "", `log_rate_limit = "off"`, func(b *Backend) { b.LogRateLimit = RateLimit{} }},
 		{"relay_client_requests", "", `relay_client_requests = false`, func(b *Backend) { b.RelayClientRequests = false }},
+		{"era", "", `era = "legacy"`, func(b *Backend) { b.Era = EraLegacy }},
+		{"client_capabilities", "", `client_capabilities = ["roots"]`, func(b *Backend) { b.ClientCapabilities = ClientCapabilities{Set: true, Roots: true} }},
+		{"client_capabilities none", "", `client_capabilities = []`, func(b *Backend) { b.ClientCapabilities = ClientCapabilities{Set: true} }},
+		{"client_capabilities, configured roots, no relaying", "", "client_capabilities = [\"roots\"]\nroots = [\"file:///srv\"]\nrelay_client_requests = false", func(b *Backend) {
+			b.ClientCapabilities, b.Roots, b.RelayClientRequests = ClientCapabilities{Set: true, Roots: true}, []string{"file:///srv"}, false
+		}},
+		{"list_ttl", "", `list_ttl = "5m"`, func(b *Backend) { b.ListTTL = 5 * time.Minute }},
+		{"list_ttl off", "", `list_ttl = "off"`, func(b *Backend) {}},
+		{"input_retry_timeout", "", `input_retry_timeout = "20s"`, func(b *Backend) { b.InputRetryTimeout = 20 * time.Second }},
 		{"start", "", `start = "on-demand"`, func(b *Backend) { b.Start = StartOnDemand }},
 		{"runner", "", `runner = "unit"`, func(b *Backend) { b.Runner = RunnerUnit }},
 		{"runner from gateway", `runner = "unit"`, "", func(b *Backend) { b.Runner = RunnerUnit }},
@@ -444,6 +458,10 @@ func TestBackendEqual(t *testing.T) {
 		{"roots", func(b *Backend) { b.Roots = nil }, false},
 		{"runner", func(b *Backend) { b.Runner = RunnerUnit }, false},
 		{"memory_max", func(b *Backend) { b.MemoryMax = Infinity }, false},
+		{"era", func(b *Backend) { b.Era = EraLegacy }, false},
+		{"client_capabilities", func(b *Backend) { b.ClientCapabilities = ClientCapabilities{Set: true, Roots: true} }, false},
+		{"input_retry_timeout", func(b *Backend) { b.InputRetryTimeout = time.Second }, false},
+		{"list_ttl is the gateway's", func(b *Backend) { b.ListTTL = time.Minute }, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -103,7 +103,7 @@ func gatewayFields() []field[Gateway] {
 	fields = append(fields, limitFields()...)
 	fields = append(fields, accessFields()...)
 	fields = append(fields, healthFields(func(g *Gateway) *Health { return &g.Health })...)
-	fields = append(fields, idleExitField(), runnerField[Gateway](func(g *Gateway) *string { return &g.Runner }))
+	fields = append(fields, idleExitField(), firstListWaitField(), runnerField[Gateway](func(g *Gateway) *string { return &g.Runner }))
 	return append(append(fields, integrityFields(func(g *Gateway) *Integrity { return &g.Integrity })...), stateDirectoryField())
 }
 
@@ -185,6 +185,7 @@ func backendFields() []field[Backend] {
 	fields = append(fields, remoteFields()...)
 	fields = append(fields, runnerField[Backend](func(b *Backend) *string { return &b.Runner }))
 	fields = append(fields, lifecycleFields()...)
+	fields = append(fields, protocolFields()...)
 	return append(fields, resourceFields()...)
 }
 
@@ -470,6 +471,7 @@ func (d *decoder) backend(at keyPath, v any, g *Gateway) *Backend {
 	}
 	d.checkLifecycle(at, t, refused, b)
 	d.checkResources(at, t, b)
+	d.checkProtocol(at, t, b)
 	return b
 }
 

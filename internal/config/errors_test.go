@@ -73,6 +73,17 @@ func TestLoadErrors(t *testing.T) {
 			`mcpgate.toml:3:1: gateway.state_directory: "state" is not an absolute path; write one such as "/var/lib/mcpgate", or "" for systemd's StateDirectory=`,
 			`mcpgate.toml:6:1: backends.gh.max_description_bytes: 10 is out of range; use 64 to 2147483647`,
 		}},
+		{"protocol keys", map[string]string{"mcpgate.toml": "[gateway]\nfirst_list_wait = \"5m\"\n" + gh +
+			"era = \"modern\"\nclient_capabilities = [\"sampling\", \"tools\"]\nlist_ttl = \"500us\"\n" +
+			"[backends.quiet]\ncommand = \"q\"\nrelay_client_requests = false\nclient_capabilities = [\"sampling\", \"roots\"]\n" +
+			"[backends.cli]\ntransport = \"cli\"\nera = \"legacy\"\n[backends.cli.tools.t]\ncommand = [\"true\"]\n"}, []string{
+			`mcpgate.toml:2:1: gateway.first_list_wait: 5m0s is longer than a minute: a client's first list would wait that long for a slow backend; use a few seconds, or "off"`,
+			`mcpgate.toml:5:1: backends.gh.era: "modern" is not a valid value; use one of "auto", "legacy"`,
+			`mcpgate.toml:6:36: backends.gh.client_capabilities: "tools" is not a valid value; use one of "sampling", "elicitation", "roots"`,
+			`mcpgate.toml:7:1: backends.gh.list_ttl: 500µs is below a millisecond, the unit of ttlMs; use at least "1ms", or "0s"`,
+			`mcpgate.toml:11:1: backends.quiet.client_capabilities: sampling and roots cannot be declared with relay_client_requests = false, which relays no request of the backend to a client; remove sampling and roots, or relay_client_requests`,
+			`mcpgate.toml:14:1: backends.cli.era: era is for an MCP server; a cli backend (transport = "cli") runs programs; remove it`,
+		}},
 		// Fallbacks.
 		{"fallback cycle", map[string]string{"mcpgate.toml": "[backends.a]\ncommand = \"x\"\nfallback = [\"b\"]\n[backends.b]\ncommand = \"x\"\nfallback = [\"a\"]\n"}, []string{
 			`mcpgate.toml:6:1: backends.b.fallback: fallback cycle "a" → "b" → "a"; a call could go round it forever, remove one of them`,
@@ -92,7 +103,7 @@ func TestLoadErrors(t *testing.T) {
 			`mcpgate.toml:2:1: gateway.Request-Timeout: unknown key (did you mean "request_timeout"?)`,
 		}},
 		{"unknown gateway key without suggestion", map[string]string{"mcpgate.toml": "[gateway]\ncolour = 1\n"}, []string{
-			`mcpgate.toml:2:1: gateway.colour: unknown key; valid keys here: listen, endpoint, request_timeout, shutdown_grace_period, drain_timeout, max_message_bytes, page_size, max_stream_events, allowed_origins, allowed_hosts, bus, log_target, log_level, log_rate_limit, composite_prefix, metrics_listen, status_resources, max_sessions, session_idle_timeout, resume_window, max_concurrent_requests, max_batch_size, http_read_timeout, http_idle_timeout, sse_keepalive_interval, max_subscriptions, max_input_required_calls, max_input_required_calls_per_client, auth, audit, credentials_directory, health_interval, health_timeout, failure_threshold, recovery_multiplier, start_wait, catalog_grace, catalog_refresh, idle_exit, runner, integrity, max_description_bytes, max_schema_bytes, state_directory`,
+			`mcpgate.toml:2:1: gateway.colour: unknown key; valid keys here: listen, endpoint, request_timeout, shutdown_grace_period, drain_timeout, max_message_bytes, page_size, max_stream_events, allowed_origins, allowed_hosts, bus, log_target, log_level, log_rate_limit, composite_prefix, metrics_listen, status_resources, max_sessions, session_idle_timeout, resume_window, max_concurrent_requests, max_batch_size, http_read_timeout, http_idle_timeout, sse_keepalive_interval, max_subscriptions, max_input_required_calls, max_input_required_calls_per_client, auth, audit, credentials_directory, health_interval, health_timeout, failure_threshold, recovery_multiplier, start_wait, catalog_grace, catalog_refresh, idle_exit, first_list_wait, runner, integrity, max_description_bytes, max_schema_bytes, state_directory`,
 		}},
 		{"unknown top-level key", map[string]string{"mcpgate.toml": "[gatway]\nbus = \"none\"\ncommand = \"x\"\n"}, []string{
 			`mcpgate.toml:1:2: gatway: unknown key (did you mean "gateway"?)`,

@@ -123,3 +123,24 @@ func idleExitField() field[Gateway] {
 		return d.durationOrOff(at, v, &g.IdleExit)
 	}}
 }
+
+// firstListWaitField is [gateway] first_list_wait: how long, counted from
+// a backend's first start, a session's first list waits for that
+// backend's first handshake (socket activation's first client arrives
+// before any backend is ready).
+func firstListWaitField() field[Gateway] {
+	return field[Gateway]{"first_list_wait", func(d *decoder, at keyPath, v any, g *Gateway) bool {
+		if v == "0s" {
+			g.FirstListWait = 0
+			return true
+		}
+		if !d.durationOrOff(at, v, &g.FirstListWait) {
+			return false
+		}
+		if g.FirstListWait > time.Minute {
+			d.fail(at, "%s is longer than a minute: a client's first list would wait that long for a slow backend; use a few seconds, or \"off\"", g.FirstListWait)
+			return false
+		}
+		return true
+	}}
+}

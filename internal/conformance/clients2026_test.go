@@ -34,7 +34,9 @@ const clientWait = 60 * time.Second
 // trip clients make to a 2025-only endpoint) and no initialize, counted by a
 // reverse proxy in front of mcpgate; then list, call, get a prompt, read a
 // resource, and answer a sampling and an elicitation request that
-// server-everything sends in the middle of a call.
+// server-everything sends in the middle of a call. Meanwhile another
+// client's call on the same server-everything waits for a retry that never
+// comes: it holds neither SDK client back.
 //
 // It runs only with MCPGATE_CONFORMANCE=1; `make conformance` sets it.
 func TestClients2026(t *testing.T) {
@@ -56,6 +58,7 @@ args = [%q, "stdio"]
 tool_prefix = ""
 `, tk.node, everything))
 	testutil.StartDaemon(t, toml, gateway, testutil.DaemonOptions{})
+	abandonInputRequired(t, gateway)
 
 	t.Run("go sdk", func(t *testing.T) {
 		front := newCountingProxy(t, gateway)
@@ -155,6 +158,32 @@ tool_prefix = ""
 			t.Errorf("the SDK v2 client answered %q, want one sampling then one elicitation request", answered)
 		}
 		front.check(t)
+	})
+}
+
+// abandonInputRequired makes a stateless call to server-everything at
+// the gateway's endpoint that asks for sampling, and never retries it: the
+// backend's call waits for its client, which is gone.
+func abandonInputRequired(t *testing.T, gateway string) {
+	t.Helper()
+	body := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28",` +
+		`"io.modelcontextprotocol/clientCapabilities":{"sampling":{}}},"name":"trigger-sampling-request","arguments":{"prompt":"abandoned","maxTokens":5}}}`
+	testutil.Eventually(t, clientWait, "an InputRequiredResult for the call that is abandoned", func() bool {
+		req, err := http.NewRequest(http.MethodPost, gateway, strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for k, v := range map[string]string{"Content-Type": "application/json", "Accept": "application/json, text/event-stream",
+			"MCP-Protocol-Version": spec2026, "Mcp-Method": "tools/call", "Mcp-Name": "trigger-sampling-request"} {
+			req.Header.Set(k, v)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return false
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return strings.Contains(string(b), `"resultType":"input_required"`) // server-everything's trigger tools may still be joining
 	})
 }
 

@@ -21,35 +21,32 @@ const spec2026 = "2026-07-28"
 // needs2026Server lists the scenarios (or "scenario/check") of the
 // 2026-07-28 set that cannot pass through mcpgate when its backend speaks
 // only 2025-11-25, each with the 2026-only server feature it needs, or
-// the property of per-call instances it meets. Every other scenario that passes
+// what a 2025 server cannot know. Every other scenario that passes
 // directly against the fixture must pass through mcpgate in front of the
-// fixture's 2025 mode (TestConformance2026, "2025 stdio backend").
+// fixture's 2025 mode (TestConformance2026, "2025 stdio backend"), one
+// process shared by every scenario's calls, the abandoned ones too.
 var needs2026Server = map[string]string{
 	"input-required-result-basic-elicitation": "the scenario wants the input request under the key \"user_name\", " +
 		"which a 2026 tool names in its InputRequiredResult; a 2025 server's elicitation/create has no key, so the gateway must make one up",
 	"input-required-result-ignore-extra-params": "the scenario sends inputResponses without a first round or requestState and wants a " +
 		"complete result: only a 2026 handler that reads inputResponses can complete from them; a 2025 server answers " +
 		"only the requests it sent during a call",
-	// Not 2026-only features, but what per-call instances (perCallInstances)
-	// are: a tool list one instance changes is that instance's alone, and
-	// the catalog stays the first instance's (mcpgate.toml(5), instance).
-	"server-stateless/sep-2575-server-sends-tools-list-changed-on-subscription": "with instance = \"session\" each call " +
-		"runs on an instance of its own: the tool the scenario calls to change the list changes its own instance's, " +
-		"which no other client sees, so no list changed for the subscription",
-	"server-stateless/sep-2575-server-sends-prompts-list-changed-on-subscription": "as for the tools list: with " +
-		"instance = \"session\" a prompt list one call's instance changes is that instance's alone",
+	// Not a 2026-only feature, but what a 2025 server knows of its
+	// clients: the capabilities mcpgate declared at initialize, as the
+	// 2026-07-28 _meta members of a request do not reach it.
+	"input-required-result-capability-check": "the scenario wants the server to ask only for what the request " +
+		"declares in its _meta; a 2025 server learns capabilities at initialize only (mcpgate declares all it can relay), " +
+		"so it asks for elicitation the request did not declare, and mcpgate answers -32021 naming it",
 }
 
 // goSDKStdioDiffers is what the go-sdk fixture (a server of both eras over
-// stdio) does otherwise through mcpgate: SHOULD-level warnings, each a
-// design decision of the gateway's, not a lost feature.
+// stdio, one process driven in 2026-07-28) does otherwise through mcpgate:
+// SHOULD-level warnings, each a design decision of the gateway's, not a
+// lost feature.
 var goSDKStdioDiffers = map[string]string{
 	"server-stateless/sep-2575-server-sends-tools-list-changed-on-subscription": "the fixture's trigger registers the " +
 		"same tool again and announces list_changed each time; mcpgate re-reads the list, finds it unchanged and tells " +
 		"no client (list_changed only when a client's view changed), so the scenario's second trigger announces nothing",
-	"server-stateless/sep-2575-server-sends-prompts-list-changed-on-subscription": "a dual stdio server serves 2026-07-28 " +
-		"clients from its companion process and the catalog from the initialized one (mcpgated(8), BACKEND ERAS): a " +
-		"prompt a 2026 client adds changes the companion's list, which the catalog does not follow",
 }
 
 // TestConformance2026 runs the server scenarios that the MCP 2026-07-28
@@ -65,7 +62,8 @@ var goSDKStdioDiffers = map[string]string{
 //     2025-11-25 (--stdio-2025): mcpgate serves 2026 clients in front of it;
 //   - through mcpgate with the go-sdk fixture of the 2025 runs as a stdio
 //     backend, against that fixture's own direct run. go-sdk v1.8.0 speaks
-//     both eras; mcpgate probes it with server/discover and speaks 2026 to it.
+//     both eras; mcpgate probes it with server/discover and speaks 2026 to
+//     its one process, which serves the 2025 runs too (conformance_test.go).
 //
 // Every check that passes directly must pass through mcpgate, except, in
 // front of the 2025 backend, those of the scenarios in needs2026Server. tool_prefix is empty because the suite calls the
@@ -113,7 +111,7 @@ func TestConformance2026(t *testing.T) {
 			return startStdioGateway(t, tk.node, fixture, "--stdio", "")
 		}, nil},
 		{"2025 stdio backend", direct, func(t *testing.T) string {
-			return startStdioGateway(t, tk.node, fixture, "--stdio-2025", perCallInstances)
+			return startStdioGateway(t, tk.node, fixture, "--stdio-2025", "") // shared by every scenario's calls
 		}, needs2026Server},
 		{"go-sdk stdio backend", directGo, func(t *testing.T) string {
 			return startGateway(t, tk.fixture)
@@ -194,20 +192,6 @@ func startHTTPServer(t *testing.T, name string, command func(addr string) *exec.
 		t.Fatalf("start %s: %v\noutput:\n%s", name, err, p.output())
 	}
 }
-
-// perCallInstances gives each stateless call to the 2025 fixture an
-// instance of its own (instance = "session"): a 2025 backend's request to
-// its client does not say which call it belongs to, so on one shared
-// process a call a scenario abandons (one of needs2026Server) would keep
-// every later call's input requests ambiguous until its
-// client_request_timeout. Each call takes an idle instance; the suite
-// gives some calls 500ms to answer (server-stateless), less than the
-// fixture takes to start on a busy machine, so six are kept ready and
-// refilled at once.
-const perCallInstances = `instance = "session"
-pool_min_idle = 6
-pool_replenish_delay = "100ms"
-`
 
 // startStdioGateway starts mcpgated with the fixture, run by node with
 // mode, as its only backend over stdio, with the backend keys extra, and

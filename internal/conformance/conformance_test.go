@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"testing"
 
 	"github.com/mcpgate/mcpgate/internal/testutil"
@@ -13,12 +14,16 @@ import (
 func TestMain(m *testing.M) { testutil.Main(m) }
 
 // TestConformance runs the active server scenarios of the official MCP
-// conformance suite four times: directly against the go-sdk
+// conformance suite five times: directly against the go-sdk
 // everything-server fixture over Streamable HTTP (the baseline), against
-// mcpgate with the same fixture as its only stdio backend, through two
-// gateways (the second has the first as its remote backend), and against
-// mcpgate with the fixture over HTTP as its remote backend. Every scenario
-// that passes directly must pass every other way.
+// mcpgate with the same fixture as its only stdio backend (a server of
+// both eras, one process driven in 2026-07-28: the 2025 sessions of the
+// suite are served through the translation), the same with era = "legacy"
+// (the process initialized), through two gateways (the second has the
+// first as its remote backend), and against mcpgate with the fixture over
+// HTTP as its remote backend. Every scenario that passes directly must
+// pass every other way, but for those of asks2025Way through the fixture
+// driven in 2026-07-28.
 //
 // The pending scenarios (not yet part of the suite's verdict) run the same
 // two ways for information: their counts are logged, never failed on.
@@ -50,6 +55,10 @@ func TestConformance(t *testing.T) {
 		url := startGateway(t, tk.fixture)
 		gateway = runSuite(t, tk, "active", "gateway", url, "")
 		for _, msg := range regressions(direct, gateway) {
+			if why, ok := asks2025Way[strings.Fields(msg)[0]]; ok {
+				t.Log("not a regression: " + msg + ": " + why)
+				continue
+			}
 			t.Error(msg)
 		}
 		gatewayPending = runSuite(t, tk, "pending", "gateway pending", url, "")
@@ -59,16 +68,29 @@ func TestConformance(t *testing.T) {
 			}
 		}
 	})
+	// The fixture initialized (era = "legacy"): still one process, every
+	// scenario.
+	var legacy *suiteRun
+	t.Run("gateway, era legacy", func(t *testing.T) {
+		if direct == nil {
+			t.Skip("no direct baseline to compare with (the direct run failed)")
+		}
+		legacy = runSuite(t, tk, "active", "gateway, era legacy", startGatewayWith(t, tk.fixture, eraLegacy), "")
+		for _, msg := range regressions(direct, legacy) {
+			t.Error(msg)
+		}
+	})
 
 	// The same scenarios through two hops (client → mcpgate B → mcpgate A
-	// → fixture over stdio) and through one hop to the fixture served over
-	// HTTP as a remote backend.
+	// → fixture over stdio, initialized, so that A is a dual remote server
+	// that relays every request to B's sessions) and through one hop to the
+	// fixture served over HTTP as a remote backend.
 	var twoHops, remote *suiteRun
 	t.Run("two hops", func(t *testing.T) {
 		if direct == nil {
 			t.Skip("no direct baseline to compare with (the direct run failed)")
 		}
-		url := startRemoteGateway(t, startGateway(t, tk.fixture))
+		url := startRemoteGateway(t, startGatewayWith(t, tk.fixture, eraLegacy))
 		twoHops = runSuite(t, tk, "active", "two hops", url, "")
 		for _, msg := range regressions(direct, twoHops) {
 			t.Error(msg)
@@ -85,7 +107,7 @@ func TestConformance(t *testing.T) {
 		}
 	})
 
-	for _, run := range []*suiteRun{direct, gateway, twoHops, remote, directPending, gatewayPending} {
+	for _, run := range []*suiteRun{direct, gateway, legacy, twoHops, remote, directPending, gatewayPending} {
 		if run != nil {
 			t.Log(run.summary())
 		}
@@ -95,6 +117,22 @@ func TestConformance(t *testing.T) {
 	}
 }
 
+// asks2025Way are the scenarios of the 2025-11-25 suite whose tools, in
+// the go-sdk fixture, ask their client the 2025 way (ServerSession's
+// CreateMessage and Elicit), which the Go SDK refuses in 2026-07-28: the
+// fixture is a server of both eras, so over stdio mcpgated drives its one
+// process in 2026-07-28 (mcpgated(8), BACKEND ERAS), and they pass with
+// era = "legacy" (the leg of that name).
+var asks2025Way = map[string]string{
+	"tools-call-sampling":          "test_sampling calls ServerSession.CreateMessage",
+	"tools-call-elicitation":       "test_elicitation calls ServerSession.Elicit",
+	"elicitation-sep1034-defaults": "test_elicitation_sep1034_defaults calls ServerSession.Elicit",
+	"elicitation-sep1330-enums":    "test_elicitation_sep1330_enums calls ServerSession.Elicit",
+}
+
+// eraLegacy initializes the backend instead of probing it.
+const eraLegacy = `era = "legacy"`
+
 // startGateway starts mcpgated with the fixture as its only backend, spoken to
 // over stdio, and returns the URL of the gateway's MCP endpoint once it is
 // ready (READY=1). The gateway listens on 127.0.0.1: the
@@ -102,11 +140,18 @@ func TestConformance(t *testing.T) {
 // empty because the suite calls tools and prompts by their bare names.
 func startGateway(t *testing.T, fixtureBin string) (url string) {
 	t.Helper()
+	return startGatewayWith(t, fixtureBin, "")
+}
+
+// startGatewayWith is startGateway with more keys for the backend.
+func startGatewayWith(t *testing.T, fixtureBin, keys string) (url string) {
+	t.Helper()
 	toml, url := testutil.Config(t, fmt.Sprintf(`[backends.everything]
 command = %q
 tool_prefix = ""
 relay_client_requests = true
-`, fixtureBin))
+%s
+`, fixtureBin, keys))
 	d := testutil.StartDaemon(t, toml, url, testutil.DaemonOptions{})
 	t.Logf("mcpgated (pid %d) serves %s with backend %s", d.PID, url, fixtureBin)
 	return url

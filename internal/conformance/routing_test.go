@@ -37,9 +37,15 @@ func TestConformanceRouting(t *testing.T) {
 		t.Fatal(err)
 	}
 	record := filepath.Join(t.TempDir(), "fake.record")
+	// The fixture's tools ask their client the 2025 way (go-sdk's
+	// CreateMessage, Elicit), which go-sdk refuses on a connection of
+	// 2026-07-28: the routing of such requests to 2025 sessions is tested
+	// with the fixture initialized (era = "legacy"), as mcpgated(8) says
+	// to configure such a server.
 	toml, url := testutil.Config(t, fmt.Sprintf(`
 [backends.fixture]
 command = %q
+`+eraLegacy+`
 
 [backends.everything]
 command = %q

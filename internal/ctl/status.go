@@ -346,7 +346,10 @@ func printInstances(w io.Writer, b dbusapi.BackendStatus, row func(label, value 
 	row("Instances", fmt.Sprintf("%d busy, %d idle", b.NBusy, b.NIdle))
 	for _, in := range b.Instances {
 		session := "idle"
-		if in.Session != "" {
+		switch {
+		case strings.Contains(in.Session, "-"): // a stateless request's identifier; a hash has none
+			session = "request " + in.Session
+		case in.Session != "":
 			session = "session " + in.Session
 		}
 		fmt.Fprintf(w, "%14s%s  %s  %s  %s\n", "", in.Name, pid(in.PID), in.State, session)

@@ -189,15 +189,17 @@ func TestPrintBackendInstances(t *testing.T) {
 		Name: "browser", State: "healthy", Command: []string{"browser-mcp"},
 		Instances: []dbusapi.Instance{
 			{PID: 4242, Session: "018c322d5bdc", State: "healthy", Name: "browser-1"},
+			{PID: 4246, Session: "r3e6ac8b3-1k", State: "healthy", Name: "browser-2"},
 			{PID: 4250, State: "healthy", Name: "browser-3"},
 			{State: "starting", Name: "browser-4"},
 		},
-		NBusy: 1, NIdle: 1,
+		NBusy: 2, NIdle: 1,
 	}
 	var out bytes.Buffer
 	printBackend(&out, b, time.Now(), false)
-	want := `   Instances: 1 busy, 1 idle
+	want := `   Instances: 2 busy, 1 idle
               browser-1  4242  healthy  session 018c322d5bdc
+              browser-2  4246  healthy  request r3e6ac8b3-1k
               browser-3  4250  healthy  idle
               browser-4  -  starting  idle
 `

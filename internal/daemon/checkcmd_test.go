@@ -96,8 +96,9 @@ func TestCheckConfigWarnsAboutUnmatchedPatterns(t *testing.T) {
 }
 
 // check-config says what it can know of each backend's era without
-// starting it: probed at every start, legacy for the SSE transport, none
-// for programs; an on-demand backend's cache tells its last era.
+// starting it: probed at every start, legacy for the SSE transport and
+// era = "legacy", none for programs; an on-demand backend's cache tells
+// its last era.
 func TestCheckConfigShowsEras(t *testing.T) {
 	state := t.TempDir()
 	t.Setenv("STATE_DIRECTORY", state)
@@ -112,6 +113,9 @@ transport = "sse"
 [backends.lazy]
 command = "sh"
 start = "on-demand"
+[backends.told]
+command = "sh"
+era = "legacy"
 `), 0o644)
 	var stdout, stderr bytes.Buffer
 	if code := checkConfig(cfg, &stdout, &stderr); code != 0 {
@@ -121,6 +125,7 @@ start = "on-demand"
 		"  backend child: era probed with server/discover at every start\n",
 		"  backend lazy: era probed with server/discover at every start; modern (2026-07-28) at its last start\n",
 		"  backend old: era legacy: transport \"sse\" predates server/discover\n",
+		"  backend told: era legacy: era = \"legacy\", initialized without server/discover\n",
 	} {
 		if !strings.Contains(stdout.String(), want) {
 			t.Errorf("stdout = %s; want %q", stdout.String(), want)

@@ -20,6 +20,8 @@ func printEras(w io.Writer, cfg *config.Config) {
 			era = "none: transport \"cli\" runs programs, not an MCP server"
 		case b.Transport == "sse":
 			era = "legacy: transport \"sse\" predates server/discover"
+		case b.Era == config.EraLegacy:
+			era = "legacy: era = \"legacy\", initialized without server/discover"
 		default:
 			era = "probed with server/discover at every start"
 			if b.OnDemand() || b.IdleStop > 0 {

@@ -295,6 +295,7 @@ func (d *daemon) run(ctx context.Context) int {
 				f()
 			}
 		},
+		FirstListWait: g.FirstListWait,
 		Input: gateway.NewContinuations(gateway.ContinuationOptions{
 			Host: hostLabel(), Max: g.MaxInputRequiredCalls, MaxPerClient: g.MaxInputRequiredCallsPerClient,
 			Logger: d.log, Refusals: d.refusals,

@@ -141,6 +141,11 @@ func (s *Session) Client() *access.Client { return s.client.Load() }
 // (access.Caller.Identity); only that identity may use it.
 func (s *Session) Identity() string { return s.identity }
 
+// who names the session's caller in a refusal's journal entry.
+func (s *Session) who() access.Who {
+	return access.Who{Client: s.Client().Name, Identity: s.identity, Session: s.ID, Request: s.RequestID()}
+}
+
 // sealedTo is what a requestState issued in the session is bound to: its
 // client and its identity.
 func (s *Session) sealedTo() string { return s.Client().Name + "\x00" + s.identity }
@@ -225,7 +230,7 @@ func (s *Session) audited(msg *jsonrpc.Message, stream *Stream, backend, what, n
 		}
 		now := time.Now()
 		journal.WriteAudit(ctx, h, &journal.Audit{
-			Time: now, Client: client, Identity: s.identity, Session: s.ID, Backend: backend, What: what, Name: name,
+			Time: now, Client: client, Identity: s.identity, Session: s.ID, RequestID: s.RequestID(), Backend: backend, What: what, Name: name,
 			Method: msg.Method, Duration: now.Sub(start), Outcome: outcome,
 			Request: len(msg.Params), Response: size,
 		})
@@ -245,7 +250,7 @@ func (s *Session) hidden(msg *jsonrpc.Message, stream *Stream, what string, k ac
 // journalHidden is hidden's journal entry, of a call in ctx's trace.
 func (s *Session) journalHidden(ctx context.Context, method, what string, k access.Kind, name string) {
 	if r := s.g.opts.Refusals; r != nil {
-		r.Hidden(ctx, s.Client().Name, s.ID, method, what, name, s.view().rule(k, name))
+		r.Hidden(ctx, s.who(), method, what, name, s.view().rule(k, name))
 	}
 }
 
@@ -253,7 +258,7 @@ func (s *Session) journalHidden(ctx context.Context, method, what string, k acce
 // message with an ambiguous member (see checkDecided).
 func (s *Session) ambiguous(method string, err error) {
 	if r := s.g.opts.Refusals; r != nil {
-		r.Ambiguous(context.Background(), s.Client().Name, s.ID, method, err)
+		r.Ambiguous(context.Background(), s.who(), method, err)
 	}
 }
 

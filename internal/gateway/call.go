@@ -44,6 +44,12 @@ type call struct {
 	fb        *fallback   // where the call may go when the backend dies before answering
 	answering atomic.Bool // the backend sent something for the call: no fallback any more
 
+	// asking counts the backend's requests for the call that wait for
+	// the client's answer, and askedAt is when the last one came, in unix
+	// ns (see attributeRequest).
+	asking  atomic.Int32
+	askedAt atomic.Int64
+
 	ended atomic.Bool
 	once  sync.Once   // guards the bookkeeping in end
 	send  sendContext // bounds the sending of the request (sendAdmitted)
@@ -96,6 +102,9 @@ func (c *call) deliver(resp *jsonrpc.Message, err error) {
 		c.stream.push(jsonrpc.AppendRawError(nil, c.clientID, resp.Error), true)
 	default:
 		result := resp.Result
+		if c.modern && !c.sess.stateless {
+			result = legacyResult(result) // a 2025 session's (see legacy.go)
+		}
 		if c.tool != "" && !(c.modern && isInputRequired(result)) { // a question to the client is no output
 			result = c.sess.g.processOutput(c.b.Name(), c.tool, result)
 		}

@@ -110,8 +110,7 @@ type continuation struct {
 // inputRequest is a request of the backend waiting for the client.
 type inputRequest struct {
 	key       string
-	conn      *backend.Conn
-	id        json.RawMessage // in the backend's id space
+	in        *Input // answers the backend
 	method    string
 	params    json.RawMessage
 	presented bool // sent to the client in an InputRequiredResult
@@ -198,8 +197,7 @@ func (t *Continuations) HandleInput(in *Input) {
 	cont.keys++
 	cont.pending = append(cont.pending, &inputRequest{
 		key:    inputKey(in.Request.Method, cont.keys),
-		conn:   in.Conn,
-		id:     append(json.RawMessage(nil), in.Request.ID...),
+		in:     in,
 		method: in.Request.Method,
 		params: jsonrpc.Compact(in.Request.Params),
 	})
@@ -235,7 +233,7 @@ func (t *Continuations) askAfterBurst(cont *continuation) {
 // or says why there can be none.
 func (t *Continuations) start(in *Input) (*continuation, string) {
 	s := in.Session
-	c := latestCall(in.Conn, s)
+	c := in.call
 	if in.Stream != nil && in.Stream.internal {
 		// Its answer is the step's, which the composite reads: an
 		// InputRequiredResult there would reach no client.
@@ -267,7 +265,7 @@ func (t *Continuations) start(in *Input) (*continuation, string) {
 		binding:  binding,
 		call:     c,
 		first:    in.Stream,
-		timeout:  in.Backend.Config().ClientRequestTimeout,
+		timeout:  in.Backend.Config().InputRetry(),
 		caps:     s.caps,
 		waiter:   &waiter{sess: s, id: c.clientID, stream: in.Stream},
 	}
@@ -340,7 +338,7 @@ func (t *Continuations) endAll(why string, onlyWaiting bool) {
 		c.cancel(why)
 	}
 	for _, r := range pending {
-		r.conn.ReplyError(r.id, jsonrpc.Errorf(CodeShuttingDown, "the client cannot answer %s: %s", r.method, why))
+		r.in.ReplyError(jsonrpc.Errorf(CodeShuttingDown, "the client cannot answer %s: %s", r.method, why))
 	}
 	for _, inst := range instances {
 		inst.Release()

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/mcpgate/mcpgate/internal/access/reqstate"
+	"github.com/mcpgate/mcpgate/internal/config"
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
 	"github.com/mcpgate/mcpgate/internal/telemetry"
 )
@@ -121,7 +122,7 @@ func (cont *continuation) deliver(w *waiter, data []byte) {
 // saying why.
 func (cont *continuation) replyPending(why string) {
 	for _, r := range cont.pending {
-		r.conn.ReplyError(r.id, jsonrpc.Errorf(jsonrpc.CodeInternalError, "the client did not answer %s: %s", r.method, why))
+		r.in.ReplyError(jsonrpc.Errorf(jsonrpc.CodeInternalError, "the client did not answer %s: %s", r.method, why))
 	}
 	cont.pending = nil
 }
@@ -164,25 +165,34 @@ func (cont *continuation) expire(round uint64) {
 		t.mu.Unlock()
 		return // a retry came
 	}
-	why := fmt.Sprintf("the client did not retry within %s (client_request_timeout of backend %q)", cont.timeout, cont.call.b.Name())
+	why := fmt.Sprintf("the client did not retry within %s (%s of backend %q)", cont.timeout, retryKey(cont.call.b.Config()), cont.call.b.Name())
 	pending := cont.pending
 	cont.pending = nil
 	inst := cont.takeInstance()
 	cont.end("")
 	t.mu.Unlock()
 	t.log.Info(fmt.Sprintf("cancelled a call of client %q at backend %q: %s", cont.client, cont.call.b.Name(), why),
-		"client", cont.client, "backend", cont.call.b.Name())
+		"client", cont.client, "backend", cont.call.b.Name(), "request", cont.call.sess.RequestID())
 	// The call is cancelled before its requests are answered: a backend
 	// that answers its call as soon as a request fails must not win the
 	// race with notifications/cancelled. Its end comes back to fromCall,
 	// which ignores it.
 	cont.call.cancel(why)
 	for _, r := range pending {
-		r.conn.ReplyError(r.id, jsonrpc.Errorf(CodeTimeout, "%s", why))
+		r.in.ReplyError(jsonrpc.Errorf(CodeTimeout, "%s", why))
 	}
 	if inst != nil {
 		inst.Release() // after the cancellation, as when a session ends
 	}
+}
+
+// retryKey names the key that bounds how long a call of the backend of
+// cfg waits for its stateless client's retry (config.Backend.InputRetry).
+func retryKey(cfg *config.Backend) string {
+	if cfg.InputRetryTimeout > 0 {
+		return "input_retry_timeout"
+	}
+	return "client_request_timeout"
 }
 
 // divertAfter pushes resp as the stream's answer and from then on hands

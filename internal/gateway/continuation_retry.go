@@ -103,7 +103,7 @@ func (cont *continuation) answerBackend(params json.RawMessage) {
 	kept := cont.pending[:0]
 	for i, r := range cont.pending {
 		if v := values[i]; r.presented && len(v) > 0 && v[0] == '{' {
-			r.conn.Reply(r.id, jsonrpc.Compact(v))
+			r.in.Reply(jsonrpc.Compact(v))
 			continue
 		}
 		kept = append(kept, r)
@@ -154,7 +154,7 @@ func (t *Continuations) refuse(s *Session, msg *jsonrpc.Message, stream *Stream,
 		reason = e.Reason.String()
 	}
 	if t.refusals != nil {
-		t.refusals.RequestState(s.op(msg, stream).Context(), s.Client().Name, s.identity, msg.Method, reason, err)
+		t.refusals.RequestState(s.op(msg, stream).Context(), s.who(), msg.Method, reason, err)
 	}
 	data := append(jsonrpc.AppendString([]byte(`{"reason":`), reason), '}')
 	stream.push(jsonrpc.AppendError(nil, msg.ID, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: err.Error(), Data: data}), true)

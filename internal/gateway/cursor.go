@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/mcpgate/mcpgate/internal/access"
+	"github.com/mcpgate/mcpgate/internal/catalog"
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
 )
 
@@ -57,4 +59,23 @@ func decodeCursor(raw json.RawMessage, n int) (int, error) {
 		return 0, errors.New("out of range; the list may have changed, start again without a cursor")
 	}
 	return offset, nil
+}
+
+// list answers one of the list methods from the catalog, with what the
+// session's view (its client's policy and profile) shows.
+func (s *Session) list(msg *jsonrpc.Message, stream *Stream, cat *catalog.Catalog) {
+	switch msg.Method {
+	case "tools/list":
+		tools := s.listedTools(s.view(), cat)
+		s.page(msg, stream, "tools", len(tools), func(i int) []byte { return tools[i].Raw })
+	case "prompts/list":
+		prompts := s.view().entries(cat, access.Prompts, cat.Prompts)
+		s.page(msg, stream, "prompts", len(prompts), func(i int) []byte { return prompts[i].Raw })
+	case "resources/list":
+		resources := s.view().resources(cat.Resources)
+		s.page(msg, stream, "resources", len(resources), func(i int) []byte { return resources[i].Raw })
+	case "resources/templates/list":
+		templates := s.view().resources(cat.Templates)
+		s.page(msg, stream, "resourceTemplates", len(templates), func(i int) []byte { return templates[i].Raw })
+	}
 }

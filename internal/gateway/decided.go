@@ -76,15 +76,17 @@ func ambiguous(err error, where string) error {
 var forwardedKeys = []string{"name", "_meta"}
 
 // forwardedParams is what forwarding a request reads from its params: the
-// name member when it is a string, and _meta.progressToken with its span
-// in params. Routing that read them already passes them on; they hold
-// for the params they were read from (see of) and no others.
+// name member when it is a string, and _meta and _meta.progressToken with
+// their spans in params. Routing that read them already passes them on;
+// they hold for the params they were read from (see of) and no others.
 type forwardedParams struct {
 	params    json.RawMessage // what they were read from; nil: unknown
 	name      string
 	token     json.RawMessage
 	tokenSpan jsonrpc.Span
 	hasToken  bool
+	meta      json.RawMessage // nil: none
+	metaSpan  jsonrpc.Span
 }
 
 // of reports whether f was read from exactly params.
@@ -98,10 +100,14 @@ func (f forwardedParams) renamed(params json.RawMessage, span jsonrpc.Span, name
 	if f.params == nil || f.of(params) {
 		return f // unknown, or not renamed
 	}
+	shift := len(params) - len(f.params)
 	if f.hasToken && f.tokenSpan.Start > span.Start {
-		shift := len(params) - len(f.params)
 		f.tokenSpan = jsonrpc.Span{Start: f.tokenSpan.Start + shift, End: f.tokenSpan.End + shift}
 		f.token = params[f.tokenSpan.Start:f.tokenSpan.End]
+	}
+	if f.meta != nil && f.metaSpan.Start > span.Start {
+		f.metaSpan = jsonrpc.Span{Start: f.metaSpan.Start + shift, End: f.metaSpan.End + shift}
+		f.meta = params[f.metaSpan.Start:f.metaSpan.End]
 	}
 	f.params, f.name = params, name
 	return f
@@ -118,6 +124,7 @@ func forwarded(params json.RawMessage) forwardedParams {
 		// on): each is looked up on its own, as before.
 		f.name, _, _ = stringParam(params, "name")
 		f.token, f.tokenSpan, f.hasToken = jsonrpc.LookupPath(params, "_meta", "progressToken")
+		f.meta, f.metaSpan, _ = jsonrpc.Lookup(params, "_meta")
 		return f
 	}
 	f.name, _ = jsonrpc.StringValue(values[0])
@@ -127,9 +134,10 @@ func forwarded(params json.RawMessage) forwardedParams {
 	return f
 }
 
-// setToken sets the progress token from params' _meta member, meta at
-// span; an ambiguous one is none.
+// setToken sets _meta, params' member meta at span, and the progress
+// token in it; an ambiguous one is none.
 func (f *forwardedParams) setToken(meta json.RawMessage, span jsonrpc.Span) {
+	f.meta, f.metaSpan = meta, span
 	token, at, err := jsonrpc.Find(meta, "progressToken")
 	if err != nil || token == nil {
 		return

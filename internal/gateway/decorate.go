@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"strconv"
+	"sync/atomic"
 
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
 )
@@ -15,12 +16,16 @@ import (
 // backend's result is never decoded and encoded again.
 type modernResult struct {
 	serverInfo []byte // `"io.modelcontextprotocol/serverInfo":{...}`
+	// listTTL is the ttlMs of list results and server/discover, in ms:
+	// the least list_ttl of the enabled backends (see Configure).
+	listTTL atomic.Int64
 }
 
-// CacheTTLMillis is the ttlMs of the results the gateway marks cacheable:
-// 0, immediately stale, since a backend's restart or a reload of the
-// access policy can change any list at any time; subscriptions/listen
-// tells a client when to fetch again.
+// CacheTTLMillis is the ttlMs of the results the gateway marks cacheable
+// by default, and always of resources/read: 0, immediately stale, since a
+// backend's restart or a reload of the access policy can change any list
+// at any time; subscriptions/listen tells a client when to fetch again.
+// An operator who knows better says so with each backend's list_ttl.
 const CacheTTLMillis = 0
 
 func (m *modernResult) init(version string) {
@@ -41,6 +46,10 @@ func cacheable(method string) bool {
 
 var decoratedKeys = []string{"resultType", "_meta", "ttlMs", "cacheScope"}
 
+// replaceServerInfo is additions' metaAt for a result whose _meta has a
+// serverInfo already.
+const replaceServerInfo = -2
+
 // decorate returns the response data, for a request of method, as a
 // 2026-07-28 client must get it, and the code of the error it carries (0
 // for a result). Resource not found (-32002) becomes -32602, as the
@@ -54,6 +63,14 @@ func (m *modernResult) decorate(method string, data []byte) ([]byte, int) {
 	}
 	var buf [256]byte // on the stack: only out is allocated per result
 	add, open, metaAt := m.additions(method, result, buf[:0])
+	if metaAt == replaceServerInfo {
+		// A backend's own serverInfo (a modern one's) gives way to the
+		// gateway's: the client's server is mcpgate.
+		trimmed := withoutModern(result, nil)
+		data = jsonrpc.Replace(data, span, trimmed)
+		result = data[span.Start : span.Start+len(trimmed)]
+		add, open, metaAt = m.additions(method, result, buf[:0])
+	}
 	if open < 0 || len(add) == 0 && metaAt < 0 {
 		return data, 0
 	}
@@ -76,8 +93,9 @@ func (m *modernResult) decorate(method string, data []byte) ([]byte, int) {
 // additions returns, appended to buf, what decorate adds to result right
 // after its opening brace, at result[open] (open is -1 when result is not
 // an object, or nothing can be read of it), and metaAt, where in result
-// serverInfo goes into a _meta the result has already (-1 for none). It
-// reads result's members in one pass.
+// serverInfo goes into a _meta the result has already (-1 for none;
+// replaceServerInfo when that _meta has a serverInfo, a backend's, which
+// must go first). It reads result's members in one pass.
 func (m *modernResult) additions(method string, result, buf []byte) (add []byte, open, metaAt int) {
 	open = bytes.IndexByte(result, '{')
 	if open < 0 || len(bytes.TrimSpace(result[:open])) > 0 {
@@ -94,8 +112,12 @@ func (m *modernResult) additions(method string, result, buf []byte) (add []byte,
 	}
 	if cacheable(method) {
 		if have[2] == nil {
+			ttl := int64(CacheTTLMillis)
+			if method != "resources/read" {
+				ttl = m.listTTL.Load()
+			}
 			add = append(add, `"ttlMs":`...)
-			add = strconv.AppendInt(add, CacheTTLMillis, 10)
+			add = strconv.AppendInt(add, ttl, 10)
 			add = append(add, ',')
 		}
 		if have[3] == nil {
@@ -109,10 +131,12 @@ func (m *modernResult) additions(method string, result, buf []byte) (add []byte,
 		add = append(add, m.serverInfo...)
 		add = append(add, "},"...)
 	default:
-		if _, _, has := jsonrpc.Lookup(meta, MetaServerInfo); !has {
-			if i := bytes.IndexByte(meta, '{'); i >= 0 && len(bytes.TrimSpace(meta[:i])) == 0 {
-				metaAt = spans[1].Start + i + 1
-			}
+		_, _, has := jsonrpc.Lookup(meta, MetaServerInfo)
+		switch i := bytes.IndexByte(meta, '{'); {
+		case has:
+			metaAt = replaceServerInfo
+		case i >= 0 && len(bytes.TrimSpace(meta[:i])) == 0:
+			metaAt = spans[1].Start + i + 1
 		}
 	}
 	if emptyObject(result[open+1:]) && len(add) > 0 {
@@ -130,7 +154,7 @@ func (m *modernResult) additions(method string, result, buf []byte) (add []byte,
 func (m *modernResult) spliceResult(method string, resp *jsonrpc.Message, result, id json.RawMessage) ([]byte, bool) {
 	var buf [256]byte
 	add, open, metaAt := m.additions(method, result, buf[:0])
-	if open < 0 || metaAt >= 0 {
+	if open < 0 || metaAt != -1 {
 		return nil, false
 	}
 	return jsonrpc.SpliceResultInsert(resp, result, id, open+1, add)

@@ -22,7 +22,8 @@ func TestSpliceResultDecoratesInPlace(t *testing.T) {
 		{"call", "tools/call", `{"jsonrpc":"2.0","id":7,"result":{"content":[{"type":"text","text":"` + big + `"}]}}`, true},
 		{"list", "tools/list", `{"jsonrpc":"2.0","id":7,"result":{"tools":[]}}`, true},
 		{"empty", "tools/call", `{"jsonrpc":"2.0","id":7,"result":{}}`, true},
-		{"a 2026 backend's result", "tools/call", `{"jsonrpc":"2.0","id":7,"result":{"resultType":"complete","_meta":{"io.modelcontextprotocol/serverInfo":{}}}}`, true},
+		{"a 2026 backend's result", "tools/call", `{"jsonrpc":"2.0","id":7,"result":{"resultType":"complete","content":[]}}`, true},
+		{"a backend's serverInfo replaced: a copy", "tools/call", `{"jsonrpc":"2.0","id":7,"result":{"resultType":"complete","_meta":{"io.modelcontextprotocol/serverInfo":{}}}}`, false},
 		{"serverInfo into an existing _meta: a copy", "tools/call", `{"jsonrpc":"2.0","id":7,"result":{"_meta":{"k":1},"content":[]}}`, false},
 	} {
 		t.Run(c.name, func(t *testing.T) {

@@ -2,8 +2,11 @@ package gateway
 
 import (
 	"encoding/json"
+	"strings"
 	"testing"
+	"time"
 
+	"github.com/mcpgate/mcpgate/internal/config"
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
 )
 
@@ -30,9 +33,12 @@ func TestDecorateSplicesWithoutReencoding(t *testing.T) {
 		{"empty _meta", "tools/call",
 			`{"jsonrpc":"2.0","id":1,"result":{"_meta":{},"content":[]}}`,
 			`{"jsonrpc":"2.0","id":1,"result":{"resultType":"complete","_meta":{` + info + `},"content":[]}}`, 0},
-		{"a 2026 backend's members stay", "resources/read",
-			`{"jsonrpc":"2.0","id":1,"result":{"resultType":"input_required","ttlMs":5,"cacheScope":"public","_meta":{` + info + `}}}`,
-			`{"jsonrpc":"2.0","id":1,"result":{"resultType":"input_required","ttlMs":5,"cacheScope":"public","_meta":{` + info + `}}}`, 0},
+		{"a 2026 backend's members stay, its serverInfo gives way to mcpgate's", "resources/read",
+			`{"jsonrpc":"2.0","id":1,"result":{"resultType":"input_required","ttlMs":5,"cacheScope":"public","_meta":{"io.modelcontextprotocol/serverInfo":{"name":"context7","version":"4.1.1"}}}}`,
+			`{"jsonrpc":"2.0","id":1,"result":{"_meta":{` + info + `},"resultType":"input_required","ttlMs":5,"cacheScope":"public"}}`, 0},
+		{"a backend's serverInfo beside other _meta", "tools/call",
+			`{"jsonrpc":"2.0","id":1,"result":{"_meta":{"k":1,"io.modelcontextprotocol/serverInfo":{"name":"s"}},"content":[]}}`,
+			`{"jsonrpc":"2.0","id":1,"result":{"resultType":"complete","_meta":{` + info + `,"k":1},"content":[]}}`, 0},
 		{"resource not found is -32602", "resources/read",
 			`{"jsonrpc":"2.0","id":1,"error":{"code":-32002,"message":"nope"}}`,
 			`{"jsonrpc":"2.0","id":1,"error":{"code":-32602,"message":"nope"}}`, -32602},
@@ -100,5 +106,31 @@ func BenchmarkDecorate(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		m.decorate("tools/call", resp)
+	}
+}
+
+// list_ttl is the ttlMs of lists and server/discover, the least of the
+// enabled backends'; resources/read stays immediately stale.
+func TestListTTL(t *testing.T) {
+	cfg := &config.Config{Backends: map[string]*config.Backend{
+		"a":   {Name: "a", Enabled: true, Protocol: config.Protocol{ListTTL: 5 * time.Minute}},
+		"b":   {Name: "b", Enabled: true, Protocol: config.Protocol{ListTTL: 90 * time.Second}},
+		"off": {Name: "off", Enabled: false},
+	}}
+	if got := listTTL(cfg); got != 90000 {
+		t.Errorf("listTTL = %d, want 90000, the least of the enabled backends", got)
+	}
+	cfg.Backends["c"] = &config.Backend{Name: "c", Enabled: true}
+	if got := listTTL(cfg); got != 0 {
+		t.Errorf("listTTL with a backend without list_ttl = %d, want 0", got)
+	}
+	var m modernResult
+	m.init("1")
+	m.listTTL.Store(90000)
+	for method, want := range map[string]string{"tools/list": `"ttlMs":90000`, "server/discover": `"ttlMs":90000`, "resources/read": `"ttlMs":0`} {
+		out, _ := m.decorate(method, []byte(`{"jsonrpc":"2.0","id":1,"result":{"x":[]}}`))
+		if !strings.Contains(string(out), want) {
+			t.Errorf("%s: %s, want %s", method, out, want)
+		}
 	}
 }

@@ -95,6 +95,10 @@ type Options struct {
 	// Input, if set, takes what backends ask the clients of stateless
 	// requests (see InputHandler); nil refuses it.
 	Input InputHandler
+	// FirstListWait bounds, from each backend's first start, how long a
+	// session's first list waits for backends in their first handshake
+	// (see startup.go); 0 waits for none.
+	FirstListWait time.Duration
 	// Telemetry, if set, traces and measures every request and every
 	// message to a backend on its behalf (see telemetry.go); nil is off.
 	Telemetry *telemetry.Telemetry
@@ -119,6 +123,11 @@ type Gateway struct {
 	perClient clientSessions
 	progress  sync.Map     // gateway progress token (as JSON) → *call
 	tokens    atomic.Int64 // numbers composite runs
+
+	// requestPrefix and requestSeq make the RequestIDs of stateless
+	// requests: random per run, then a sequence.
+	requestPrefix string
+	requestSeq    atomic.Uint64
 
 	subsMu sync.Mutex
 	subs   map[subKey]int // subscribing sessions per backend and uri
@@ -174,6 +183,7 @@ func New(registry Registry, opts Options) *Gateway {
 		idle:      make(chan struct{}, 1),
 	}
 	g.requestLevels = map[*backend.Conn]int{}
+	g.requestPrefix = "r" + newID()[:8] + "-"
 	g.catalog.Store(catalog.Build(nil))
 	g.nowhere = newStream(-1, true, 1)
 	g.nowhere.finished = true

@@ -3,8 +3,10 @@ package gateway
 import (
 	"encoding/json"
 	"fmt"
+	"time"
 
 	"github.com/mcpgate/mcpgate/internal/backend"
+	"github.com/mcpgate/mcpgate/internal/config"
 	"github.com/mcpgate/mcpgate/internal/journal"
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
 )
@@ -42,7 +44,11 @@ func (g *Gateway) Notification(b *backend.Backend, conn *backend.Conn, msg *json
 		if err != nil {
 			return
 		}
-		data := jsonrpc.AppendNotification(nil, msg.Method, msg.Params)
+		params := msg.Params
+		if conn.Modern() {
+			params = legacyParams(params) // without our own subscription's id
+		}
+		data := jsonrpc.AppendNotification(nil, msg.Method, params)
 		dedicated := ownerSession(conn) // an instance's updates are its session's alone
 		updated := func(s *Session) {
 			s.mu.Lock()
@@ -50,7 +56,7 @@ func (g *Gateway) Notification(b *backend.Backend, conn *backend.Conn, msg *json
 			s.mu.Unlock()
 			if subscribed && owner == b.Name() && (dedicated == nil || dedicated == s) {
 				if s.listenTag() != nil {
-					s.standalone.push(s.notification(msg.Method, msg.Params), false)
+					s.standalone.push(s.notification(msg.Method, params), false)
 					return
 				}
 				s.standalone.push(data, false)
@@ -73,9 +79,14 @@ func (g *Gateway) Notification(b *backend.Backend, conn *backend.Conn, msg *json
 		params := jsonrpc.Replace(msg.Params, span, jsonrpc.IntID(r.clientID))
 		r.sess.send(jsonrpc.AppendNotification(nil, msg.Method, params), r.via)
 	default:
-		// Unknown notifications pass through untouched, to the one session
-		// they can be attributed to, else to every session.
-		data := jsonrpc.AppendNotification(nil, msg.Method, msg.Params)
+		// Unknown notifications pass through untouched (but for what
+		// 2026-07-28 adds, from a modern backend), to the one session they
+		// can be attributed to, else to every session.
+		params := msg.Params
+		if conn.Modern() {
+			params = legacyParams(params)
+		}
+		data := jsonrpc.AppendNotification(nil, msg.Method, params)
 		if s, via := attribute(conn); s != nil {
 			s.send(data, via)
 			return
@@ -118,56 +129,6 @@ func (g *Gateway) logMessage(name string, conn *backend.Conn, msg *jsonrpc.Messa
 	})
 }
 
-// attribute finds the one session with calls in flight on conn, and the
-// stream of its most recent call there. It returns nil when no session or
-// several sessions have calls in flight: a backend's own message does not
-// say which request it belongs to. A dedicated instance's messages belong
-// to its session, with or without a call in flight.
-func attribute(conn *backend.Conn) (*Session, *Stream) {
-	s, via := attributeByCalls(conn)
-	if owner := ownerSession(conn); owner != nil && s != owner {
-		return owner, nil
-	}
-	return s, via
-}
-
-func attributeByCalls(conn *backend.Conn) (*Session, *Stream) {
-	var sess *Session
-	var latest *call
-	var latestID int64
-	ambiguous := false
-	conn.Calls(func(bc *backend.Call) {
-		c, ok := bc.Owner.(*call)
-		if !ok {
-			return
-		}
-		switch {
-		case sess == nil:
-			sess = c.sess
-		case sess != c.sess:
-			ambiguous = true
-		}
-		if bc.ID > latestID {
-			latest, latestID = c, bc.ID
-		}
-	})
-	if sess == nil || ambiguous {
-		return nil, nil
-	}
-	return sess, latest.stream
-}
-
-// countSessions counts the distinct sessions with calls in flight on conn.
-func countSessions(conn *backend.Conn) int {
-	seen := map[*Session]bool{}
-	conn.Calls(func(bc *backend.Call) {
-		if c, ok := bc.Owner.(*call); ok {
-			seen[c.sess] = true
-		}
-	})
-	return len(seen)
-}
-
 // Request handles a request a backend sent to its client: roots come from
 // the configuration if it has them; everything else goes to the one session
 // with a call in flight on that backend, or is refused with an error that
@@ -191,17 +152,21 @@ func (g *Gateway) Request(b *backend.Backend, conn *backend.Conn, msg *jsonrpc.M
 		refuse(jsonrpc.CodeMethodNotFound, "mcpgate does not relay %s for backend %q (relay_client_requests = false)", msg.Method, b.Name())
 		return
 	}
-	s, via := attribute(conn)
+	if !declares(cfg, msg.Method) {
+		refuse(jsonrpc.CodeMethodNotFound, "mcpgate did not declare to backend %q the client capability %s needs (client_capabilities)", b.Name(), msg.Method)
+		return
+	}
+	s, c, n := attributeRequest(conn, time.Now())
 	if s == nil {
 		if msg.Method == "ping" {
 			conn.Reply(msg.ID, json.RawMessage(`{}`))
 			return
 		}
-		if n := countSessions(conn); n == 0 && msg.Method == "roots/list" {
+		if n == 0 && msg.Method == "roots/list" {
 			g.noRoots(b, conn, msg, "no client call is in flight")
 			return
 		} else if n > 1 {
-			refuse(jsonrpc.CodeInternalError, "mcpgate cannot relay %s: %d client sessions have requests in flight on backend %q, and the request does not say which one it belongs to", msg.Method, n, b.Name())
+			refuse(jsonrpc.CodeInternalError, "mcpgate cannot relay %s: %d client sessions have requests in flight on backend %q that could have sent it, and the request does not say which one it belongs to", msg.Method, n, b.Name())
 			return
 		}
 		refuse(jsonrpc.CodeInternalError, "mcpgate cannot relay %s: no client request is in flight on backend %q, so there is no client to ask", msg.Method, b.Name())
@@ -209,20 +174,36 @@ func (g *Gateway) Request(b *backend.Backend, conn *backend.Conn, msg *jsonrpc.M
 	}
 	if !s.hasCapability(msg.Method) {
 		refuse(jsonrpc.CodeMethodNotFound, "the client did not declare the capability %s needs", msg.Method)
-		if s.stateless {
-			g.missingCapability(conn, msg.Method, s)
+		if s.stateless && c != nil {
+			g.missingCapability(conn, msg.Method, c)
 		}
 		return
 	}
 	if s.stateless {
-		g.inputRequest(b, conn, msg, s)
+		g.inputRequest(b, conn, msg, s, c)
 		return
 	}
-	if err := s.relay(conn, msg, via); err != nil {
+	if err := s.relay(conn, msg, c); err != nil {
 		refuse(jsonrpc.CodeInternalError, "mcpgate cannot relay %s: %v", msg.Method, err)
 		return
 	}
 	answering(conn, s)
+}
+
+// declares reports whether mcpgate declared to the backend of cfg the
+// client capability a request of method needs (see
+// config.Backend.Declared); ping needs none.
+func declares(cfg *config.Backend, method string) bool {
+	d := cfg.Declared()
+	switch method {
+	case "sampling/createMessage":
+		return d.Sampling
+	case "elicitation/create":
+		return d.Elicitation
+	case "roots/list":
+		return d.Roots
+	}
+	return true
 }
 
 // noRoots answers a roots/list no client can answer with an empty list:

@@ -3,6 +3,7 @@ package gateway
 import (
 	"encoding/json"
 	"fmt"
+	"sync"
 
 	"github.com/mcpgate/mcpgate/internal/access"
 	"github.com/mcpgate/mcpgate/internal/backend"
@@ -39,14 +40,18 @@ type InputHandler interface {
 type Input struct {
 	Backend *backend.Backend
 	Conn    *backend.Conn    // the connection (or instance) the request came on
-	Request *jsonrpc.Message // as the backend sent it; its ID is in the backend's id space
+	Request *jsonrpc.Message // as the backend sent it, valid during HandleInput; its ID is in the backend's id space
 	Session *Session         // the stateless request's context (Client, Protocol)
 	// ClientID is the JSON-RPC id of the client's request in flight on
 	// Conn that the backend's request belongs to, and Stream the stream
-	// its answer goes on: the most recent call of the stateless request
-	// on Conn, as for a session (attribute).
+	// its answer goes on: the call the request was attributed to (see
+	// attributeRequest).
 	ClientID json.RawMessage
 	Stream   *Stream
+
+	id       json.RawMessage // Request.ID, kept: the backend's buffer is reused once Request returns
+	call     *call
+	answered sync.Once
 }
 
 // Client returns the client of the stateless request.
@@ -60,22 +65,33 @@ func (in *Input) Capabilities() (sampling, elicitation, roots json.RawMessage) {
 }
 
 // Reply answers the backend's request with a result.
-func (in *Input) Reply(result json.RawMessage) { in.Conn.Reply(in.Request.ID, result) }
+func (in *Input) Reply(result json.RawMessage) {
+	in.settle()
+	in.Conn.Reply(in.id, result)
+}
 
 // ReplyError answers the backend's request with an error.
-func (in *Input) ReplyError(e *jsonrpc.Error) { in.Conn.ReplyError(in.Request.ID, e) }
+func (in *Input) ReplyError(e *jsonrpc.Error) {
+	in.settle()
+	in.Conn.ReplyError(in.id, e)
+}
+
+// settle records, once, that the call no longer waits for this request's
+// answer (see call.answered), before the backend can read it.
+func (in *Input) settle() { in.answered.Do(in.call.answered) }
 
 // inputRequest handles a backend's request to the client of a stateless
-// call s: a ping is answered here; the rest goes to the InputHandler, or
-// is refused when there is none.
-func (g *Gateway) inputRequest(b *backend.Backend, conn *backend.Conn, msg *jsonrpc.Message, s *Session) {
+// call c of s: a ping is answered here; the rest goes to the
+// InputHandler, or is refused when there is none.
+func (g *Gateway) inputRequest(b *backend.Backend, conn *backend.Conn, msg *jsonrpc.Message, s *Session, c *call) {
 	if msg.Method == "ping" {
 		conn.Reply(msg.ID, json.RawMessage(`{}`))
 		return
 	}
-	in := &Input{Backend: b, Conn: conn, Request: msg, Session: s}
-	if c := latestCall(conn, s); c != nil {
-		in.ClientID, in.Stream = c.clientID, c.stream
+	in := &Input{Backend: b, Conn: conn, Request: msg, Session: s, id: append(json.RawMessage(nil), msg.ID...)}
+	if c != nil {
+		in.ClientID, in.Stream, in.call = c.clientID, c.stream, c
+		c.asked() // until in is answered
 	}
 	if h := g.opts.Input; h != nil && in.Stream != nil {
 		h.HandleInput(in)
@@ -131,10 +147,9 @@ var capabilityOf = map[string]string{"sampling/createMessage": "sampling", "elic
 // client gets -32021 naming the capability, so that it can declare it and
 // send the request again, rather than whatever the backend makes of the
 // refusal.
-func (g *Gateway) missingCapability(conn *backend.Conn, method string, s *Session) {
+func (g *Gateway) missingCapability(conn *backend.Conn, method string, c *call) {
 	name, needed := capabilityOf[method]
-	c := latestCall(conn, s)
-	if c == nil || !needed {
+	if !needed {
 		return
 	}
 	e := jsonrpc.Errorf(CodeMissingClientCapability, "backend %q needs the client capability %q (it sent %s): declare it in %s and send the request again", conn.Backend().Name(), name, method, MetaClientCapabilities)

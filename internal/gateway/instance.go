@@ -63,7 +63,11 @@ func (s *Session) bindInstance(b *backend.Backend) (*backend.Backend, error) {
 		inst.Release()
 		return nil, errors.New("the session has ended")
 	}
-	s.g.log.Info(fmt.Sprintf("bound instance %d of backend %q to a session of client %q", inst.Instance(), b.Name(), s.Client().Name), "client", s.Client().Name, "backend", b.Name(), "instance", inst.Instance(), "session_hash", SessionHash(s))
+	if s.stateless {
+		s.g.log.Info(fmt.Sprintf("bound instance %d of backend %q to a stateless request of client %q", inst.Instance(), b.Name(), s.Client().Name), "client", s.Client().Name, "backend", b.Name(), "instance", inst.Instance(), "request", s.RequestID())
+	} else {
+		s.g.log.Info(fmt.Sprintf("bound instance %d of backend %q to a session of client %q", inst.Instance(), b.Name(), s.Client().Name), "client", s.Client().Name, "backend", b.Name(), "instance", inst.Instance(), "session_hash", SessionHash(s))
+	}
 	return inst, nil
 }
 
@@ -102,12 +106,16 @@ func ownerSession(conn *backend.Conn) *Session {
 
 // SessionHash returns what may be shown of the session that owns an
 // instance (backend.InstanceStatus.Owner): a short hash of its id, which
-// tells sessions apart without being usable as their Mcp-Session-Id. It
+// tells sessions apart without being usable as their Mcp-Session-Id; for
+// a stateless request, its RequestID, which its journal entries carry. It
 // is "" for anything else.
 func SessionHash(owner any) string {
 	s, ok := owner.(*Session)
 	if !ok {
 		return ""
+	}
+	if s.stateless {
+		return s.RequestID()
 	}
 	sum := sha256.Sum256([]byte(s.ID))
 	return hex.EncodeToString(sum[:6])

@@ -132,7 +132,7 @@ func (s *Session) metaTool(msg *jsonrpc.Message, stream *Stream, cat *catalog.Ca
 			stream.push(jsonrpc.AppendError(nil, msg.ID, jsonrpc.AsError(err)), true)
 			return true
 		}
-		s.toolsCall(inner, stream, cat, false)
+		s.toolsCall(inner, stream, cat, false, true)
 	case AddToolsName:
 		s.addTools(msg, stream, cat, args)
 	}

@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 
 	"github.com/mcpgate/mcpgate/internal/backend"
+	"github.com/mcpgate/mcpgate/internal/config"
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
 	"github.com/mcpgate/mcpgate/internal/telemetry"
 )
@@ -23,6 +24,9 @@ const MaxInputRounds = 8
 // CodeMissingCapability is MCP 2026-07-28's error for a request that needs
 // a client capability the client did not declare.
 const CodeMissingCapability = -32021
+
+// allDeclared is the default of client_capabilities, relayed.
+var allDeclared = config.ClientCapabilities{Sampling: true, Elicitation: true, Roots: true}
 
 // inputID numbers the requests the gateway sends to clients on behalf of
 // a modern backend's input_required results; they share the relay table
@@ -93,6 +97,9 @@ func (c *call) askClient(result json.RawMessage) {
 			return
 		case req.Method != "sampling/createMessage" && req.Method != "elicitation/create" && req.Method != "roots/list":
 			c.fail(jsonrpc.CodeInternalError, fmt.Sprintf("backend %q asked the client for %q, which is no input request", c.b.Name(), req.Method))
+			return
+		case !declares(cfg, req.Method):
+			c.fail(CodeMissingCapability, fmt.Sprintf("backend %q asked the client for %s, a capability mcpgate does not declare to it (client_capabilities)", c.b.Name(), req.Method))
 			return
 		case !c.sess.hasCapability(req.Method):
 			c.fail(CodeMissingCapability, fmt.Sprintf("backend %q needs the client to answer %s, a capability the client did not declare", c.b.Name(), req.Method))
@@ -231,19 +238,21 @@ func (c *call) fail(code int, why string) {
 // ends.
 func (s *Session) relayTo(conn *backend.Conn, method string, params json.RawMessage, via *Stream, answer func(result, errObj json.RawMessage)) error {
 	id := json.RawMessage(`"mcpgate-input-` + strconv.FormatInt(inputID.Add(1), 10) + `"`)
-	return s.relayWith(conn, id, method, params, via, answer)
+	return s.relayWith(conn, id, method, params, via, answer, nil)
 }
 
 // modernCall prepares a call to a modern backend: the client capabilities
-// in its _meta are what this client can answer through the gateway (the
-// backend adds the version and the rest, see backend.Conn.Go), the log
-// level a 2025 session set with logging/setLevel is the request's
-// logLevel, and for a 2025 session the call keeps what it needs to answer
-// input_required results itself. A stateless client's own capabilities
-// and logLevel stand unless the backend's requests are not relayed.
+// in its _meta are what this client can answer through the gateway, of
+// what the backend may be told (client_capabilities; the backend adds the
+// version and the rest, see backend.Conn.Go), the log level a 2025
+// session set with logging/setLevel is the request's logLevel, and for a
+// 2025 session the call keeps what it needs to answer input_required
+// results itself. A stateless client's own capabilities and logLevel
+// stand while the backend may be told all three.
 func (s *Session) modernCall(c *call, method string, params json.RawMessage) json.RawMessage {
 	cfg := c.b.Config()
-	if s.stateless && cfg.RelayClientRequests {
+	declared := cfg.Declared()
+	if s.stateless && declared == allDeclared {
 		return params
 	}
 	caps := []byte{'{'}
@@ -257,17 +266,19 @@ func (s *Session) modernCall(c *call, method string, params json.RawMessage) jso
 		caps = append(caps, `"`+key+`":`...)
 		caps = append(caps, jsonrpc.Compact(value)...)
 	}
-	switch {
-	case !cfg.RelayClientRequests && len(cfg.Roots) > 0:
-		add("roots", json.RawMessage(`{}`))
-	case cfg.RelayClientRequests && !s.stateless:
+	// What the client declared, of what the backend may be told (see
+	// config.Backend.Declared); configured roots are answered here.
+	if declared.Sampling {
 		add("sampling", s.caps.Sampling)
+	}
+	if declared.Elicitation {
 		add("elicitation", s.caps.Elicitation)
-		if len(cfg.Roots) > 0 {
-			add("roots", json.RawMessage(`{}`))
-		} else {
-			add("roots", s.caps.Roots)
-		}
+	}
+	switch {
+	case declared.Roots && len(cfg.Roots) > 0:
+		add("roots", json.RawMessage(`{}`))
+	case declared.Roots:
+		add("roots", s.caps.Roots)
 	}
 	caps = append(caps, '}')
 	meta, _, err := jsonrpc.Find(params, "_meta")

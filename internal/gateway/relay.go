@@ -22,6 +22,10 @@ type relayed struct {
 	method    string
 	via       *Stream     // the stream the request went out on
 	timer     *time.Timer // client_request_timeout; guarded by Gateway.relayMu
+	// call is the client's call the request was attributed to, waiting
+	// for the answer while the request is pending (see call.asked); nil
+	// for the requests of a modern backend's input_required result.
+	call *call
 	// answer, if set, takes the client's answer instead of the backend:
 	// the request stands for an input request of a modern backend's
 	// input_required result (see relayTo).
@@ -63,22 +67,30 @@ func errorObject(e *jsonrpc.Error) json.RawMessage {
 }
 
 // relay passes a backend's request on to this session's client, on the
-// given stream if it is still open, else on the standalone stream. The
-// client has the backend's client_request_timeout to answer.
-func (s *Session) relay(conn *backend.Conn, msg *jsonrpc.Message, via *Stream) error {
-	return s.relayWith(conn, append(json.RawMessage(nil), msg.ID...), msg.Method, msg.Params, via, nil)
+// stream of c, the call it belongs to, if it is still open, else (or
+// without a call: a dedicated instance's own request) on the standalone
+// stream. The client has the backend's client_request_timeout
+// to answer.
+func (s *Session) relay(conn *backend.Conn, msg *jsonrpc.Message, c *call) error {
+	var via *Stream
+	if c != nil {
+		via = c.stream
+	}
+	return s.relayWith(conn, append(json.RawMessage(nil), msg.ID...), msg.Method, msg.Params, via, nil, c)
 }
 
-// relayWith is relay for a request of backendID on conn; answer, if set,
-// takes the client's answer instead of the backend.
-func (s *Session) relayWith(conn *backend.Conn, backendID json.RawMessage, method string, params json.RawMessage, via *Stream, answer func(result, errObj json.RawMessage)) error {
+// relayWith is relay for a request of backendID on conn, on via; answer,
+// if set, takes the client's answer instead of the backend; c, if set, is
+// the call that waits for the answer.
+func (s *Session) relayWith(conn *backend.Conn, backendID json.RawMessage, method string, params json.RawMessage, via *Stream, answer func(result, errObj json.RawMessage), c *call) error {
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
 		return fmt.Errorf("the client session ended")
 	}
 	s.nextRelay++
-	r := &relayed{sess: s, clientID: s.nextRelay, conn: conn, backendID: backendID, method: method, via: via, answer: answer}
+	r := &relayed{sess: s, clientID: s.nextRelay, conn: conn, backendID: backendID, method: method, via: via, answer: answer, call: c}
+	c.asked()
 	put(&s.relays, r.clientID, r)
 	s.mu.Unlock()
 	s.g.rememberRelay(r, conn.Backend().Config().ClientRequestTimeout)
@@ -103,6 +115,7 @@ func (g *Gateway) takeRelay(conn *backend.Conn, id json.RawMessage) *relayed {
 	delete(g.relays, k)
 	if r != nil {
 		r.timer.Stop()
+		r.call.answered() // before the backend can read the answer
 	}
 	return r
 }
@@ -129,6 +142,7 @@ func (g *Gateway) Exited(b *backend.Backend, conn *backend.Conn) {
 		if k.conn == conn {
 			delete(g.relays, k)
 			r.timer.Stop()
+			r.call.answered()
 			gone = append(gone, r)
 		}
 	}

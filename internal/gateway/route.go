@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -19,7 +20,12 @@ import (
 // HandleRequest answers a request from the client. The answer, and any
 // message that belongs to the request before it, is pushed on stream;
 // HandleRequest itself does not wait for backends.
-func (s *Session) HandleRequest(msg *jsonrpc.Message, stream *Stream) {
+func (s *Session) HandleRequest(msg *jsonrpc.Message, stream *Stream) { s.handle(msg, stream, false) }
+
+// handle is HandleRequest; waited is set when the request comes back
+// after waiting for backends in their first handshake (see startup.go),
+// which it does once.
+func (s *Session) handle(msg *jsonrpc.Message, stream *Stream, waited bool) {
 	s.touch()
 	g := s.g
 	reply := func(result json.RawMessage) { stream.push(jsonrpc.AppendResult(nil, msg.ID, result), true) }
@@ -54,20 +60,13 @@ func (s *Session) HandleRequest(msg *jsonrpc.Message, stream *Stream) {
 		fail(jsonrpc.Errorf(jsonrpc.CodeInvalidRequest, "the session is already initialized; start a new session to initialize again"))
 	case "ping":
 		reply(json.RawMessage(`{}`))
-	case "tools/list":
-		tools := s.listedTools(s.view(), cat)
-		s.page(msg, stream, "tools", len(tools), func(i int) []byte { return tools[i].Raw })
-	case "prompts/list":
-		prompts := s.view().entries(cat, access.Prompts, cat.Prompts)
-		s.page(msg, stream, "prompts", len(prompts), func(i int) []byte { return prompts[i].Raw })
-	case "resources/list":
-		resources := s.view().resources(cat.Resources)
-		s.page(msg, stream, "resources", len(resources), func(i int) []byte { return resources[i].Raw })
-	case "resources/templates/list":
-		templates := s.view().resources(cat.Templates)
-		s.page(msg, stream, "resourceTemplates", len(templates), func(i int) []byte { return templates[i].Raw })
+	case "tools/list", "prompts/list", "resources/list", "resources/templates/list":
+		if !waited && s.awaitFirstList(msg, stream) {
+			return
+		}
+		s.list(msg, stream, cat)
 	case "tools/call":
-		s.toolsCall(msg, stream, cat, true)
+		s.toolsCall(msg, stream, cat, true, waited)
 	case "prompts/get":
 		name, span, err := stringParam(msg.Params, "name")
 		if err != nil {
@@ -122,8 +121,10 @@ func (s *Session) HandleRequest(msg *jsonrpc.Message, stream *Stream) {
 }
 
 // toolsCall answers a tools/call; meta is whether the name may be one of
-// the meta-tools of search mode (not for a call made through call_tool).
-func (s *Session) toolsCall(msg *jsonrpc.Message, stream *Stream, cat *catalog.Catalog, meta bool) {
+// the meta-tools of search mode (not for a call made through call_tool),
+// and whether the call may wait for a backend in its first handshake (it
+// has not, waited).
+func (s *Session) toolsCall(msg *jsonrpc.Message, stream *Stream, cat *catalog.Catalog, meta, waited bool) {
 	fail := func(err error) { stream.push(jsonrpc.AppendError(nil, msg.ID, jsonrpc.AsError(err)), true) }
 	// One pass over params: the checks of checkDecided, the name, and
 	// what forwarding needs (see toolCallParams); none for a stateless
@@ -140,9 +141,15 @@ func (s *Session) toolsCall(msg *jsonrpc.Message, stream *Stream, cat *catalog.C
 		return
 	}
 	tool, ok := cat.Tool(name)
+	if !ok && meta && !waited && s.awaitStartingTool(msg, stream, name) {
+		return // its backend is in its first handshake
+	}
 	if !ok || !s.allowsTool(cat, name) {
 		if ok {
 			s.hidden(msg, stream, "tool", access.Tools, name)
+		} else if err := s.stillStarting(name); err != nil {
+			fail(err)
+			return
 		}
 		fail(s.unknownToolFor(cat, name))
 		return
@@ -334,9 +341,6 @@ func (s *Session) sendAdmitted(msg *jsonrpc.Message, stream *Stream, b *backend.
 		return
 	}
 	conn := adm.Conn
-	if s.stateless {
-		conn = conn.ForModern() // a dual stdio server's process of that era
-	}
 	// The call's end also ends its admission (see call.finish).
 	c := &call{sess: s, clientID: msg.ID, stream: stream, b: b, conn: conn, adm: adm, then: then, started: time.Now(), fb: fb}
 	c.op.Store(op)
@@ -379,10 +383,17 @@ func (s *Session) sendAdmitted(msg *jsonrpc.Message, stream *Stream, b *backend.
 	if s.stateless && s.logLevel >= 0 {
 		g.requestLevel(conn, s.logLevel)
 	}
-	// A dual backend takes a stateless client's request in its era (see
-	// backend.EraDual), a session's as a legacy backend would.
+	// A dual remote backend takes a stateless client's request in its era
+	// (see backend.EraDual), a session's as a legacy backend would.
 	modern := conn.Modern() || s.stateless && conn.Dual()
 	c.modern = modern
+	// A legacy backend gets a stateless request without the 2026-07-28
+	// _meta (see legacy.go), cut out as the request is written.
+	strip := !modern && s.stateless && known.meta != nil && bytes.Contains(known.meta, modernMetaPrefix)
+	meta := known.metaSpan
+	if strip && hasToken && span.Start >= meta.Start && span.End <= meta.End {
+		meta.End += len(c.token) - (span.End - span.Start)
+	}
 	if modern {
 		params = s.modernCall(c, msg.Method, jsonrpc.Compact(params))
 	}
@@ -392,16 +403,30 @@ func (s *Session) sendAdmitted(msg *jsonrpc.Message, stream *Stream, b *backend.
 	if op != nil {
 		// The backend's spans continue the trace: its _meta, and a remote
 		// backend's headers (through ctx), name the op's span.
-		params = op.InjectMeta(jsonrpc.Compact(params))
 		ctx.trace = op.Context()
+		if op.Sampled() {
+			params = op.InjectMeta(jsonrpc.Compact(params))
+			if strip { // the _meta grew: cut from where it is now
+				if _, at, err := jsonrpc.Find(params, "_meta"); err == nil {
+					meta = at
+				}
+			}
+		}
 	}
 	// The callback may run before Go returns; c.bcall is only needed to
 	// abandon the call, which can happen only after Go returned.
-	send := conn.Go
-	if modern {
-		send = conn.GoModern
+	var bcall *backend.Call
+	var err error
+	switch compact := jsonrpc.Compact(params); {
+	case modern:
+		bcall, err = conn.GoModern(ctx, msg.Method, compact, c, c.deliver)
+	case strip && len(compact) == len(params):
+		bcall, err = conn.GoWithout(ctx, msg.Method, compact, meta, c, c.deliver)
+	case strip: // compacted, which moved the _meta
+		bcall, err = conn.Go(ctx, msg.Method, jsonrpc.Compact(legacyRequestParams(params, params[meta.Start:meta.End], meta)), c, c.deliver)
+	default:
+		bcall, err = conn.Go(ctx, msg.Method, compact, c, c.deliver)
 	}
-	bcall, err := send(ctx, msg.Method, jsonrpc.Compact(params), c, c.deliver)
 	if err != nil {
 		op.Fail(telemetry.ErrUnavailable, CodeBackendUnavailable, err.Error())
 		if c.end() {

@@ -359,11 +359,12 @@ func TestInitializeAdvertisesHealthyBackends(t *testing.T) {
 // flight there, or are refused with an error that says why.
 func TestClientRequestRouting(t *testing.T) {
 	t.Parallel()
-	cfgRecord, noRecord := recordFile(t, "cfgroots"), recordFile(t, "norelay")
+	cfgRecord, noRecord, lessRecord := recordFile(t, "cfgroots"), recordFile(t, "norelay"), recordFile(t, "less")
 	d := startGateway(t, "",
 		fakeBackend(t, "f", ""),
 		fakeBackend(t, "cfgroots", `roots = ["file:///srv/data", "file:///srv/more"]`, "--record", cfgRecord),
 		fakeBackend(t, "norelay", "relay_client_requests = false", "--record", noRecord),
+		fakeBackend(t, "less", `client_capabilities = ["roots"]`, "--record", lessRecord),
 	)
 	evA, evB := testutil.NewClientEvents("A"), testutil.NewClientEvents("B")
 	a := connect(t, d, evA, nil, "file:///client/a")
@@ -434,6 +435,26 @@ func TestClientRequestRouting(t *testing.T) {
 		}
 	})
 
+	// client_capabilities declares less: what is left out is not
+	// declared at initialize, and a request for it is refused by the
+	// gateway whatever the backend does, while roots still reach the
+	// client.
+	t.Run("client_capabilities", func(t *testing.T) {
+		init := recordedInitialize(t, lessRecord)
+		if !strings.Contains(init, `"capabilities":{"roots":{"listChanged":true}}`) {
+			t.Errorf("initialize sent to less = %s; want roots only", init)
+		}
+		for _, tool := range []string{"less__sample", "less__elicit"} {
+			res := callTool(t, a, tool, nil)
+			if !res.IsError || !strings.Contains(testutil.ToolText(res), "(client_capabilities)") {
+				t.Errorf("%s = %q (isError %v), want an error naming client_capabilities", tool, testutil.ToolText(res), res.IsError)
+			}
+		}
+		if got := testutil.ToolText(callTool(t, a, "less__roots", nil)); !strings.Contains(got, "file:///client/a") {
+			t.Errorf("less__roots = %s, want A's roots", got)
+		}
+	})
+
 	t.Run("client without the capability", func(t *testing.T) {
 		evN := testutil.NewClientEvents("N")
 		opts := evN.ClientOptions()
@@ -453,8 +474,12 @@ func TestClientRequestRouting(t *testing.T) {
 		}
 	})
 
-	t.Run("refused when two sessions have calls in flight", func(t *testing.T) {
-		evH, evO := testutil.NewClientEvents("H"), testutil.NewClientEvents("O")
+	// A call that waits for its client's answer (H's person is slow)
+	// sends nothing else: the request of the one other call in flight is
+	// that call's, and goes to its session. Two sessions whose calls both
+	// could have asked are never guessed between.
+	t.Run("a call waiting for its client holds no other session back", func(t *testing.T) {
+		evH, evO, evP := testutil.NewClientEvents("H"), testutil.NewClientEvents("O"), testutil.NewClientEvents("P")
 		entered, release := make(chan struct{}), make(chan struct{})
 		opts := evH.ClientOptions()
 		answer := opts.CreateMessageHandler
@@ -465,6 +490,7 @@ func TestClientRequestRouting(t *testing.T) {
 		}
 		h := connect(t, d, evH, opts)
 		o := connect(t, d, evO, nil)
+		p := connect(t, d, evP, nil)
 		held := make(chan *mcp.CallToolResult, 1)
 		go func() {
 			res, err := callToolErr(h, "f__sample", nil, nil)
@@ -479,16 +505,44 @@ func TestClientRequestRouting(t *testing.T) {
 			close(release)
 			t.Fatal("H's sampling handler was not called")
 		}
-		res := callTool(t, o, "f__sample", nil)
-		close(release)
-		if !res.IsError || !strings.Contains(testutil.ToolText(res), "cannot relay sampling/createMessage: 2 client sessions have requests in flight on backend") {
-			t.Errorf("O's f__sample while H's call is in flight = %q (isError %v), want the ambiguity error", testutil.ToolText(res), res.IsError)
+		var released sync.Once
+		unblock := func() { released.Do(func() { close(release) }) }
+		defer unblock()
+		// O's tool works a while before it asks (after_ms, longer than
+		// the 20 ms a call's requests count as sent together): by then
+		// H's call has been waiting.
+		res := callTool(t, o, "f__sample", map[string]any{"after_ms": 100})
+		if res.IsError || !strings.Contains(testutil.ToolText(res), "from O") {
+			t.Errorf("O's f__sample while H's call waits for H = %q (isError %v), want O's own answer", testutil.ToolText(res), res.IsError)
 		}
+		if n := evO.Count(testutil.Method("sampling/createMessage")); n != 1 {
+			t.Errorf("O's sampling handler was called %d times, want once", n)
+		}
+		// Two calls that do not wait (O's, running, and P's) cannot be
+		// told apart: P's request is refused, and neither O nor P is
+		// shown it.
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		running := make(chan error, 1)
+		go func() {
+			params := &mcp.CallToolParams{Name: "f__progress", Arguments: map[string]any{"steps": 2, "ms": 60000}}
+			params.SetProgressToken("running")
+			_, err := o.CallTool(ctx, params)
+			running <- err
+		}()
+		evO.Await(t, 1, wait, "the first progress of O's running call", testutil.Method("notifications/progress"))
+		res = callTool(t, p, "f__sample", nil)
+		if !res.IsError || !strings.Contains(testutil.ToolText(res), "cannot relay sampling/createMessage: 2 client sessions have requests in flight on backend") {
+			t.Errorf("P's f__sample beside O's running call = %q (isError %v), want the ambiguity error", testutil.ToolText(res), res.IsError)
+		}
+		if n := evP.Count(testutil.Method("sampling/createMessage")) + evO.Count(testutil.Method("sampling/createMessage")); n != 1 {
+			t.Errorf("sampling handlers called %d times in all, want only O's first", n)
+		}
+		cancel()
+		<-running
+		unblock()
 		if r := <-held; r == nil || r.IsError || !strings.Contains(testutil.ToolText(r), "from H") {
 			t.Errorf("H's f__sample = %+v, want H's answer", r)
-		}
-		if n := evO.Count(testutil.Method("sampling/createMessage")); n != 0 {
-			t.Errorf("O's sampling handler was called %d times", n)
 		}
 	})
 }

@@ -22,15 +22,15 @@ type Session struct {
 	g        *Gateway
 	caps     clientCaps
 	offered  offeredCaps // what the gateway advertised at initialize
-	client   atomic.Pointer[access.Client]
+	// stateless marks the context of one 2026-07-28 request (see
+	// StatelessRequest): no ID, no standalone stream, in no session table.
+	stateless bool
+	client    atomic.Pointer[access.Client]
 	// identity is who authenticated when the session (or the request)
 	// began (access.Caller.Identity): what the session and the
 	// requestState of its calls are bound to.
 	identity string
 	shape    // its profile, and what search mode added to its list
-	// stateless marks the context of one 2026-07-28 request (see
-	// StatelessRequest): no ID, no standalone stream, in no session table.
-	stateless bool
 	// one is what the context of one stateless request knows of it; nil
 	// in a session, which keeps none of it.
 	one *oneRequest
@@ -56,6 +56,8 @@ type Session struct {
 	traced *sessionTrace
 
 	bindMu sync.Mutex // serialises binding instances, see instanceConn
+
+	listed atomic.Uint32 // the kinds of list the session asked for (see firstList)
 }
 
 // oneRequest is what the context of one stateless request knows of it.
@@ -74,6 +76,8 @@ type oneRequest struct {
 	head RequestHead
 	// shard is the request's shard of Gateway.requests.
 	shard uint8
+	// seq numbers the request, for RequestID.
+	seq uint64
 }
 
 // listenTag is the tag of a listener's notifications, nil for others.

@@ -3,6 +3,7 @@ package gateway
 import (
 	"encoding/json"
 	"net/http"
+	"strconv"
 	"strings"
 
 	"github.com/mcpgate/mcpgate/internal/access"
@@ -87,7 +88,7 @@ func (g *Gateway) StatelessRequest(meta RequestMeta, client *access.Client, iden
 			calls:     make(map[string]*call, 1),
 			streams:   make(map[int64]*Stream, 1),
 		},
-		one: oneRequest{header: meta.Header, head: meta.Head},
+		one: oneRequest{header: meta.Header, head: meta.Head, seq: g.requestSeq.Add(1)},
 	}
 	s := &r.Session
 	s.one = &r.one
@@ -122,6 +123,18 @@ func capsOf(raw json.RawMessage) clientCaps {
 // Stateless reports whether the session is the context of one stateless
 // (2026-07-28) request rather than a 2025 session.
 func (s *Session) Stateless() bool { return s.stateless }
+
+// RequestID names a stateless request in the journal, where it has no
+// session: its audit entry and the gateway's entries about it carry it
+// (MCPGATE_REQUEST), and so does an instance bound to it on D-Bus. It is
+// unique within this run of mcpgated, and says nothing of the client. A
+// session's context has none: "".
+func (s *Session) RequestID() string {
+	if s.one == nil || s.one.seq == 0 {
+		return ""
+	}
+	return s.g.requestPrefix + strconv.FormatUint(s.one.seq, 36)
+}
 
 // End ends a stateless request's context once its answer is written or
 // its client went away: whatever it still has in flight is cancelled

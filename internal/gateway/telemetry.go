@@ -65,8 +65,8 @@ func (s *Stream) addOp(op *telemetry.Op) {
 		op.End(nil)
 		return
 	}
-	if s.ops.one == nil && s.ops.more == nil {
-		s.ops.one = op
+	if s.ops == nil {
+		s.ops = &streamOps{one: op}
 		return
 	}
 	s.ops.more = append(s.ops.more, op)
@@ -80,6 +80,9 @@ func (s *Stream) op(id []byte) *telemetry.Op {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.ops == nil {
+		return nil
+	}
 	if s.ops.more == nil {
 		return s.ops.one
 	}
@@ -94,7 +97,8 @@ func (s *Stream) op(id []byte) *telemetry.Op {
 	return nil
 }
 
-// endOpLocked ends the op of the request that resp answers; s.mu is held.
+// endOpLocked ends the op of the request that resp answers; s.mu is
+// held, and s.ops set.
 func (s *Stream) endOpLocked(resp []byte) {
 	if s.ops.more == nil {
 		op := s.ops.one
@@ -137,7 +141,7 @@ func (s *Stream) endOpsLocked() {
 	for _, o := range s.ops.more {
 		o.End(nil)
 	}
-	s.ops = streamOps{}
+	s.ops = nil
 }
 
 // op returns the server op of the request msg on stream; nil, without

@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"os"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -96,67 +94,5 @@ tool_prefix = "a__"
 	}
 	if calls != 2 {
 		t.Errorf("%d tools/call reached a for the 2026-07-28 client; want the call and its retry", calls)
-	}
-}
-
-// sdkStdioEnv makes this test binary, started with it set, serve the
-// official Go SDK's server over stdio instead of running tests: a server
-// of both eras (go-sdk 1.8), whose stdio connection takes the era of its
-// first message.
-const sdkStdioEnv = "MCPGATE_TEST_SDK_STDIO"
-
-func init() {
-	if os.Getenv(sdkStdioEnv) != "1" {
-		return
-	}
-	srv := mcp.NewServer(&mcp.Implementation{Name: "sdk-dual", Version: "1"}, nil)
-	mcp.AddTool(srv, &mcp.Tool{Name: "sample"}, func(ctx context.Context, req *mcp.CallToolRequest, _ struct{}) (*mcp.CallToolResult, any, error) {
-		res, err := req.Session.CreateMessage(ctx, &mcp.CreateMessageParams{MaxTokens: 5, Messages: []*mcp.SamplingMessage{{Role: "user", Content: &mcp.TextContent{Text: "hi"}}}})
-		if err != nil {
-			return nil, nil, err
-		}
-		return &mcp.CallToolResult{Content: []mcp.Content{res.Content}}, nil, nil
-	})
-	if err := srv.Run(context.Background(), &mcp.StdioTransport{}); err != nil {
-		os.Exit(1)
-	}
-	os.Exit(0)
-}
-
-// A stdio server of both eras (the Go SDK) is a dual backend: a 2025
-// session's call gets the server's sampling request on the session, as
-// from any 2025 server, while a 2026-07-28 client's call is served in that
-// era (where the SDK refuses to send requests to the client), by the
-// process that answered the probe.
-func TestDualStdioBackendServesBothEras(t *testing.T) {
-	exe, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	d, bus, _ := gatewayOnBus(t, fmt.Sprintf(`
-[backends.g]
-command = %q
-args = ["-test.run=^$"]
-env = { %s = "1" }
-`, exe, sdkStdioEnv))
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	st, err := bus.Backend(ctx, "g")
-	if err != nil || st.Era != "dual" || st.ProtocolVersion != "2025-11-25" {
-		t.Errorf("backend g: era %q, protocol %q (%v); want dual, initialized with 2025-11-25", st.Era, st.ProtocolVersion, err)
-	}
-	cs := connect2025(t, d.URL, &mcp.ClientOptions{
-		CreateMessageHandler: func(context.Context, *mcp.CreateMessageRequest) (*mcp.CreateMessageResult, error) {
-			return &mcp.CreateMessageResult{Role: "assistant", Model: "m", Content: &mcp.TextContent{Text: "sampled"}}, nil
-		},
-	})
-	res := testutil.MustCallTool(t, cs, "g__sample", map[string]any{})
-	if got := testutil.ToolText(res); got != "sampled" || res.IsError {
-		t.Errorf("g__sample for a 2025 session = %q (error %v); want the session's sampled answer", got, res.IsError)
-	}
-	body := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"sampling":{}}},"name":"g__sample","arguments":{}}}`
-	resp, answer := exchange(t, http.DefaultClient, d.URL, body, "Mcp-Protocol-Version", "2026-07-28", "Mcp-Method", "tools/call", "Mcp-Name", "g__sample")
-	if resp.StatusCode != 200 || !strings.Contains(answer, "cannot be sent while serving a request on protocol version 2026-07-28") {
-		t.Errorf("g__sample for a 2026-07-28 client: HTTP %d %s; want the SDK's answer in 2026-07-28", resp.StatusCode, answer)
 	}
 }

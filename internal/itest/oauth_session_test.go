@@ -132,6 +132,15 @@ oauth_groups = ["team"]
 	d.Stderr.Await(t, 10*time.Second, "alice's audit entry naming her", func(out string) bool {
 		return containsAll(out, "client=team identity=oauth:test:sub:alice", "tool=fake__sample", "outcome=ok")
 	})
+	// The refusal of bob's retry names him, and the stateless request.
+	d.Stderr.Await(t, 10*time.Second, "the refusal naming bob and his request", func(out string) bool {
+		for _, line := range strings.Split(out, "\n") {
+			if containsAll(line, "message_id="+journal.MessageAccessDenied.String(), "identity=oauth:test:sub:bob", " request=r") {
+				return true
+			}
+		}
+		return false
+	})
 	for _, line := range strings.Split(d.Stderr.String(), "\n") {
 		if containsAll(line, "message_id="+journal.MessageAudit.String(), "identity=oauth:test:sub:bob") {
 			t.Errorf("bob's refused retry was audited as a call: %s", line)

@@ -31,8 +31,14 @@ idle_stop = "1s"
 // server) and STATE_DIRECTORY=state, as systemd's StateDirectory= sets it.
 func lifecycleGateway(t *testing.T, state, backends string) *testutil.Daemon {
 	t.Helper()
+	return lifecycleGatewayWith(t, state, "", backends)
+}
+
+// lifecycleGatewayWith is lifecycleGateway with more [gateway] keys.
+func lifecycleGatewayWith(t *testing.T, state, gatewayKeys, backends string) *testutil.Daemon {
+	t.Helper()
 	bins := testutil.Build(t)
-	toml, url := testutil.Config(t, strings.ReplaceAll(backends, "FAKE", bins.Fake))
+	toml, url := testutil.ConfigWith(t, strings.ReplaceAll(backends, "FAKE", bins.Fake), testutil.ConfigOptions{Gateway: gatewayKeys})
 	return testutil.StartDaemon(t, toml, url, testutil.DaemonOptions{Env: []string{"STATE_DIRECTORY=" + state}})
 }
 

@@ -18,14 +18,18 @@ type Audit struct {
 	Client   string
 	Identity string // who authenticated as the client (access.Caller.Identity); "" without auth
 	Session  string
-	Backend  string
-	What     string // "tool", "prompt" or "uri"
-	Name     string // the tool's or prompt's name, or the URI
-	Method   string
-	Duration time.Duration
-	Outcome  string // "ok", "error" (the backend's) or "failed" (no answer)
-	Request  int    // bytes of the request's params
-	Response int    // bytes of the answer
+	// RequestID names a stateless (2026-07-28) request, which has no
+	// session: the same identifier its other entries carry; "" for a
+	// session's request, which has no such attribute.
+	RequestID string
+	Backend   string
+	What      string // "tool", "prompt" or "uri"
+	Name      string // the tool's or prompt's name, or the URI
+	Method    string
+	Duration  time.Duration
+	Outcome   string // "ok", "error" (the backend's) or "failed" (no answer)
+	Request   int    // bytes of the request's params
+	Response  int    // bytes of the answer
 }
 
 // Record returns a as an slog record at LevelInfo.
@@ -34,7 +38,11 @@ func (a *Audit) Record() slog.Record {
 	r.AddAttrs(
 		slog.String("client", a.Client),
 		slog.String("identity", a.Identity),
-		slog.String("session", a.Session),
+		slog.String("session", a.Session))
+	if a.RequestID != "" {
+		r.AddAttrs(slog.String("request", a.RequestID))
+	}
+	r.AddAttrs(
 		slog.String("backend", a.Backend),
 		slog.String(a.What, a.Name),
 		slog.String("method", a.Method),
@@ -76,6 +84,9 @@ func (h textHandler) writeAudit(ctx context.Context, a *Audit) {
 	b = appendTextAttr(b, "client", a.Client)
 	b = appendTextAttr(b, "identity", a.Identity)
 	b = appendTextAttr(b, "session", a.Session)
+	if a.RequestID != "" {
+		b = appendTextAttr(b, "request", a.RequestID)
+	}
 	b = appendTextAttr(b, "backend", a.Backend)
 	b = appendTextAttr(b, a.What, a.Name)
 	b = appendTextAttr(b, "method", a.Method)

@@ -34,6 +34,9 @@ func TestWriteAuditTextIsSlogText(t *testing.T) {
 			Duration: time.Duration(i) * 1234567, Outcome: []string{"ok", "error", "failed"}[i%3],
 			Request: i * 100, Response: -i,
 		}
+		if i%2 == 1 {
+			a.Session, a.RequestID = "", "r0badc0de-"+s // a stateless request's
+		}
 		var fast, slow bytes.Buffer
 		WriteAudit(context.Background(), newTextHandler(&fast, slog.LevelInfo, nil), a)
 		newTextHandler(&slow, slog.LevelInfo, nil).Handle(context.Background(), a.Record())

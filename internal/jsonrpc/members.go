@@ -51,3 +51,63 @@ func appendMember(dst []byte, key string, value []byte) []byte {
 	dst = append(dst, ':')
 	return append(dst, value...)
 }
+
+// AppendWithout appends to dst the JSON object obj without its members
+// named one of keys (every one of them, if repeated; a name in another
+// case is another member), the members it keeps byte for byte, and
+// reports how many it left out. When obj is not an
+// object, or cannot be walked, it appends obj unchanged and reports 0.
+func AppendWithout(dst, obj []byte, keys []string) ([]byte, int) {
+	i := skipSpace(obj, 0)
+	if i >= len(obj) || obj[i] != '{' {
+		return append(dst, obj...), 0
+	}
+	start := len(dst)
+	dst = append(dst, obj[:i+1]...)
+	i++
+	dropped, kept := 0, 0
+	for {
+		i = skipSpace(obj, i)
+		if i >= len(obj) {
+			return append(dst[:start], obj...), 0
+		}
+		if obj[i] == '}' {
+			return append(dst, obj[i:]...), dropped
+		}
+		if obj[i] == ',' {
+			i = skipSpace(obj, i+1)
+		}
+		keyStart := i
+		keyEnd, err := skipString(obj, i)
+		if err != nil {
+			return append(dst[:start], obj...), 0
+		}
+		j := skipSpace(obj, keyEnd)
+		if j >= len(obj) || obj[j] != ':' {
+			return append(dst[:start], obj...), 0
+		}
+		end, err := skipValue(obj, skipSpace(obj, j+1))
+		if err != nil {
+			return append(dst[:start], obj...), 0
+		}
+		quoted := obj[keyStart:keyEnd]
+		plain := plainASCII(quoted[1 : len(quoted)-1])
+		drop := false
+		for _, k := range keys {
+			if matchKey(quoted, plain, k) == matchExact {
+				drop = true
+				break
+			}
+		}
+		if drop {
+			dropped++
+		} else {
+			if kept > 0 {
+				dst = append(dst, ',')
+			}
+			dst = append(dst, obj[keyStart:end]...)
+			kept++
+		}
+		i = end
+	}
+}

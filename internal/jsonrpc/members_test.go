@@ -23,3 +23,38 @@ func TestSetMember(t *testing.T) {
 		}
 	}
 }
+
+func TestAppendWithout(t *testing.T) {
+	keys := []string{"a", "b"}
+	for _, tc := range []struct {
+		in, want string
+		dropped  int
+	}{
+		{`{}`, `{}`, 0},
+		{`{"a":1}`, `{}`, 1},
+		{` {"a" : 1 , "c" : [1, "}"] } `, ` {"c" : [1, "}"]} `, 1},
+		{`{"c":1,"a":{"x":2},"d":"e","b":true}`, `{"c":1,"d":"e"}`, 2},
+		{`{"a":1,"a":2,"c":3}`, `{"c":3}`, 2},
+		{`{"A":1,"\u0061":2}`, `{"A":1}`, 1}, // another case stays; an escape of "a" is "a"
+		{`[1]`, `[1]`, 0},
+		{`{"a":`, `{"a":`, 0},
+	} {
+		got, n := AppendWithout([]byte("x"), []byte(tc.in), keys)
+		if string(got) != "x"+tc.want || n != tc.dropped {
+			t.Errorf("AppendWithout(%s) = %s, %d; want %s, %d", tc.in, got[1:], n, tc.want, tc.dropped)
+		}
+	}
+}
+
+func TestAppendRequestWithout(t *testing.T) {
+	params := []byte(`{"name":"x","_meta":{"a":1,"p":"t","b":2},"arguments":{}}`)
+	meta, span, _ := Lookup(params, "_meta")
+	if string(meta) != `{"a":1,"p":"t","b":2}` {
+		t.Fatalf("meta %s", meta)
+	}
+	got := AppendRequestWithout(nil, []byte("7"), "tools/call", params, span, []string{"a", "b"})
+	want := `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"x","_meta":{"p":"t"},"arguments":{}}}`
+	if string(got) != want {
+		t.Errorf("got  %s\nwant %s", got, want)
+	}
+}

@@ -160,6 +160,21 @@ func AppendRequest(dst []byte, id json.RawMessage, method string, params json.Ra
 	return appendMethodParams(dst, method, params)
 }
 
+// AppendRequestWithout is AppendRequest for params with the members named
+// keys left out of the object at params[at] (see AppendWithout), as the
+// message is written: what is cut out is never copied on its own.
+func AppendRequestWithout(dst []byte, id json.RawMessage, method string, params json.RawMessage, at Span, keys []string) []byte {
+	dst = append(dst, `{"jsonrpc":"2.0","id":`...)
+	dst = append(dst, id...)
+	dst = append(dst, `,"method":`...)
+	dst = AppendString(dst, method)
+	dst = append(dst, `,"params":`...)
+	dst = append(dst, params[:at.Start]...)
+	dst, _ = AppendWithout(dst, params[at.Start:at.End], keys)
+	dst = append(dst, params[at.End:]...)
+	return append(dst, '}')
+}
+
 // AppendNotification appends a notification. Params may be nil.
 func AppendNotification(dst []byte, method string, params json.RawMessage) []byte {
 	dst = append(dst, `{"jsonrpc":"2.0"`...)

@@ -93,8 +93,10 @@ func builtinTools() []tool {
 	}
 }
 
-// clientRequestSchema is the argument schema of sample, elicit and roots.
-const clientRequestSchema = `{"type":"object","properties":{"params":{"type":"object"},"id":{}}}`
+// clientRequestSchema is the argument schema of sample, elicit and roots:
+// the request's params and id, and after_ms, how long the tool works
+// before it asks.
+const clientRequestSchema = `{"type":"object","properties":{"params":{"type":"object"},"id":{},"after_ms":{"type":"integer","minimum":0}}}`
 
 // toolResult is a CallToolResult.
 type toolResult struct {
@@ -398,8 +400,9 @@ func (s *server) toolProgress(c *call) (any, error) {
 func clientRequestTool(method, defaultParams string) func(*server, *call) (any, error) {
 	return func(s *server, c *call) (any, error) {
 		var a struct {
-			Params json.RawMessage `json:"params"`
-			ID     json.RawMessage `json:"id"`
+			Params  json.RawMessage `json:"params"`
+			ID      json.RawMessage `json:"id"`
+			AfterMS int             `json:"after_ms"`
 		}
 		if err := c.decodeArgs(&a); err != nil {
 			return nil, err
@@ -407,6 +410,7 @@ func clientRequestTool(method, defaultParams string) func(*server, *call) (any, 
 		if a.Params == nil && defaultParams != "" {
 			a.Params = json.RawMessage(defaultParams)
 		}
+		time.Sleep(time.Duration(a.AfterMS) * time.Millisecond)
 		return s.relayClientRequest(method, a.ID, a.Params)
 	}
 }
