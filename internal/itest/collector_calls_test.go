@@ -2,6 +2,7 @@ package itest
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -59,26 +60,31 @@ func childOf(t *testing.T, what string, child, parent otlpsink.Span) {
 }
 
 // checkStateless: a 2026-07-28 request's trace context comes in its
-// _meta; its span has the era's version and no session.
+// _meta; its span has the era's version and no session. A backend of
+// either era gets the client span's: a 2025 one with the era's _meta
+// members cut out, the traceparent kept.
 func checkStateless(t *testing.T, c *collector, d *testutil.Daemon) {
-	traceID, spanID, tp := newTrace()
-	body := `{"jsonrpc":"2.0","id":40,"method":"tools/call","params":{"name":"m__test_image_content","arguments":{},"_meta":{"traceparent":"` + tp +
-		`","io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}`
-	resp, out := exchange(t, http.DefaultClient, d.URL, body, statelessHeaders(wideToken, "tools/call", "m__test_image_content")...)
-	if resp.StatusCode != 200 || !strings.Contains(out, "image/png") {
-		t.Fatalf("stateless tools/call: %s %s", resp.Status, out)
-	}
-	spans := awaitTrace(t, c, "the stateless call's trace", traceID, 3)
-	server := mustSpan(t, "stateless: server span", spans, gatewaySpan("server", "tools/call m__test_image_content"))
-	client := mustSpan(t, "stateless: client span", spans, gatewaySpan("client", "tools/call test_image_content"))
-	backend := mustSpan(t, "stateless: backend span", spans, serviceSpan("backend-m"))
-	if server.ParentID != spanID {
-		t.Errorf("stateless: the server span's parent is %s, want the client's span %s from _meta", server.ParentID, spanID)
-	}
-	childOf(t, "stateless", client, server)
-	childOf(t, "stateless", backend, client)
-	if server.Attrs["mcp.protocol.version"] != "2026-07-28" || server.Attrs["mcp.session.id"] != "" {
-		t.Errorf("stateless: server span %v; want mcp.protocol.version 2026-07-28 and no mcp.session.id", server.Attrs)
+	for i, backend := range []string{"m", "l"} {
+		tool := backend + "__test_image_content"
+		traceID, spanID, tp := newTrace()
+		body := fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":%q,"arguments":{},"_meta":{"traceparent":%q,`+
+			`"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}`, 40+i, tool, tp)
+		resp, out := exchange(t, http.DefaultClient, d.URL, body, statelessHeaders(wideToken, "tools/call", tool)...)
+		if resp.StatusCode != 200 || !strings.Contains(out, "image/png") {
+			t.Fatalf("stateless tools/call %s: %s %s", tool, resp.Status, out)
+		}
+		spans := awaitTrace(t, c, "the stateless call's trace to "+backend, traceID, 3)
+		server := mustSpan(t, "stateless: server span", spans, gatewaySpan("server", "tools/call "+tool))
+		client := mustSpan(t, "stateless: client span", spans, gatewaySpan("client", "tools/call test_image_content"))
+		own := mustSpan(t, "stateless: backend span", spans, serviceSpan("backend-"+backend))
+		if server.ParentID != spanID {
+			t.Errorf("stateless: the server span's parent is %s, want the client's span %s from _meta", server.ParentID, spanID)
+		}
+		childOf(t, "stateless to "+backend, client, server)
+		childOf(t, "stateless to "+backend, own, client)
+		if server.Attrs["mcp.protocol.version"] != "2026-07-28" || server.Attrs["mcp.session.id"] != "" {
+			t.Errorf("stateless: server span %v; want mcp.protocol.version 2026-07-28 and no mcp.session.id", server.Attrs)
+		}
 	}
 }
 
@@ -282,6 +288,7 @@ func checkHistograms(t *testing.T, c *collector, wide *rawClient) {
 		{"mcp.client.operation.duration", map[string]string{"gen_ai.tool.name": "test_error_handling", "error.type": "tool_error", "mcpgate.backend": "m"}, ""},
 		{"mcp.server.operation.duration", map[string]string{"error.type": "refused", "rpc.response.status_code": "-32602"}, "gen_ai.tool.name"},
 		{"mcp.server.operation.duration", map[string]string{"mcp.method.name": "tools/call", "mcp.protocol.version": "2026-07-28", "gen_ai.tool.name": "m__test_image_content"}, ""},
+		{"mcp.server.operation.duration", map[string]string{"mcp.method.name": "tools/call", "mcp.protocol.version": "2026-07-28", "gen_ai.tool.name": "l__test_image_content"}, ""},
 	} {
 		p := point(points, want.metric, want.attrs)
 		if p == nil || p.Count != 1 || (want.absent != "" && p.Attrs[want.absent] != "") {
