@@ -275,8 +275,8 @@ func (s *Session) forwardVia(msg *jsonrpc.Message, stream *Stream, name string, 
 // admit has the backend (or instance) admit the call, waiting on a
 // goroutine of its own if need be, and sends it.
 func (s *Session) admit(msg *jsonrpc.Message, stream *Stream, b *backend.Backend, params json.RawMessage, known forwardedParams, then func(ok bool, size int), fb *fallback) {
-	idle := b.State() == backend.Idle
-	b.Wake() // an idle backend starts on its first call (start = "on-demand")
+	idle := s.g.opts.Telemetry.Tracing() && b.State() == backend.Idle // for the span of the wait
+	b.Wake()                                                          // an idle backend starts on its first call (start = "on-demand")
 	adm, err := b.Admit(context.Background(), false)
 	if errors.Is(err, backend.ErrWouldWait) {
 		// The wait counts as a request in flight, for Drain, and ends

@@ -3,6 +3,7 @@ package itest
 import (
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -259,5 +260,95 @@ traces = true
 	} {
 		got := j.AwaitMatch(t, 1, tc.match)
 		checkFields(t, tc.what, got[0], entry{"TRACE_ID": tc.traceID, "SPAN_ID": serverSpan(tc.traceID)})
+	}
+}
+
+// A backend started on demand makes the first call wait for its start:
+// a span of its own, under the call's, that says so.
+func TestTraceOfAStartOnDemand(t *testing.T) {
+	d, sink := telemetryGateway(t, "", `
+[backends.lazy]
+command = "FAKE"
+start = "on-demand"
+`)
+	c := newRawClient(t, d.URL)
+	testutil.Eventually(t, 30*time.Second, "the on-demand backend's tools", func() bool {
+		return strings.Contains(c.post(t, `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`), "lazy__echo")
+	})
+	traceID, _, body := tracedCall(t, c, 2, "lazy__echo")
+	if !strings.Contains(body, `"isError"`) && !strings.Contains(body, "result") {
+		t.Fatalf("call: %s", body)
+	}
+	sink.Await(t, 30*time.Second, "the wait for the start under the call's span", func(spans []otlpsink.Span, _ []otlpsink.Point) bool {
+		server := spanWhere(spans, func(s otlpsink.Span) bool { return s.TraceID == traceID && s.Kind == "server" })
+		wait := spanWhere(spans, func(s otlpsink.Span) bool { return s.TraceID == traceID && s.Name == "admission lazy" })
+		return server != nil && wait != nil && wait.ParentID == server.SpanID && wait.Attrs["mcpgate.admission"] == "start"
+	})
+}
+
+// A remote backend's OAuth token request made for a call (its token is
+// due for renewal) is a span under the call's message to the backend;
+// one made on no call's path is none.
+func TestTraceOfAnOAuthTokenRequest(t *testing.T) {
+	as := startAuthServer(t, 0, 3*time.Second, newKey(t, "k1"))
+	bins := testutil.Build(t)
+	upstream, upURL := testutil.ConfigWith(t, fmt.Sprintf(`
+[backends.a]
+command = %q
+
+[oauth.issuers.test]
+issuer = %q
+
+[clients.gateway]
+oauth_subjects = ["gw"]
+`, bins.Fake, as.Issuer), testutil.ConfigOptions{Auth: "required"})
+	up := testutil.StartDaemon(t, upstream, upURL, testutil.DaemonOptions{})
+	creds := t.TempDir()
+	if err := os.WriteFile(creds+"/gw-secret", []byte(gwSecret+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	sink := otlpsink.Start(t)
+	front, frontURL := testutil.ConfigWith(t, fmt.Sprintf(`
+[backends.up]
+url = %[1]q
+oauth_issuer = %[2]q
+oauth_client_id = "gw"
+oauth_client_secret_credential = "gw-secret"
+
+[oauth.issuers.test]
+issuer = %[2]q
+
+[clients.svc]
+oauth_subjects = ["svc"]
+
+[telemetry]
+traces = true
+`, up.URL, as.Issuer), testutil.ConfigOptions{Auth: "required", Gateway: fmt.Sprintf("credentials_directory = %q", creds)})
+	gw := testutil.StartDaemon(t, front, frontURL, testutil.DaemonOptions{Env: telemetryEnv(sink.URL)})
+	resource, tokenEndpoint := discover(t, gw.URL)
+	c := tokenSession(t, gw.URL, as.token(t, tokenEndpoint, "svc", svcSecret, resource, "mcp:read"))
+
+	// Calls until one of them needed a new token (tokens live 3s).
+	var token *otlpsink.Span
+	var traces []string
+	found := testutil.Poll(30*time.Second, 100*time.Millisecond, func() bool {
+		traceID, _, _ := tracedCall(t, c, len(traces)+10, "up__a__echo")
+		traces = append(traces, traceID)
+		token = spanWhere(sink.Spans(), named("oauth token up"))
+		return token != nil
+	})
+	if !found {
+		t.Fatalf("no call's token request was traced in %d calls:\n%s", len(traces), otlpsink.Describe(sink.Spans()))
+	}
+	var parent *otlpsink.Span
+	sink.Await(t, 10*time.Second, "the token request's parent", func(spans []otlpsink.Span, _ []otlpsink.Point) bool {
+		parent = spanWhere(spans, func(s otlpsink.Span) bool { return s.SpanID == token.ParentID })
+		return parent != nil
+	})
+	if parent.Kind != "client" || parent.Attrs["mcpgate.backend"] != "up" || !slices.Contains(traces, token.TraceID) {
+		t.Errorf("the token request is under %q (%s) of trace %s, want a call's client span to up", parent.Name, parent.Kind, token.TraceID)
+	}
+	if n := len(slices.DeleteFunc(sink.Spans(), func(s otlpsink.Span) bool { return s.Name != "oauth token up" || s.ParentID != "" })); n > 0 {
+		t.Errorf("%d token requests on no call's path are spans of their own", n)
 	}
 }

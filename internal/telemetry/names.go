@@ -3,9 +3,8 @@ package telemetry
 import "go.opentelemetry.io/otel/attribute"
 
 // mcpgate's own attributes, beside those of the MCP semantic conventions
-// (semconv v1.41.0, the last that carries them in Go). mcpgate(7)'s peers
-// use names of their own for the same things; these are documented in
-// mcpgated(8), TELEMETRY.
+// (semconv v1.41.0, the last version of the Go package that carries
+// them), documented in mcpgated(8), TELEMETRY.
 const (
 	// Backend is the backend a client span (or an admission) is for: a
 	// pool's name for each of its instances.

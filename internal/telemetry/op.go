@@ -105,10 +105,11 @@ func (t *Telemetry) Client(parent *Op, method string) *Op {
 
 // Internal starts a span of what the gateway does on a call's path (name,
 // such as "admission"; target, such as a backend, follows it in the span's
-// name), a child of ctx's span. It is nil when tracing is off: such spans
+// name), a child of ctx's span. It is nil when tracing is off, and when
+// ctx names no span: what is on no call's path is no span. Such spans
 // have no histogram.
 func (t *Telemetry) Internal(ctx context.Context, name, target string) *Op {
-	if !t.Tracing() {
+	if !t.Tracing() || !trace.SpanContextFromContext(ctx).IsValid() {
 		return nil
 	}
 	op := &Op{t: t, kind: opInternal, start: time.Now(), method: name, target: target}
