@@ -358,7 +358,7 @@ func (b *Backend) relayCapabilities() []byte {
 		add(`"sampling":{}`)
 	}
 	if c.Elicitation {
-		add(`"elicitation":{}`)
+		add(`"elicitation":{"form":{},"url":{}}`)
 	}
 	return append(out, '}')
 }

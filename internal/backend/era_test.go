@@ -342,7 +342,7 @@ func TestWithMetaSplicesRawParams(t *testing.T) {
 		{`null`, `{"_meta":{` + meta + `}}`},
 		{`{}`, `{"_meta":{` + meta + `}}`},
 		{`{"name":"x", "arguments":{"a" : 1}}`, `{"_meta":{` + meta + `},"name":"x", "arguments":{"a" : 1}}`},
-		{`{"name":"x","_meta":{"progressToken":"t1"}}`, `{"name":"x","_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"roots":{"listChanged":true},"sampling":{},"elicitation":{}},"io.modelcontextprotocol/clientInfo":{"name":"mcpgate","version":"9"},"progressToken":"t1"}}`},
+		{`{"name":"x","_meta":{"progressToken":"t1"}}`, `{"name":"x","_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"roots":{"listChanged":true},"sampling":{},"elicitation":{"form":{},"url":{}}},"io.modelcontextprotocol/clientInfo":{"name":"mcpgate","version":"9"},"progressToken":"t1"}}`},
 		{`{"_meta":{"io.modelcontextprotocol/protocolVersion":"2025-11-25","io.modelcontextprotocol/clientCapabilities":{},"io.modelcontextprotocol/clientInfo":{"name":"c"}}}`,
 			`{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{},"io.modelcontextprotocol/clientInfo":{"name":"c"}}}`},
 		{`{"_meta":null}`, `{"_meta":{` + meta + `}}`},

@@ -158,9 +158,18 @@ type Admission struct {
 	once    sync.Once
 }
 
+// Unlimited returns an admission of conn that its backend's limits did
+// not count and its Done does not release: for requests that manage what
+// an admitted call left running (MCP Tasks), which a backend at its
+// max_concurrent_calls must still take.
+func Unlimited(conn *Conn) *Admission { return &Admission{Conn: conn} }
+
 // Done ends the admission; outcome is "ok" for a result, "error" for an
 // error answer or a failed call.
 func (a *Admission) Done(outcome string) {
+	if a.b == nil {
+		return // made by hand around a Conn (Unlimited): nothing to release
+	}
 	a.once.Do(func() {
 		a.b.lim.release()
 		if outcome != "ok" {

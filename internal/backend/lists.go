@@ -32,6 +32,11 @@ type Capabilities struct {
 	Resources   *ResourceCapability `json:"resources"`
 	Logging     json.RawMessage     `json:"logging"`
 	Completions json.RawMessage     `json:"completions"`
+	// Tasks is the 2025-11-25 tasks capability (experimental), and
+	// Extensions the 2026-07-28 extensions, among them
+	// io.modelcontextprotocol/tasks.
+	Tasks      json.RawMessage `json:"tasks,omitempty"`
+	Extensions json.RawMessage `json:"extensions,omitempty"`
 }
 
 // ListCapability is the shape of the tools and prompts capabilities.

@@ -1,6 +1,7 @@
 package backend
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -30,7 +31,8 @@ type remote struct {
 	url     string // the URL as shown: without its query
 	client  *mcphttp.Client
 	http    *http.Client
-	legacy  *legacySSE // the HTTP+SSE transport, when configured
+	unix    *mcphttp.UnixDialer // the server's unix socket; nil over TCP
+	legacy  *legacySSE          // the HTTP+SSE transport, when configured
 	maxSize int
 
 	ctx    context.Context // ends every exchange of the session
@@ -52,8 +54,15 @@ type remote struct {
 // newRemote prepares the session with b's server; nothing is sent before
 // start.
 func newRemote(b *Backend) (*remote, error) {
-	hc, err := httpClient(&b.cfg.Remote)
-	if err != nil {
+	var unix *mcphttp.UnixDialer
+	var hc *http.Client
+	var err error
+	if socket := b.cfg.UnixSocket(); socket != "" {
+		// Plain HTTP/1.1 on the socket: the kernel, not TLS, says who is
+		// at the other end (see Peer).
+		unix = &mcphttp.UnixDialer{Path: socket}
+		hc = &http.Client{Transport: unix.Transport(b.cfg.MaxConnections)}
+	} else if hc, err = httpClient(&b.cfg.Remote); err != nil {
 		return nil, err
 	}
 	hc.Transport = b.opts.Telemetry.Transport(hc.Transport) // each call's traceparent, as in its _meta
@@ -77,10 +86,11 @@ func newRemote(b *Backend) (*remote, error) {
 			}
 		}
 	}
-	secrets = append(secrets, urlSecrets(b.cfg.URL)...)
+	secrets = append(secrets, urlSecrets(b.cfg.Endpoint())...)
 	r := &remote{
 		url:     DisplayURL(b.cfg),
 		http:    hc,
+		unix:    unix,
 		maxSize: int(b.opts.MaxMessageBytes),
 		outq:    make(chan []byte, 256),
 		posts:   map[int64]context.CancelFunc{},
@@ -88,7 +98,7 @@ func newRemote(b *Backend) (*remote, error) {
 	r.ctx, r.cancel = context.WithCancel(context.Background())
 	peer := fmt.Sprintf("backend %q", b.name)
 	r.client = mcphttp.NewClient(mcphttp.Options{
-		Endpoint:        b.cfg.URL,
+		Endpoint:        b.cfg.Endpoint(),
 		HTTP:            hc,
 		Header:          header,
 		Secrets:         secrets,
@@ -122,11 +132,15 @@ func newRemote(b *Backend) (*remote, error) {
 }
 
 // DisplayURL is how a remote backend's URL is shown in logs, D-Bus and
-// status: its display_url, else only its origin (scheme://host:port),
-// since its path and query may carry a key.
+// status: its display_url, else only its origin (scheme://host:port), or
+// unix: and the socket's path, since its HTTP path and query may carry a
+// key.
 func DisplayURL(cfg *config.Backend) string {
 	if cfg.DisplayURL != "" {
 		return cfg.DisplayURL
+	}
+	if socket := cfg.UnixSocket(); socket != "" {
+		return "unix:" + socket
 	}
 	return mcphttp.OriginOf(cfg.URL)
 }
@@ -271,7 +285,7 @@ func (r *remote) request(ctx context.Context, data []byte, msg *jsonrpc.Message,
 	}
 	if r.c.modern.Load() || msg.Method == "server/discover" || r.c.dual.Load() && r.c.modernCall(id) {
 		// No session: the era's headers on every request.
-		_, err := r.client.PostStatelessParams(ctx, data, mcphttp.StatelessHeaders(ModernProtocolVersion, msg), r.mirroredParams(msg), []json.RawMessage{msg.ID}, r.deliver)
+		_, err := r.client.PostStatelessRoom(ctx, data, mcphttp.StatelessHeaders(ModernProtocolVersion, msg), r.mirroredParams(msg), []json.RawMessage{msg.ID}, jsonrpc.SpliceRoom, r.deliverRoom)
 		return r.lost(err)
 	}
 	if msg.Method == "initialize" {
@@ -282,7 +296,7 @@ func (r *remote) request(ctx context.Context, data []byte, msg *jsonrpc.Message,
 		}
 		return r.lost(err)
 	}
-	_, err := r.client.Exchange(ctx, data, []json.RawMessage{msg.ID}, nil, r.deliver)
+	_, err := r.client.ExchangeRoom(ctx, data, []json.RawMessage{msg.ID}, jsonrpc.SpliceRoom, nil, r.deliverRoom)
 	var tooLarge *mcphttp.EventTooLargeError
 	var redirect *mcphttp.RedirectError
 	switch {
@@ -350,6 +364,38 @@ func (r *remote) deliver(data []byte) {
 		}
 		r.c.dispatch(msg)
 	}
+	r.c.endBurst()
+}
+
+// deliverRoom is deliver for a message the server answered a request
+// with, read into a buffer of its own (buf, the message at buf[at:]): a
+// response is parsed with the room in front, so that the client's id (and
+// what a 2026-07-28 client's result gets) is spliced in over the same
+// bytes, and a large result is never copied.
+func (r *remote) deliverRoom(buf []byte, at int) {
+	if jsonrpc.IsBatch(buf[at:]) || at < jsonrpc.SpliceRoom {
+		r.deliver(buf[at:])
+		return
+	}
+	r.c.reads.Add(1)
+	// Line breaks can only be whitespace in valid JSON; spaces in their
+	// place, in the buffer that is ours, keep it one line for the client.
+	for _, nl := range []byte("\n\r") {
+		for b := buf[at:]; ; {
+			i := bytes.IndexByte(b, nl)
+			if i < 0 {
+				break
+			}
+			b[i], b = ' ', b[i+1:]
+		}
+	}
+	msg, err := jsonrpc.ParseRoom(buf, at)
+	if err != nil {
+		r.c.warnServer("invalid", fmt.Sprintf("backend %q: dropped invalid output of the server: %v", r.c.b.name, err), "err", err, "message", truncate(buf[at:], 200))
+		r.c.endBurst()
+		return
+	}
+	r.c.dispatch(msg)
 	r.c.endBurst()
 }
 

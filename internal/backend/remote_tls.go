@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/mcpgate/mcpgate/internal/config"
+	"github.com/mcpgate/mcpgate/internal/mcphttp"
 )
 
 // httpClient returns the HTTP client of a remote backend: its own pool of
@@ -59,4 +60,16 @@ func httpClient(cfg *config.Remote) (*http.Client, error) {
 		IdleConnTimeout:     90 * time.Second,
 	}
 	return &http.Client{Transport: tr}, nil
+}
+
+// Peer returns the credentials of the server process behind a remote
+// backend's unix socket, as the kernel took them at its last connection,
+// and false for a backend that is not on a unix socket or has made no
+// connection since it started.
+func (b *Backend) Peer() (mcphttp.PeerCred, bool) {
+	c := b.loadHot().conn
+	if c == nil || c.remote == nil || c.remote.unix == nil {
+		return mcphttp.PeerCred{}, false
+	}
+	return c.remote.unix.Peer()
 }

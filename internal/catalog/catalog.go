@@ -40,10 +40,11 @@ type Entry struct {
 
 // Resource is a resource or resource template and its owner.
 type Resource struct {
-	URI     string // the uri, or the uriTemplate of a template
-	Backend string
-	Raw     json.RawMessage
-	match   *regexp.Regexp // templates only
+	URI      string // the uri, or the uriTemplate of a template, as clients know it
+	Original string // the same at the backend: other for a ui:// URI of a backend with a prefix (see AppURI)
+	Backend  string
+	Raw      json.RawMessage // under the exposed URI
+	match    *regexp.Regexp  // templates only
 }
 
 // Catalog is an immutable snapshot of everything the gateway exposes.
@@ -59,23 +60,31 @@ type Catalog struct {
 
 	tools, prompts map[string]int
 	resources      map[string]int
-	memo           *memos // decisions about the tools, by key (DecideTool)
+	prefixes       map[string]string // each backend's tool prefix, for its ui:// URIs
+	memo           *memos            // decisions about the tools, by key (DecideTool)
 }
 
 // Build merges sources. They must be sorted by backend name: on a name
 // collision the later backend loses the item, and the conflict is reported.
+// Resources come first, so that a tool's view (see apps.go) is known to
+// be its own backend's when the tool is added.
 func Build(sources []Source) *Catalog {
-	c := &Catalog{tools: map[string]int{}, prompts: map[string]int{}, resources: map[string]int{}, memo: &memos{}}
+	c := &Catalog{tools: map[string]int{}, prompts: map[string]int{}, resources: map[string]int{}, prefixes: map[string]string{}, memo: &memos{}}
 	th, ph, rh := sha256.New(), sha256.New(), sha256.New()
+	for _, src := range sources {
+		if src.Prefix != "" {
+			c.prefixes[src.Backend] = src.Prefix
+		}
+		for _, raw := range src.Lists.Resources {
+			c.addResource(src, raw, rh)
+		}
+		for _, raw := range src.Lists.Templates {
+			c.addTemplate(src, raw, rh)
+		}
+	}
 	for _, src := range sources {
 		c.Tools = c.addEntries(c.Tools, c.tools, "tool", src, src.Lists.Tools, th)
 		c.Prompts = c.addEntries(c.Prompts, c.prompts, "prompt", src, src.Lists.Prompts, ph)
-		for _, raw := range src.Lists.Resources {
-			c.addResource(src.Backend, raw, rh)
-		}
-		for _, raw := range src.Lists.Templates {
-			c.addTemplate(src.Backend, raw, rh)
-		}
 	}
 	c.ToolsDigest, c.PromptsDigest, c.ResourcesDigest = digest(th), digest(ph), digest(rh)
 	return c
@@ -107,6 +116,14 @@ func (c *Catalog) addEntries(list []Entry, index map[string]int, kind string, sr
 		if name != original {
 			exposed = jsonrpc.Replace(raw, span, jsonrpc.AppendString(nil, name))
 		}
+		if kind == "tool" {
+			var view string
+			exposed, view = withAppURI(exposed, src.Prefix)
+			if why := c.viewTaken(src.Backend, name, view); why != "" {
+				c.Conflicts = append(c.Conflicts, why)
+				continue
+			}
+		}
 		descRaw, _, _ := jsonrpc.Lookup(raw, "description")
 		desc, _ := jsonrpc.StringValue(descRaw)
 		index[name] = len(list)
@@ -121,9 +138,11 @@ func (c *Catalog) addEntries(list []Entry, index map[string]int, kind string, sr
 	return list
 }
 
-func (c *Catalog) addResource(owner string, raw json.RawMessage, h hash.Hash) {
+func (c *Catalog) addResource(src Source, raw json.RawMessage, h hash.Hash) {
+	owner := src.Backend
 	uriRaw, _, _ := jsonrpc.Lookup(raw, "uri")
-	uri, ok := jsonrpc.StringValue(uriRaw)
+	original, ok := jsonrpc.StringValue(uriRaw)
+	uri := AppURI(src.Prefix, original)
 	if !ok || uri == "" {
 		c.Conflicts = append(c.Conflicts, fmt.Sprintf("backend %q: ignored a resource without a uri", owner))
 		return
@@ -132,19 +151,23 @@ func (c *Catalog) addResource(owner string, raw json.RawMessage, h hash.Hash) {
 		c.Conflicts = append(c.Conflicts, fmt.Sprintf("resource %q of backend %q is hidden: backend %q already exposes that uri", uri, owner, c.Resources[i].Backend))
 		return
 	}
+	raw = withURI(raw, "uri", original, uri)
 	c.resources[uri] = len(c.Resources)
-	c.Resources = append(c.Resources, Resource{URI: uri, Backend: owner, Raw: raw})
+	c.Resources = append(c.Resources, Resource{URI: uri, Original: original, Backend: owner, Raw: raw})
 	h.Write(raw)
 	h.Write([]byte{0})
 }
 
-func (c *Catalog) addTemplate(owner string, raw json.RawMessage, h hash.Hash) {
+func (c *Catalog) addTemplate(src Source, raw json.RawMessage, h hash.Hash) {
+	owner := src.Backend
 	tplRaw, _, _ := jsonrpc.Lookup(raw, "uriTemplate")
-	tpl, ok := jsonrpc.StringValue(tplRaw)
+	original, ok := jsonrpc.StringValue(tplRaw)
+	tpl := AppURI(src.Prefix, original)
 	if !ok || tpl == "" {
 		c.Conflicts = append(c.Conflicts, fmt.Sprintf("backend %q: ignored a resource template without a uriTemplate", owner))
 		return
 	}
+	raw = withURI(raw, "uriTemplate", original, tpl)
 	// A URI two backends' templates match goes to the first of them: say
 	// so where their literal starts allow it, since reads (and what their
 	// URIs carry) meant for one would reach the other.
@@ -157,7 +180,7 @@ func (c *Catalog) addTemplate(owner string, raw json.RawMessage, h hash.Hash) {
 			break
 		}
 	}
-	c.Templates = append(c.Templates, Resource{URI: tpl, Backend: owner, Raw: raw, match: templateRegexp(tpl)})
+	c.Templates = append(c.Templates, Resource{URI: tpl, Original: original, Backend: owner, Raw: raw, match: templateRegexp(tpl)})
 	h.Write(raw)
 	h.Write([]byte{0})
 }

@@ -64,7 +64,7 @@ func TestCollisionLaterBackendLoses(t *testing.T) {
 	if _, ok := c.Tool("y"); !ok {
 		t.Error("b's other tool lost")
 	}
-	if len(c.Conflicts) != 2 || !strings.Contains(c.Conflicts[0], `backend "b"`) || !strings.Contains(c.Conflicts[0], "tool_prefix") {
+	if len(c.Conflicts) != 2 || !strings.Contains(c.Conflicts[1], `tool "x" of backend "b"`) || !strings.Contains(c.Conflicts[1], "tool_prefix") {
 		t.Errorf("conflicts = %q", c.Conflicts)
 	}
 }

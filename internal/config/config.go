@@ -52,6 +52,7 @@ type Gateway struct {
 	Access                            // auth, audit, credentials_directory
 	MetricsListen       string        // "" (default, off) | address | "unix:PATH" | "fd:metrics"
 	StatusResources     bool          // serve mcpgate://health and mcpgate://backend/NAME; default false
+	ServerCard          string        // "identity" (default) | "tools" | "off": the server cards and AI catalog
 	Health                            // defaults of every backend's health keys
 	Limits                            // sessions, requests in flight, idle times
 	IdleExit            time.Duration // 0 (default, "off"): never exit for being idle
@@ -133,6 +134,7 @@ func defaultGateway() Gateway {
 		MaxStreamEvents:     512,
 		Bus:                 "system",
 		LogTarget:           "auto",
+		ServerCard:          "identity",
 		LogLevel:            "info",
 		LogRateLimit:        RateLimit{Burst: 1000, Interval: 10 * time.Second},
 		CompositePrefix:     "composite__",

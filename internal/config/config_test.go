@@ -25,6 +25,7 @@ func wantGateway() Gateway {
 		MaxStreamEvents:     512,
 		Bus:                 "system",
 		LogTarget:           "auto",
+		ServerCard:          "identity",
 		LogLevel:            "info",
 		LogRateLimit:        RateLimit{Burst: 1000, Interval: 10 * time.Second},
 		CompositePrefix:     "composite__",
@@ -45,6 +46,9 @@ func wantGateway() Gateway {
 
 			MaxInputRequiredCalls:          1000,
 			MaxInputRequiredCallsPerClient: 100,
+			MaxTasks:                       1000,
+			MaxTasksPerClient:              100,
+			MaxTaskTTL:                     24 * time.Hour,
 		},
 	}
 }

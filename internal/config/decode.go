@@ -99,6 +99,9 @@ func gatewayFields() []field[Gateway] {
 		{"status_resources", func(d *decoder, at keyPath, v any, g *Gateway) bool {
 			return d.boolean(at, v, &g.StatusResources)
 		}},
+		{"server_card", func(d *decoder, at keyPath, v any, g *Gateway) bool {
+			return d.str(at, v, &g.ServerCard, oneOf("identity", "tools", "off"))
+		}},
 	}
 	fields = append(fields, limitFields()...)
 	fields = append(fields, accessFields()...)

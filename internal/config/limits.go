@@ -23,6 +23,12 @@ type Limits struct {
 	MaxInputRequiredCalls int
 	// MaxInputRequiredCallsPerClient bounds those of one client; default 100.
 	MaxInputRequiredCallsPerClient int
+	// MaxTasks bounds the tasks (MCP Tasks) the gateway routes at once,
+	// and MaxTasksPerClient those of one client; defaults 1000 and 100.
+	MaxTasks, MaxTasksPerClient int
+	// MaxTaskTTL bounds how long the gateway keeps a task, whatever ttl
+	// its backend gave it; default 24h.
+	MaxTaskTTL time.Duration
 }
 
 // defaultLimits is the one place that knows the defaults of Limits.
@@ -40,6 +46,9 @@ func defaultLimits() Limits {
 
 		MaxInputRequiredCalls:          1000,
 		MaxInputRequiredCallsPerClient: 100,
+		MaxTasks:                       1000,
+		MaxTasksPerClient:              100,
+		MaxTaskTTL:                     24 * time.Hour,
 	}
 }
 
@@ -77,6 +86,15 @@ func limitFields() []field[Gateway] {
 		}},
 		{"max_input_required_calls_per_client", func(d *decoder, at keyPath, v any, g *Gateway) bool {
 			return integer(d, at, v, &g.MaxInputRequiredCallsPerClient, 1, math.MaxInt32)
+		}},
+		{"max_tasks", func(d *decoder, at keyPath, v any, g *Gateway) bool {
+			return integer(d, at, v, &g.MaxTasks, 1, math.MaxInt32)
+		}},
+		{"max_tasks_per_client", func(d *decoder, at keyPath, v any, g *Gateway) bool {
+			return integer(d, at, v, &g.MaxTasksPerClient, 1, math.MaxInt32)
+		}},
+		{"max_task_ttl", func(d *decoder, at keyPath, v any, g *Gateway) bool {
+			return d.duration(at, v, &g.MaxTaskTTL)
 		}},
 	}
 }

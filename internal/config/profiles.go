@@ -126,6 +126,10 @@ func (d *decoder) profiles(at keyPath, v any, cfg *Config) {
 			d.fail(pat, `invalid profile name %q; use 1 to 64 letters, digits, "_" or "-" (it is a segment of the endpoint's path)`, name)
 			continue
 		}
+		if name == ServerCardSegment {
+			d.fail(pat, `the profile name %q is reserved: ENDPOINT/%s is the endpoint's server card (server_card in [gateway]); name the profile otherwise`, name, name)
+			continue
+		}
 		pt, ok := d.table(pat, t[name], "a table", "write the profile's keys below [profiles.NAME]")
 		if !ok {
 			continue
@@ -187,6 +191,10 @@ func (p *Profile) Equal(o *Profile) bool {
 		slices.Equal(p.Tools, o.Tools) && slices.Equal(p.Resources, o.Resources) && slices.Equal(p.Prompts, o.Prompts) &&
 		maps.Equal(p.Annotations, o.Annotations) && p.Search == o.Search && p.MaxAddedTools == o.MaxAddedTools
 }
+
+// ServerCardSegment is the path segment below an endpoint (the endpoint
+// itself or a profile's) where its server card is served.
+const ServerCardSegment = "server-card"
 
 // checkProfileName accepts a profile's name, or "" for none.
 func checkProfileName(s string) string {

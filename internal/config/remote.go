@@ -13,7 +13,7 @@ import (
 // Remote holds the keys of a backend reached over HTTP (url = ...) rather
 // than spawned (command = ...).
 type Remote struct {
-	URL               string            // the server's MCP endpoint, http:// or https://
+	URL               string            // the server's MCP endpoint, http://, https:// or unix:SOCKET:PATH
 	Headers           map[string]string // sent with every request; values may hold ${credential:NAME}
 	TLSCAFile         string            // PEM roots instead of the system's
 	TLSClientCertFile string            // PEM client certificate, for mTLS
@@ -115,12 +115,15 @@ func (d *decoder) checkRemote(at keyPath, t map[string]any, b *Backend) {
 		b.MaxConnections = defaultMaxConnections
 	}
 	d.checkRemoteOAuth(at, t, b)
-	if strings.HasPrefix(b.URL, "http://") {
+	if !strings.HasPrefix(b.URL, "https://") {
 		for _, k := range []string{"tls_ca_file", "tls_client_cert_file", "tls_client_key_file", "tls_server_name"} {
 			if v, ok := t[k]; ok && v != "" {
 				d.fail(at.child(k), "%s needs an https:// url; %s is plain HTTP", k, b.URL)
 			}
 		}
+	}
+	if b.UnixSocket() != "" && b.Transport == "sse" {
+		d.fail(at.child("transport"), "transport = \"sse\" is not served on a unix socket by mcpgate; a server on a unix socket speaks \"streamable-http\" (the default): remove transport")
 	}
 }
 
@@ -133,10 +136,17 @@ func checkAbsoluteOrEmpty(s string) string {
 }
 
 func checkBackendURL(s string) string {
+	if strings.HasPrefix(s, unixScheme) {
+		_, _, err := ParseUnixURL(s)
+		if err != nil {
+			return err.Error()
+		}
+		return ""
+	}
 	u, err := url.Parse(s)
 	switch {
 	case err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "":
-		return fmt.Sprintf("%q is not an http:// or https:// URL; write the server's MCP endpoint, such as \"https://mcp.example.com/mcp\"", s)
+		return fmt.Sprintf("%q is not an http:// or https:// URL; write the server's MCP endpoint, such as \"https://mcp.example.com/mcp\", or \"unix:/run/NAME/mcp.sock:/mcp\" for a unix socket", s)
 	case u.User != nil:
 		return "the URL holds a user name or password, which would show wherever the URL does; remove it and send credentials with headers = { Authorization = \"Bearer ${credential:NAME}\" }"
 	case u.Fragment != "":

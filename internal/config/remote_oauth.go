@@ -101,6 +101,10 @@ func (d *decoder) checkRemoteOAuth(at keyPath, t map[string]any, b *Backend) {
 			d.fail(at.child("headers"), "headers sets Authorization, which the OAuth token (oauth_client_id) sets; remove one")
 		}
 	}
+	if b.OAuthClientID != "" && b.OAuthResource == "" && b.UnixSocket() != "" {
+		d.fail(at.child("oauth_client_id"), "a server on a unix socket has no URL its tokens could name: set oauth_resource, the resource its authorization server issues them for")
+		return
+	}
 	if b.OAuthClientID != "" && b.OAuthResource == "" {
 		b.OAuthResource = b.URL
 	}

@@ -240,8 +240,9 @@ func runServerScenarios(t *testing.T, node string, cli []string, target, url, ex
 }
 
 var (
-	// scenarioLine is how the suite announces each scenario on stdout.
-	scenarioLine = regexp.MustCompile(`^=== Running scenario: (\S+) ===$`)
+	// scenarioLine is how the suite announces each scenario on stdout: of
+	// a run of many, or the one of --scenario NAME.
+	scenarioLine = regexp.MustCompile(`^(?:=== Running scenario: (\S+) ===|Running client scenario '(\S+)' against server: .*)$`)
 	// resultDirName is "server-<scenario>-<ISO timestamp with : and . as ->".
 	resultDirName = regexp.MustCompile(`^server-(.+)-\d{4}-\d{2}-\d{2}T\d{2}-\d{2}-\d{2}-\d{3}Z$`)
 )
@@ -255,7 +256,7 @@ func readResults(suiteOutput, resultsDir string) ([]scenarioResult, error) {
 	sc.Buffer(nil, 1<<20)
 	for sc.Scan() {
 		if m := scenarioLine.FindStringSubmatch(strings.TrimSpace(sc.Text())); m != nil {
-			names = append(names, m[1])
+			names = append(names, m[1]+m[2])
 		}
 	}
 	if err := sc.Err(); err != nil {

@@ -22,6 +22,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/mcpgate/mcpgate/internal/config"
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
 	"github.com/mcpgate/mcpgate/internal/mcphttp"
 )
@@ -63,7 +64,7 @@ func runBridge(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	}
 	socket := fs.String("socket", "", "connect to the daemon's unix `socket` (default "+bridgeSystemSocket+
 		", with --user $XDG_RUNTIME_DIR/mcpgate/mcpgate.sock)")
-	rawURL := fs.String("url", "", "connect to the daemon's MCP endpoint at `URL` instead, e.g. http://127.0.0.1:7431/mcp")
+	rawURL := fs.String("url", "", "connect to the daemon's MCP endpoint at `URL` instead, e.g. http://127.0.0.1:7431/mcp, or unix:SOCKET:PATH on a unix socket")
 	endpoint := fs.String("endpoint", bridgeEndpoint, "the MCP endpoint `path` on the socket, as set by endpoint in [gateway]")
 	user := fs.Bool("user", false, "talk to the user's mcpgate (systemctl --user) rather than the system's")
 	profile := fs.String("profile", "", "talk to the endpoint of profile `NAME` ([profiles.NAME]), below the endpoint")
@@ -158,10 +159,17 @@ func newBridge(opts bridgeOptions, stdout, stderr io.Writer) (*bridge, error) {
 	if opts.profile != "" && !validProfile(opts.profile) {
 		return nil, fmt.Errorf("--profile %q is not a profile name; profiles are named with letters, digits, \"_\" and \"-\", as [profiles.NAME] in mcpgate.toml", opts.profile)
 	}
+	if strings.HasPrefix(opts.url, "unix:") {
+		socket, path, err := config.ParseUnixURL(opts.url)
+		if err != nil {
+			return nil, fmt.Errorf("--url: %w", err)
+		}
+		opts.socket, opts.endpoint, opts.url = socket, path, ""
+	}
 	if opts.url != "" {
 		u, err := url.Parse(opts.url)
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			return nil, fmt.Errorf("--url %q is not an http:// or https:// URL; write one such as http://127.0.0.1:7431/mcp", opts.url)
+			return nil, fmt.Errorf("--url %q is not an http:// or https:// URL; write one such as http://127.0.0.1:7431/mcp, or unix:/run/mcpgate/mcpgate.sock:/mcp for a unix socket", opts.url)
 		}
 		u.Path = profilePath(u.Path, opts.profile)
 		b.endpoint, b.target = u.String(), opts.url
@@ -181,11 +189,9 @@ func newBridge(opts bridgeOptions, stdout, stderr io.Writer) (*bridge, error) {
 	b.target, b.perm = path, true
 	// The Host header is "localhost", which the daemon always accepts.
 	b.endpoint = "http://localhost" + profilePath(opts.endpoint, opts.profile)
+	dialer := &mcphttp.UnixDialer{Path: path}
 	b.http = b.newClient(&http.Client{Transport: &http.Transport{
-		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-			var d net.Dialer
-			return d.DialContext(ctx, "unix", path)
-		},
+		DialContext:         dialer.DialContext,
 		MaxIdleConnsPerHost: 16,
 		IdleConnTimeout:     90 * time.Second,
 	}})

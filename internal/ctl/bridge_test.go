@@ -448,6 +448,7 @@ func TestBridgeArguments(t *testing.T) {
 	}{
 		{[]string{"--url", "http://127.0.0.1:1/mcp", "--socket", "/x"}, "cannot be combined"},
 		{[]string{"--url", "ftp://example.com/"}, "not an http:// or https:// URL"},
+		{[]string{"--url", "unix:/run/mcpgate/mcpgate.sock"}, "names no HTTP path after the socket's"},
 		{[]string{"--endpoint", "mcp"}, `does not start with "/"`},
 		{[]string{"extra"}, `unexpected argument "extra"`},
 		{[]string{"--nonsense"}, "flag provided but not defined"},
@@ -502,5 +503,15 @@ func TestBridgeOverURL(t *testing.T) {
 	cs, _ := bridgeClient(t, nil, "--url", d.URL)
 	if got := testutil.ToolText(bridgeCall(t, cs, &mcp.CallToolParams{Name: "fake__echo", Arguments: map[string]any{"text": "tcp"}})); got != "tcp" {
 		t.Errorf("echo over --url = %q", got)
+	}
+}
+
+// TestBridgeOverUnixURL relays to the daemon's unix socket named by --url
+// unix:SOCKET:PATH, the form of a remote backend's url.
+func TestBridgeOverUnixURL(t *testing.T) {
+	_, socket := bridgeGateway(t)
+	cs, _ := bridgeClient(t, nil, "--url", "unix:"+socket+":/mcp")
+	if got := testutil.ToolText(bridgeCall(t, cs, &mcp.CallToolParams{Name: "fake__echo", Arguments: map[string]any{"text": "unix"}})); got != "unix" {
+		t.Errorf("echo over --url unix: = %q", got)
 	}
 }

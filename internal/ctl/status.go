@@ -173,6 +173,9 @@ func printBackend(w io.Writer, b dbusapi.BackendStatus, now time.Time, colour bo
 	if b.Unit != "" {
 		row("Unit", b.Unit)
 	}
+	if b.PeerPID != 0 {
+		row("Peer", peerCred(b.PeerPID, b.PeerUID, b.PeerGID))
+	}
 	if b.ProtocolVersion != "" {
 		row("Protocol", b.ProtocolVersion+" ("+b.Era+")")
 	}

@@ -295,7 +295,10 @@ func (d *daemon) run(ctx context.Context) int {
 				f()
 			}
 		},
-		FirstListWait: g.FirstListWait,
+		MaxTasks:          g.MaxTasks,
+		MaxTasksPerClient: g.MaxTasksPerClient,
+		MaxTaskTTL:        g.MaxTaskTTL,
+		FirstListWait:     g.FirstListWait,
 		Input: gateway.NewContinuations(gateway.ContinuationOptions{
 			Host: hostLabel(), Max: g.MaxInputRequiredCalls, MaxPerClient: g.MaxInputRequiredCallsPerClient,
 			Logger: d.log, Refusals: d.refusals,
@@ -439,6 +442,8 @@ func (d *daemon) serve() error {
 		Refusals:              d.refusals,
 		Health:                d.health,
 		Telemetry:             d.tel,
+		ServerCard:            g.ServerCard,
+		Version:               Version,
 	})
 	d.warnAccess()
 	// The front's server is http1's, not net/http's: the same parser and

@@ -175,6 +175,9 @@ func backendStatus(b *backend.Backend, tools []string) dbusapi.BackendStatus {
 	if st.Server != nil {
 		out.ProtocolVersion = st.Server.ProtocolVersion
 	}
+	if peer, ok := b.Peer(); ok {
+		out.PeerPID, out.PeerUID, out.PeerGID = peer.PID, peer.UID, peer.GID
+	}
 	out.Instances, out.NIdle, out.NBusy = instanceRows(b)
 	return out
 }

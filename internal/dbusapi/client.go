@@ -158,6 +158,7 @@ func (c *Client) Backend(ctx context.Context, name string) (BackendStatus, error
 		"LastExitStatus": &b.LastExitStatus, "LastExitCode": &b.LastExitCode, "LastError": &b.LastError,
 		"StateChangeTimestamp": &b.StateChangeTimestamp, "Tools": &b.Tools,
 		"StderrTail": &b.StderrTail, "Command": &b.Command, "URL": &b.URL, "Unit": &b.Unit, "TokenExpiryTimestamp": &b.TokenExpiryTimestamp,
+		"PeerPID": &b.PeerPID, "PeerUID": &b.PeerUID, "PeerGID": &b.PeerGID,
 		"MemoryCurrent": &b.MemoryCurrent, "TasksCurrent": &b.TasksCurrent, "CPUUsageNSec": &b.CPUUsageNSec,
 		"ConsecutiveFailures": &b.ConsecutiveFailures, "LastCheckTimestamp": &b.LastCheckTimestamp,
 		"LastCheckLatencyUSec": &b.LastCheckLatencyUSec, "CircuitOpenTimestamp": &b.CircuitOpenTimestamp,

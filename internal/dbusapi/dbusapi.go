@@ -136,6 +136,13 @@ type BackendStatus struct {
 	// token expires, in microseconds since the epoch; 0 without one. The
 	// token itself is never shown.
 	TokenExpiryTimestamp uint64 `json:"token_expiry_timestamp,omitempty"`
+	// PeerPID, PeerUID and PeerGID are the server process behind a remote
+	// backend's unix socket, as the kernel vouched for it (SO_PEERCRED)
+	// when the last connection to it was made; PeerPID is 0 for a backend
+	// on no unix socket, and before its first connection.
+	PeerPID uint32 `json:"peer_pid,omitempty"`
+	PeerUID uint32 `json:"peer_uid,omitempty"`
+	PeerGID uint32 `json:"peer_gid,omitempty"`
 	// What its server's cgroup uses now, read from the cgroup on every
 	// read; math.MaxUint64 where unknown, as systemd shows it.
 	MemoryCurrent uint64 `json:"memory_current"`

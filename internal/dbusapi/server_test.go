@@ -345,7 +345,7 @@ func TestServerProperties(t *testing.T) {
 		"CircuitOpenTimestamp": uint64(0), "CallsInFlight": uint32(0), "CallsQueued": uint32(0),
 		"NCalls": uint64(0), "NFailedCalls": uint64(0), "NFallbacks": uint64(0), "URL": "",
 		"Instances": []Instance{}, "NIdle": uint32(0), "NBusy": uint32(0),
-		"Unit": "", "TokenExpiryTimestamp": uint64(0), "MemoryCurrent": uint64(0), "TasksCurrent": uint64(0), "CPUUsageNSec": uint64(0),
+		"Unit": "", "TokenExpiryTimestamp": uint64(0), "PeerPID": uint32(0), "PeerUID": uint32(0), "PeerGID": uint32(0), "MemoryCurrent": uint64(0), "TasksCurrent": uint64(0), "CPUUsageNSec": uint64(0),
 		"PendingChanges": []PendingChange{},
 		"Era":            "modern", "ProtocolVersion": "2026-07-28",
 	}

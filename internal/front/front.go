@@ -59,6 +59,12 @@ type Options struct {
 	// package telemetry): the trace context of its headers becomes the
 	// parent of its span. Nil is off.
 	Telemetry *telemetry.Telemetry
+	// ServerCard is server_card of [gateway]: "identity" or "tools" serve
+	// the server cards and the AI catalog (see servercard.go), "off" or
+	// "" neither.
+	ServerCard string
+	// Version is mcpgate's version, as the server cards give it.
+	Version string
 }
 
 // Handler is the http.Handler of the MCP endpoint.
@@ -96,7 +102,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// checks those, not what percent-decoding them makes ("/%6dcp").
 	profile, served := h.endpointOf(r.URL.Path)
 	served = served && r.URL.RawPath == ""
-	if !served && h.serveMetadata(w, r) {
+	if !served && (h.serveMetadata(w, r) || h.serveCard(w, r)) {
 		return
 	}
 	if !served {

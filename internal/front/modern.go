@@ -58,7 +58,8 @@ func refuse(status, code int, format string, args ...any) *refusal {
 
 // nameHeaderMethods are the methods whose Mcp-Name header mirrors a member
 // of params.
-var nameHeaderMethods = map[string]string{"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}
+var nameHeaderMethods = map[string]string{"tools/call": "name", "prompts/get": "name", "resources/read": "uri",
+	"tasks/get": "taskId", "tasks/update": "taskId", "tasks/cancel": "taskId"}
 
 // checkModern checks a stateless request's _meta and its headers against
 // each other, as 2026-07-28 demands, and returns what _meta declares. hdr
@@ -108,8 +109,11 @@ func checkModern(hdr http.Header, msg *jsonrpc.Message, head *gateway.RequestHea
 	}
 	if member, ok := nameHeaderMethods[msg.Method]; ok {
 		raw := head.Name
-		if member == "uri" {
+		switch member {
+		case "uri":
 			raw = head.URI
+		case "taskId": // MCP Tasks: not in the head, which routing of calls reads
+			raw, _, _ = jsonrpc.Lookup(msg.Params, "taskId")
 		}
 		if r := checkName(hdr.Values(headerName), raw, member); r != nil {
 			return meta, r

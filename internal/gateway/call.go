@@ -63,6 +63,29 @@ type call struct {
 	method string
 	params json.RawMessage
 	rounds int
+
+	// For a resources/read of a URI the backend knows by another (an
+	// App's view, see apps.go): the backend's and the client's.
+	readURI, exposedURI string
+
+	// MCP Tasks (tasks*.go): creates is set for a tools/call, whose
+	// answer may create a task; task is the task a tasks/* request is
+	// about, and until, if set, the deadline that replaces the idle
+	// timeout (tasks/result waits for the task).
+	creates bool
+	task    *task
+	until   time.Time
+}
+
+// viewURIs records, for a resources/read whose client's params name
+// another uri than the backend's, both: the result's contents get the
+// client's back.
+func (c *call) viewURIs(client, backend json.RawMessage) {
+	exposed, _, _ := stringParam(client, "uri")
+	original, _, _ := stringParam(backend, "uri")
+	if exposed != original {
+		c.readURI, c.exposedURI = original, exposed
+	}
 }
 
 // deliver receives the backend's answer, on the backend's reader goroutine.
@@ -86,10 +109,13 @@ func (c *call) deliver(resp *jsonrpc.Message, err error) {
 	if err == nil {
 		c.size.Store(int64(len(resp.Result) + len(resp.Error)))
 	}
+	created, refused := c.createdTask(resp, err) // before end: the task takes the call's admission
 	if !c.end() {
+		c.sess.g.tasks.abandon(created)
 		return
 	}
 	defer c.sess.g.callEnded() // after the answer is pushed: Drain waits for it
+	c.taskAnswered(resp, err)
 	switch {
 	case errors.Is(err, backend.ErrTooLarge):
 		c.stream.push(errorResponse(c.clientID, CodeMessageTooLarge, "%v", err), true)
@@ -99,16 +125,35 @@ func (c *call) deliver(resp *jsonrpc.Message, err error) {
 		}
 		c.stream.push(errorResponse(c.clientID, CodeBackendUnavailable, "%v", err), true)
 	case resp.Error != nil:
+		if c.sess.stateless && c.sess.g.urlRequired(c, resp.Error) {
+			return // asked for as input requests
+		}
+		if !c.sess.stateless {
+			c.sess.rememberRequiredURLs(c.b.Name(), resp.Error)
+		}
 		c.stream.push(jsonrpc.AppendRawError(nil, c.clientID, resp.Error), true)
+	case refused != nil:
+		c.stream.push(jsonrpc.AppendError(nil, c.clientID, refused), true)
 	default:
 		result := resp.Result
 		if c.modern && !c.sess.stateless {
 			result = legacyResult(result) // a 2025 session's (see legacy.go)
 		}
-		if c.tool != "" && !(c.modern && isInputRequired(result)) { // a question to the client is no output
+		switch {
+		case created != nil:
+			result = created.exposedCreate(result) // a task is no output
+		case c.task != nil:
+			result = c.task.exposedResult(result)
+			if c.tool != "" { // the result of a tasks/result
+				result = c.sess.g.processOutput(c.b.Name(), c.tool, result)
+			}
+		case c.tool != "" && !(c.modern && isInputRequired(result)): // a question to the client is no output
 			result = c.sess.g.processOutput(c.b.Name(), c.tool, result)
 		}
 		result = c.servedBy(result)
+		if c.readURI != "" {
+			result = exposedContents(result, c.readURI, c.exposedURI)
+		}
 		if c.sess.stateless && c.stream.pushModern(resp, result, c.clientID) {
 			return // decorated in place, as the id was replaced
 		}
@@ -145,6 +190,9 @@ func (c *call) deadlines() (idle, hard time.Time) {
 		idle = time.Unix(0, p)
 	}
 	idle = idle.Add(cfg.Timeout)
+	if !c.until.IsZero() {
+		idle = c.until
+	}
 	if cfg.MaxCallDuration > 0 {
 		hard = c.started.Add(cfg.MaxCallDuration)
 	}

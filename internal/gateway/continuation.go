@@ -105,6 +105,10 @@ type continuation struct {
 	// roundOp is the span of the wait for the client's retry, nil
 	// without tracing.
 	roundOp *telemetry.Op
+	// resend marks the continuation of a call that ended with the error
+	// -32042: its retry is routed as a new call (urlelicit_stateless.go),
+	// and its input requests have no backend request to answer.
+	resend bool
 }
 
 // inputRequest is a request of the backend waiting for the client.
@@ -186,7 +190,7 @@ func (t *Continuations) HandleInput(in *Input) {
 		refuse(CodeShuttingDown, "mcpgate cannot ask the client for %s: the gateway is shutting down", in.Request.Method)
 		return
 	}
-	if !cont.caps.has(in.Request.Method) {
+	if !cont.caps.hasFor(in.Request.Method, in.Request.Params) {
 		refuse(jsonrpc.CodeMethodNotFound, "the client did not declare the capability %s needs", in.Request.Method)
 		return
 	}
@@ -323,7 +327,9 @@ func (t *Continuations) endAll(why string, onlyWaiting bool) {
 		if onlyWaiting && cont.waiter != nil {
 			continue
 		}
-		calls = append(calls, cont.call)
+		if !cont.resend { // that call is over
+			calls = append(calls, cont.call)
+		}
 		pending = append(pending, cont.pending...)
 		cont.pending = nil
 		if inst := cont.takeInstance(); inst != nil {
@@ -338,6 +344,9 @@ func (t *Continuations) endAll(why string, onlyWaiting bool) {
 		c.cancel(why)
 	}
 	for _, r := range pending {
+		if r.in == nil {
+			continue // an elicitation of an error -32042: nothing waits for it
+		}
 		r.in.ReplyError(jsonrpc.Errorf(CodeShuttingDown, "the client cannot answer %s: %s", r.method, why))
 	}
 	for _, inst := range instances {

@@ -122,6 +122,9 @@ func (cont *continuation) deliver(w *waiter, data []byte) {
 // saying why.
 func (cont *continuation) replyPending(why string) {
 	for _, r := range cont.pending {
+		if r.in == nil {
+			continue // an elicitation of an error -32042: nothing waits for it
+		}
 		r.in.ReplyError(jsonrpc.Errorf(jsonrpc.CodeInternalError, "the client did not answer %s: %s", r.method, why))
 	}
 	cont.pending = nil
@@ -164,6 +167,11 @@ func (cont *continuation) expire(round uint64) {
 	if cont.ended || cont.waiter != nil || cont.round != round {
 		t.mu.Unlock()
 		return // a retry came
+	}
+	if cont.resend { // the call is over: nothing to cancel
+		cont.end("")
+		t.mu.Unlock()
+		return
 	}
 	why := fmt.Sprintf("the client did not retry within %s (%s of backend %q)", cont.timeout, retryKey(cont.call.b.Config()), cont.call.b.Name())
 	pending := cont.pending

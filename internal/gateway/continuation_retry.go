@@ -54,6 +54,13 @@ func (t *Continuations) HandleRetry(s *Session, msg *jsonrpc.Message, stream *St
 	}
 	cont.roundOp.EndErr(nil) // the client came back
 	cont.roundOp = nil
+	if cont.resend {
+		if err := cont.resent(msg); err != nil {
+			t.refuse(s, msg, stream, &reqstate.Error{Reason: reqstate.Malformed})
+			return true
+		}
+		return false // routed as a new call
+	}
 	w := &waiter{sess: s, id: msg.ID, stream: stream, then: s.audited(msg, stream, backendName, what, name)}
 	cont.waiter = w
 	cont.caps = s.caps

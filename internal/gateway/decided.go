@@ -27,6 +27,10 @@ var decidedByMethod = map[string]decided{
 	"resources/list":           {top: []string{"cursor"}},
 	"resources/templates/list": {top: []string{"cursor"}},
 	"notifications/cancelled":  {top: []string{"requestId", "reason"}},
+	"tasks/get":                {top: []string{"taskId"}},
+	"tasks/result":             {top: []string{"taskId"}},
+	"tasks/cancel":             {top: []string{"taskId"}},
+	"tasks/update":             {top: []string{"taskId"}},
 }
 
 // decided lists members of params: top ones, and nested ones in the

@@ -95,6 +95,11 @@ type Options struct {
 	// Input, if set, takes what backends ask the clients of stateless
 	// requests (see InputHandler); nil refuses it.
 	Input InputHandler
+	// MaxTasks bounds the tasks (MCP Tasks) routed at once, and
+	// MaxTasksPerClient those of one client; 0 means no bound. MaxTaskTTL
+	// bounds how long one is kept (default 24h).
+	MaxTasks, MaxTasksPerClient int
+	MaxTaskTTL                  time.Duration
 	// FirstListWait bounds, from each backend's first start, how long a
 	// session's first list waits for backends in their first handshake
 	// (see startup.go); 0 waits for none.
@@ -142,6 +147,8 @@ type Gateway struct {
 	relayMu sync.Mutex
 	relays  map[relayKey]*relayed // server→client requests, by backend side
 
+	tasks *taskTable // MCP Tasks (tasks.go)
+
 	draining atomic.Bool
 	inflight atomic.Int64  // requests forwarded and not yet answered
 	idle     chan struct{} // signalled when inflight drops to zero
@@ -183,6 +190,7 @@ func New(registry Registry, opts Options) *Gateway {
 		idle:      make(chan struct{}, 1),
 	}
 	g.requestLevels = map[*backend.Conn]int{}
+	g.tasks = newTaskTable(g, opts.MaxTasks, opts.MaxTasksPerClient, opts.MaxTaskTTL)
 	g.requestPrefix = "r" + newID()[:8] + "-"
 	g.catalog.Store(catalog.Build(nil))
 	g.nowhere = newStream(-1, true, 1)

@@ -40,11 +40,10 @@ func (g *Gateway) Notification(b *backend.Backend, conn *backend.Conn, msg *json
 		}
 		g.logMessage(b.Name(), conn, msg)
 	case "notifications/resources/updated":
-		uri, _, err := stringParam(msg.Params, "uri")
-		if err != nil {
+		params, uri, ok := exposedUpdate(g.Catalog(), b.Name(), msg.Params)
+		if !ok {
 			return
 		}
-		params := msg.Params
 		if conn.Modern() {
 			params = legacyParams(params) // without our own subscription's id
 		}
@@ -64,6 +63,10 @@ func (g *Gateway) Notification(b *backend.Backend, conn *backend.Conn, msg *json
 		}
 		g.eachSession(updated)
 		g.eachListener(updated)
+	case "notifications/elicitation/complete":
+		g.elicitationComplete(b, msg)
+	case methodTaskStatus, methodTaskNotice:
+		g.taskNotification(b, conn, msg)
 	case "notifications/cancelled":
 		idRaw, span, ok := jsonrpc.Lookup(msg.Params, "requestId")
 		if !ok {
@@ -156,6 +159,9 @@ func (g *Gateway) Request(b *backend.Backend, conn *backend.Conn, msg *jsonrpc.M
 		refuse(jsonrpc.CodeMethodNotFound, "mcpgate did not declare to backend %q the client capability %s needs (client_capabilities)", b.Name(), msg.Method)
 		return
 	}
+	if g.taskRequestToClient(conn, msg) {
+		return
+	}
 	s, c, n := attributeRequest(conn, time.Now())
 	if s == nil {
 		if msg.Method == "ping" {
@@ -172,10 +178,14 @@ func (g *Gateway) Request(b *backend.Backend, conn *backend.Conn, msg *jsonrpc.M
 		refuse(jsonrpc.CodeInternalError, "mcpgate cannot relay %s: no client request is in flight on backend %q, so there is no client to ask", msg.Method, b.Name())
 		return
 	}
-	if !s.hasCapability(msg.Method) {
-		refuse(jsonrpc.CodeMethodNotFound, "the client did not declare the capability %s needs", msg.Method)
+	if !s.mayAsk(msg.Method, msg.Params) {
+		if msg.Method == "elicitation/create" && elicitationMode(msg.Params) == "url" {
+			refuse(jsonrpc.CodeMethodNotFound, "the client did not declare URL-mode elicitation (elicitation.url)")
+		} else {
+			refuse(jsonrpc.CodeMethodNotFound, "the client did not declare the capability %s needs", msg.Method)
+		}
 		if s.stateless && c != nil {
-			g.missingCapability(conn, msg.Method, c)
+			g.missingCapability(conn, msg, c)
 		}
 		return
 	}

@@ -147,13 +147,18 @@ var capabilityOf = map[string]string{"sampling/createMessage": "sampling", "elic
 // client gets -32021 naming the capability, so that it can declare it and
 // send the request again, rather than whatever the backend makes of the
 // refusal.
-func (g *Gateway) missingCapability(conn *backend.Conn, method string, c *call) {
+func (g *Gateway) missingCapability(conn *backend.Conn, msg *jsonrpc.Message, c *call) {
+	method := msg.Method
 	name, needed := capabilityOf[method]
 	if !needed {
 		return
 	}
+	required := `{}`
+	if method == "elicitation/create" && elicitationMode(msg.Params) == "url" {
+		name, required = "elicitation.url", `{"url":{}}`
+	}
 	e := jsonrpc.Errorf(CodeMissingClientCapability, "backend %q needs the client capability %q (it sent %s): declare it in %s and send the request again", conn.Backend().Name(), name, method, MetaClientCapabilities)
-	e.Data = []byte(`{"requiredCapabilities":{"` + name + `":{}}}`)
+	e.Data = []byte(`{"requiredCapabilities":{"` + capabilityOf[method] + `":` + required + `}}`)
 	if c.giveUp("the client lacks the capability "+name) && c.end() {
 		c.stream.push(jsonrpc.AppendError(nil, c.clientID, e), true)
 		g.callEnded()

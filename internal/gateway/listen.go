@@ -87,7 +87,7 @@ func (s *Session) init2026Listener(id json.RawMessage, stream *Stream, want *lis
 // backend is not pooled, and max_subscriptions is not reached.
 func (s *Session) subscribe2026(cat *catalog.Catalog, uri string) bool {
 	g := s.g
-	owner, ok := g.resourceOwner(cat, uri)
+	owner, original, ok := g.backendURI(cat, uri)
 	if !ok || !s.view().resource(owner, uri) || g.pooled(owner) {
 		return false
 	}
@@ -102,7 +102,7 @@ func (s *Session) subscribe2026(cat *catalog.Catalog, uri string) bool {
 			s.forgetSubscription(k)
 			return false
 		}
-		params := append(jsonrpc.AppendString([]byte(`{"uri":`), uri), '}')
+		params := append(jsonrpc.AppendString([]byte(`{"uri":`), original), '}')
 		conn.Async("resources/subscribe", params, b.Config().Timeout, func(m *jsonrpc.Message, err error) {
 			if err != nil || m.Error != nil {
 				s.forgetSubscription(k)

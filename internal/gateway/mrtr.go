@@ -101,7 +101,7 @@ func (c *call) askClient(result json.RawMessage) {
 		case !declares(cfg, req.Method):
 			c.fail(CodeMissingCapability, fmt.Sprintf("backend %q asked the client for %s, a capability mcpgate does not declare to it (client_capabilities)", c.b.Name(), req.Method))
 			return
-		case !c.sess.hasCapability(req.Method):
+		case !c.sess.mayAsk(req.Method, req.Params):
 			c.fail(CodeMissingCapability, fmt.Sprintf("backend %q needs the client to answer %s, a capability the client did not declare", c.b.Name(), req.Method))
 			return
 		default:

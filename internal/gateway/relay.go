@@ -94,6 +94,7 @@ func (s *Session) relayWith(conn *backend.Conn, backendID json.RawMessage, metho
 	put(&s.relays, r.clientID, r)
 	s.mu.Unlock()
 	s.g.rememberRelay(r, conn.Backend().Config().ClientRequestTimeout)
+	s.rememberRelayedURL(conn.Backend().Name(), method, params)
 	s.send(jsonrpc.AppendRequest(nil, jsonrpc.IntID(r.clientID), method, params), via)
 	return nil
 }
@@ -153,6 +154,7 @@ func (g *Gateway) Exited(b *backend.Backend, conn *backend.Conn) {
 	g.levelMu.Lock()
 	delete(g.requestLevels, conn)
 	g.levelMu.Unlock()
+	g.tasks.connEnded(conn, fmt.Sprintf("backend %q's connection ended (it stopped, crashed or restarted), and the task with it", b.Name()))
 }
 
 // cancel forgets an ended request in its session and tells the client.

@@ -92,7 +92,7 @@ func (s *Session) handle(msg *jsonrpc.Message, stream *Stream, waited bool) {
 		if g.readStatus(msg, stream, uri) {
 			return
 		}
-		owner, ok := g.resourceOwner(cat, uri)
+		owner, original, ok := g.backendURI(cat, uri)
 		if !ok || !s.view().resource(owner, uri) {
 			if ok {
 				s.hidden(msg, stream, "uri", access.Resources, uri)
@@ -102,9 +102,11 @@ func (s *Session) handle(msg *jsonrpc.Message, stream *Stream, waited bool) {
 			return
 		}
 		s.op(msg, stream).SetResource(uri)
-		s.forwardThen(msg, stream, owner, msg.Params, s.audited(msg, stream, owner, "uri", uri))
+		s.forwardThen(msg, stream, owner, withBackendURI(msg.Params, uri, original), s.audited(msg, stream, owner, "uri", uri))
 	case "resources/subscribe", "resources/unsubscribe":
 		s.subscription(msg, stream, cat)
+	case "tasks/get", "tasks/result", "tasks/cancel", "tasks/list", "tasks/update":
+		s.taskRequest(msg, stream)
 	case "completion/complete":
 		s.complete(msg, stream, cat)
 	case "logging/setLevel":
@@ -304,6 +306,12 @@ func (s *Session) admit(msg *jsonrpc.Message, stream *Stream, b *backend.Backend
 // sendAdmitted forwards a request the backend admitted, or answers with why it did
 // not (or lets fb try a fallback).
 func (s *Session) sendAdmitted(msg *jsonrpc.Message, stream *Stream, b *backend.Backend, adm *backend.Admission, admitErr error, params json.RawMessage, known forwardedParams, then func(ok bool, size int), fb *fallback) {
+	s.sendAbout(msg, stream, b, adm, admitErr, params, known, then, fb, nil)
+}
+
+// sendAbout is sendAdmitted for a request about task tk (tasks_route.go),
+// nil for any other.
+func (s *Session) sendAbout(msg *jsonrpc.Message, stream *Stream, b *backend.Backend, adm *backend.Admission, admitErr error, params json.RawMessage, known forwardedParams, then func(ok bool, size int), fb *fallback, tk *task) {
 	g := s.g
 	name := b.Name()
 	answer := func(code int, err error) {
@@ -350,6 +358,13 @@ func (s *Session) sendAdmitted(msg *jsonrpc.Message, stream *Stream, b *backend.
 	toolName, tok, span, hasToken := known.name, known.token, known.tokenSpan, known.hasToken
 	if msg.Method == "tools/call" {
 		c.tool = toolName // for the output pipeline
+		c.creates = true
+	}
+	if tk != nil {
+		c.aboutTask(msg.Method, tk)
+	}
+	if msg.Method == "resources/read" {
+		c.viewURIs(msg.Params, params) // an App's view under its exposed URI
 	}
 	if hasToken {
 		c.token = newToken()

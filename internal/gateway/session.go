@@ -47,6 +47,7 @@ type Session struct {
 	nextStream int64
 	standalone *Stream
 	instances  map[string]*backend.Backend // this session's own instances, by backend name
+	urls       *urlElicitations            // URL elicitations sent to the client (urlelicit.go); nil before the first
 	// deadlines fires by the nearest deadline of the calls in flight (see
 	// armDeadline); deadlineAt is when, in unix ns, 0 when not armed.
 	deadlines  *time.Timer
@@ -92,6 +93,7 @@ type clientCaps struct {
 	Sampling    json.RawMessage `json:"sampling"`
 	Elicitation json.RawMessage `json:"elicitation"`
 	Roots       json.RawMessage `json:"roots"`
+	Extensions  json.RawMessage `json:"extensions"` // 2026-07-28: io.modelcontextprotocol/tasks among them
 }
 
 type offeredCaps struct {
@@ -173,7 +175,7 @@ func (g *Gateway) NewSessionAt(params json.RawMessage, client *access.Client, id
 // offered, so that its tools, prompts and resources can join with
 // list_changed once it is ready.
 func (g *Gateway) initializeResult(s *Session) json.RawMessage {
-	var tools, prompts, resources, subscribe, logging, completions bool
+	var tools, prompts, resources, subscribe, logging, completions, legacyTasks, modernTasks bool
 	var instructions []string
 	for _, b := range g.registry.Backends() {
 		if s.stateless && !s.seesBackend(b.Name()) {
@@ -195,6 +197,9 @@ func (g *Gateway) initializeResult(s *Session) json.RawMessage {
 		}
 		logging = logging || c.Logging != nil
 		completions = completions || c.Completions != nil
+		if l, m := tasksOffered(info); (l || m) && s.callsBackend(b.Name()) {
+			legacyTasks, modernTasks = legacyTasks || l, modernTasks || m
+		}
 		// A backend's instructions name it and what it does: only for a
 		// client that may see something of it. (Its capabilities stay
 		// offered to sessions, whose view a reload may widen.)
@@ -219,6 +224,12 @@ func (g *Gateway) initializeResult(s *Session) json.RawMessage {
 	}
 	if completions {
 		caps = append(caps, `"completions":{}`)
+	}
+	if legacyTasks && !s.stateless {
+		caps = append(caps, legacyTasksCapability)
+	}
+	if modernTasks && s.stateless {
+		caps = append(caps, modernTasksCapability)
 	}
 	out := []byte(`{"protocolVersion":"` + s.Protocol + `","capabilities":{` + strings.Join(caps, ",") + `},"serverInfo":{"name":"mcpgate","title":"mcpgate","version":`)
 	out = jsonrpc.AppendString(out, g.opts.Version)

@@ -113,9 +113,9 @@ func (g *Gateway) StatelessRequest(meta RequestMeta, client *access.Client, iden
 // object, without decoding the rest.
 func capsOf(raw json.RawMessage) clientCaps {
 	var c clientCaps
-	var values [3]json.RawMessage
-	if jsonrpc.FindEach(raw, []string{"sampling", "elicitation", "roots"}, values[:]) == nil {
-		c.Sampling, c.Elicitation, c.Roots = values[0], values[1], values[2]
+	var values [4]json.RawMessage
+	if jsonrpc.FindEach(raw, []string{"sampling", "elicitation", "roots", "extensions"}, values[:]) == nil {
+		c.Sampling, c.Elicitation, c.Roots, c.Extensions = values[0], values[1], values[2], values[3]
 	}
 	return c
 }
@@ -160,6 +160,8 @@ var goneIn2026 = map[string]string{
 	"logging/setLevel":      "2026-07-28 sets the log level per request, in _meta " + MetaLogLevel,
 	"resources/subscribe":   "2026-07-28 subscribes with subscriptions/listen",
 	"resources/unsubscribe": "2026-07-28 ends a subscription by closing the subscriptions/listen stream",
+	"tasks/result":          "the Tasks extension of 2026-07-28 inlines a task's result in tasks/get",
+	"tasks/list":            "the Tasks extension of 2026-07-28 has no tasks/list",
 }
 
 // gone answers a stateless request for a method 2026-07-28 removed, and

@@ -18,12 +18,17 @@ func (s *Session) subscription(msg *jsonrpc.Message, stream *Stream, cat *catalo
 	g := s.g
 	subscribe := msg.Method == "resources/subscribe"
 	owner := ""
+	params := msg.Params
 	if subscribe {
 		var ok bool
-		if owner, ok = g.resourceOwner(cat, uri); !ok || !s.view().resource(owner, uri) {
+		var original string
+		if owner, original, ok = g.backendURI(cat, uri); !ok || !s.view().resource(owner, uri) {
 			stream.push(errorResponse(msg.ID, CodeResourceNotFound, "resource not found: no backend serves %q", uri), true)
 			return
 		}
+		params = withBackendURI(params, uri, original)
+	} else if _, original, ok := cat.BackendURI(uri); ok {
+		params = withBackendURI(params, uri, original)
 	}
 	first, last, k, refusal := s.countSubscription(uri, owner, subscribe)
 	if refusal == nil {
@@ -34,13 +39,13 @@ func (s *Session) subscription(msg *jsonrpc.Message, stream *Stream, cat *catalo
 		stream.push(jsonrpc.AppendError(nil, msg.ID, refusal), true)
 	case first:
 		// A backend that refuses the subscription must not stay counted.
-		s.forwardThen(msg, stream, k.backend, msg.Params, func(ok bool, _ int) {
+		s.forwardThen(msg, stream, k.backend, params, func(ok bool, _ int) {
 			if !ok {
 				s.forgetSubscription(k)
 			}
 		})
 	case last:
-		s.forwardTo(msg, stream, k.backend, msg.Params)
+		s.forwardTo(msg, stream, k.backend, params)
 	default:
 		stream.push(jsonrpc.AppendResult(nil, msg.ID, json.RawMessage(`{}`)), true)
 	}
@@ -143,6 +148,9 @@ func (g *Gateway) unsubscribe(owner, uri string) {
 	}
 	if b := g.registry.Backend(owner); b != nil {
 		if conn := b.Conn(); conn != nil {
+			if o, original, ok := g.Catalog().BackendURI(uri); ok && o == owner {
+				uri = original
+			}
 			params := append(jsonrpc.AppendString([]byte(`{"uri":`), uri), '}')
 			conn.Async("resources/unsubscribe", params, b.Config().Timeout, func(*jsonrpc.Message, error) {})
 		}

@@ -10,8 +10,8 @@ import (
 )
 
 // client_capabilities declares less to a backend: server-everything,
-// which offers its sampling and elicitation tools only to a client that
-// declared those capabilities, offers them behind the backend that
+// which offers its sampling and elicitation tools (URL-mode elicitation's
+// too) only to a client that declared those capabilities, offers them behind the backend that
 // declares all it can relay (the default), and not behind the one that
 // declares roots only; a request for what was not declared is refused
 // by the gateway, whatever the server does.
@@ -45,7 +45,7 @@ client_capabilities = ["roots"]
 			n--
 		}
 	}
-	if n != 2 {
-		t.Errorf("all lists %d tools more than roots; want the two that need sampling and elicitation", n)
+	if n != 3 || !names["all__trigger-url-elicitation"] {
+		t.Errorf("all lists %d tools more than roots; want the three that need sampling, elicitation and URL-mode elicitation", n)
 	}
 }

@@ -17,16 +17,29 @@ import (
 // answer carried no response for and, when there are any or the server
 // refused the message, why. peer names the server in errors.
 func ReadAnswer(resp *http.Response, ids []json.RawMessage, max int, peer string, deliver func([]byte)) ([]json.RawMessage, error) {
+	return ReadAnswerRoom(resp, ids, max, 0, peer, func(buf []byte, room int) { deliver(buf[room:]) })
+}
+
+// ReadAnswerRoom is ReadAnswer for a reader that answers in place: each
+// message is read into a buffer of its own, with at least room spare
+// bytes before it, and deliver gets the buffer and where the message
+// starts in it (room or more). A JSON answer with a Content-Length is
+// read into a buffer of exactly that size plus room, and an event of an
+// event stream with one grows at most once past 64 KiB, to what the
+// stream can still hold: a large message is held once, never as a grown
+// buffer beside the one it outgrew, and never copied to make room.
+func ReadAnswerRoom(resp *http.Response, ids []json.RawMessage, max, room int, peer string, deliver func(buf []byte, at int)) ([]json.RawMessage, error) {
 	defer resp.Body.Close()
 	pending := map[string]json.RawMessage{}
 	for _, id := range ids {
 		pending[string(id)] = id
 	}
-	answered := func(msg []byte) {
-		deliver(msg)
+	answered := func(buf []byte, at int) {
+		msg := buf[at:]
 		if len(pending) > 0 {
-			markAnswered(msg, pending)
+			markAnswered(msg, pending) // before deliver, which may move msg's bytes
 		}
+		deliver(buf, at)
 	}
 	mediaType, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
 	var err error
@@ -39,13 +52,20 @@ func ReadAnswer(resp *http.Response, ids []json.RawMessage, max int, peer string
 	case resp.StatusCode/100 != 2:
 		return ids, HTTPError(resp, peer)
 	case mediaType == MediaSSE:
-		es := NewEventReader(resp.Body, max)
+		body := &countingReader{r: resp.Body}
+		var sized func() int
+		if resp.ContentLength > 0 {
+			// What is left, and what the scanner may hold unread.
+			sized = func() int { return int(resp.ContentLength-body.n) + chunkBytes }
+		}
+		es := NewEventReaderRoom(body, max, room, sized)
 		for len(pending) > 0 || len(ids) == 0 {
-			var data []byte
-			if data, err = es.Message(); err != nil {
+			var buf []byte
+			var at int
+			if buf, at, err = es.MessageRoom(); err != nil {
 				break
 			}
-			answered(data)
+			answered(buf, at)
 		}
 		var tooLarge *EventTooLargeError
 		switch {
@@ -55,13 +75,19 @@ func ReadAnswer(resp *http.Response, ids []json.RawMessage, max int, peer string
 			err = fmt.Errorf("%s sent %w", peer, err)
 		}
 	default:
-		var body []byte
-		body, err = io.ReadAll(io.LimitReader(resp.Body, int64(max)+1))
-		switch body = bytes.TrimSpace(body); {
-		case len(body) > max:
+		var buf []byte
+		var tooLarge bool
+		buf, tooLarge, err = readBody(resp, max, room)
+		at := len(buf) - len(bytes.TrimLeft(buf[room:], jsonSpace))
+		buf = bytes.TrimRight(buf, jsonSpace)
+		if at > len(buf) { // nothing but whitespace
+			at = len(buf)
+		}
+		switch body := buf[at:]; {
+		case tooLarge:
 			err = fmt.Errorf("%s sent %w", peer, &EventTooLargeError{Max: max, Head: bytes.Clone(body[:min(len(body), headBytes)])})
 		case len(body) > 0 && err == nil:
-			answered(body)
+			answered(buf, at)
 		}
 		if err == nil {
 			err = fmt.Errorf("%s's answer held no response", peer)
@@ -77,6 +103,59 @@ func ReadAnswer(resp *http.Response, ids []json.RawMessage, max int, peer string
 		}
 	}
 	return missing, err
+}
+
+// jsonSpace is what JSON counts as whitespace around a value.
+const jsonSpace = " \t\r\n"
+
+// readBody reads a JSON answer into a buffer with room spare bytes before
+// it: of exactly its size when it has a Content-Length, else grown as it
+// comes. An answer of more than max bytes is not read: tooLarge is set,
+// and the buffer holds its first bytes, for the error.
+func readBody(resp *http.Response, max, room int) (buf []byte, tooLarge bool, err error) {
+	if n := resp.ContentLength; n > int64(max) {
+		buf = make([]byte, room+headBytes)
+		k, err := io.ReadFull(resp.Body, buf[room:])
+		if errors.Is(err, io.ErrUnexpectedEOF) {
+			err = nil
+		}
+		return buf[:room+k], true, err
+	} else if n > 0 { // 0: none, or a response made by hand without one
+
+		buf = make([]byte, room+int(n))
+		_, err = io.ReadFull(resp.Body, buf[room:])
+		return buf, false, err
+	}
+	buf = make([]byte, room, room+512)
+	for {
+		if len(buf) == cap(buf) { // doubled: fewer copies than append's growth
+			grown := make([]byte, len(buf), min(2*cap(buf), room+max+1))
+			copy(grown, buf)
+			buf = grown
+		}
+		k, err := resp.Body.Read(buf[len(buf):min(cap(buf), room+max+1)])
+		buf = buf[:len(buf)+k]
+		switch {
+		case len(buf)-room > max:
+			return buf, true, nil
+		case errors.Is(err, io.EOF):
+			return buf, false, nil
+		case err != nil:
+			return buf, false, err
+		}
+	}
+}
+
+// countingReader counts the bytes read through it.
+type countingReader struct {
+	r io.Reader
+	n int64
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n += int64(n)
+	return n, err
 }
 
 // markAnswered removes from pending the ids msg (a message or a batch)

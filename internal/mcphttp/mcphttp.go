@@ -250,6 +250,13 @@ func resultFor(msg []byte, id json.RawMessage) (json.RawMessage, bool) {
 // knows (HTTP 404) is replaced by a new one and the message sent again,
 // once: the server did not process it.
 func (c *Client) Exchange(ctx context.Context, body []byte, ids []json.RawMessage, sent func(), deliver func([]byte)) (missing []json.RawMessage, err error) {
+	return c.ExchangeRoom(ctx, body, ids, 0, sent, func(buf []byte, at int) { deliver(buf[at:]) })
+}
+
+// ExchangeRoom is Exchange for a caller that answers in place (see
+// ReadAnswerRoom): every message of the answer is delivered in a buffer
+// of its own, at or after room spare bytes.
+func (c *Client) ExchangeRoom(ctx context.Context, body []byte, ids []json.RawMessage, room int, sent func(), deliver func(buf []byte, at int)) (missing []json.RawMessage, err error) {
 	for attempt := 0; ; attempt++ {
 		sess := c.Session()
 		resp, err := c.Do(ctx, http.MethodPost, body, sess, "", sent)
@@ -263,7 +270,7 @@ func (c *Client) Exchange(ctx context.Context, body []byte, ids []json.RawMessag
 			}
 			continue
 		}
-		missing, err := ReadAnswer(resp, ids, c.opts.MaxMessageBytes, c.opts.Peer, deliver)
+		missing, err := ReadAnswerRoom(resp, ids, c.opts.MaxMessageBytes, room, c.opts.Peer, deliver)
 		return missing, c.redact(err)
 	}
 }

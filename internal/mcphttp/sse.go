@@ -40,6 +40,14 @@ type EventReader struct {
 	LastID string
 	// Retry is the reconnection delay the server asked for, 0 if none.
 	Retry time.Duration
+
+	// room is the spare bytes left before each event's data, and buf the
+	// last event's data with them (see MessageRoom). sized, when set,
+	// says how much of the stream may still come, for an event that
+	// grows large to be held in one buffer of that size.
+	room  int
+	buf   []byte
+	sized func() int
 }
 
 // chunkBytes is the most of one line the reader holds at a time.
@@ -53,6 +61,17 @@ const headBytes = 1024
 // at most max bytes of data.
 func NewEventReader(r io.Reader, max int) *EventReader {
 	return newEventReader(r, max, chunkBytes)
+}
+
+// NewEventReaderRoom is NewEventReader whose events' data have room
+// spare bytes before them (see MessageRoom). sized, if not nil, returns
+// at most how many bytes the stream still holds (from its
+// Content-Length): an event larger than 64 KiB is then held in one
+// buffer of that size rather than grown by doubling.
+func NewEventReaderRoom(r io.Reader, max, room int, sized func() int) *EventReader {
+	s := newEventReader(r, max, chunkBytes)
+	s.room, s.sized = room, sized
+	return s
 }
 
 // newEventReader is NewEventReader with lines read in chunks of chunk
@@ -132,6 +151,29 @@ func (s *EventReader) line() (line []byte, cont bool, err error) {
 	return nil, false, io.EOF
 }
 
+// sizedAbove is the size of an event's data past which the reader grows
+// its buffer to what the stream may still hold (see sized) in one step,
+// instead of doubling it: a large event is then held once, not as its
+// last buffer beside the one it outgrew.
+const sizedAbove = 64 << 10
+
+// appendData appends value to data, which holds the room and the
+// event's data so far.
+func (s *EventReader) appendData(data, value []byte) []byte {
+	if data == nil {
+		data = make([]byte, s.room, s.room+len(value))
+	}
+	if need := len(data) + len(value); need > cap(data) && s.sized != nil && need-s.room > sizedAbove {
+		// What is held, and what may still come up to the bound.
+		if size := len(data) + min(s.max-(len(data)-s.room), s.sized()); size >= need {
+			grown := make([]byte, len(data), size)
+			copy(grown, data)
+			data = grown
+		}
+	}
+	return append(data, value...)
+}
+
 // Next returns the next event that had at least one field, including
 // priming events that only set an id. At the end of the stream it returns
 // io.EOF, or the read error; an unfinished last event is discarded. An
@@ -146,6 +188,8 @@ func (s *EventReader) Next() (Event, error) {
 		s.skipping = cont || len(line) > 0
 	}
 	var ev Event
+	var data []byte // the room, then the event's data; nil before a data line
+	defer func() { s.buf = data }()
 	seen, hasData := false, false
 	inData := false // the line being read is a data line
 	for {
@@ -157,16 +201,19 @@ func (s *EventReader) Next() (Event, error) {
 			// The rest of a long line: only data keeps it; an id, event
 			// type or retry that long is not one.
 			if inData {
-				if len(ev.Data)+len(line) > s.max {
-					return Event{}, s.tooLarge(ev.Data, line)
+				if len(data)-s.room+len(line) > s.max {
+					return Event{}, s.tooLarge(data[s.room:], line)
 				}
-				ev.Data = append(ev.Data, line...)
+				data = s.appendData(data, line)
 			}
 			continue
 		}
 		inData = false
 		if len(line) == 0 {
 			if seen {
+				if hasData {
+					ev.Data = data[s.room:]
+				}
 				return ev, nil
 			}
 			continue
@@ -180,14 +227,14 @@ func (s *EventReader) Next() (Event, error) {
 		switch string(field) {
 		case "data":
 			if hasData {
-				if len(ev.Data)+1+len(value) > s.max {
-					return Event{}, s.tooLarge(append(ev.Data, '\n'), value)
+				if len(data)-s.room+1+len(value) > s.max {
+					return Event{}, s.tooLarge(append(data[s.room:], '\n'), value)
 				}
-				ev.Data = append(ev.Data, '\n')
+				data = append(data, '\n')
 			} else if len(value) > s.max {
 				return Event{}, s.tooLarge(nil, value)
 			}
-			ev.Data = append(ev.Data, value...)
+			data = s.appendData(data, value)
 			hasData, inData = true, true
 		case "event":
 			if !s.more {
@@ -221,13 +268,24 @@ func (s *EventReader) tooLarge(data, more []byte) error {
 // default) that carries data. Events with empty data, such as the priming
 // events that only set an id, are skipped.
 func (s *EventReader) Message() ([]byte, error) {
+	buf, room, err := s.MessageRoom()
+	if err != nil {
+		return nil, err
+	}
+	return buf[room:], nil
+}
+
+// MessageRoom is Message for a reader made by NewEventReaderRoom: the
+// data is buf[room:], and the bytes before it are free for the caller to
+// use (jsonrpc.ParseRoom).
+func (s *EventReader) MessageRoom() (buf []byte, room int, err error) {
 	for {
 		ev, err := s.Next()
 		if err != nil {
-			return nil, err
+			return nil, 0, err
 		}
 		if (ev.Type == "" || ev.Type == "message") && len(bytes.TrimSpace(ev.Data)) > 0 {
-			return ev.Data, nil
+			return s.buf, s.room, nil
 		}
 	}
 }

@@ -38,6 +38,8 @@ func StatelessHeaders(protocol string, msg *jsonrpc.Message) Stateless {
 		key = "name"
 	case "resources/read":
 		key = "uri"
+	case "tasks/get", "tasks/update", "tasks/cancel":
+		key = "taskId" // MCP Tasks: so intermediaries route a task's requests to its host
 	}
 	if key != "" {
 		if v, _, ok := jsonrpc.Lookup(msg.Params, key); ok {
@@ -66,7 +68,8 @@ func HeaderValue(v string) string {
 func (h Stateless) set(req *http.Request) {
 	req.Header.Set(HeaderProtocol, h.Protocol)
 	req.Header.Set(HeaderMethod, h.Method)
-	if h.Name != "" || h.Method == "tools/call" || h.Method == "prompts/get" || h.Method == "resources/read" {
+	if h.Name != "" || h.Method == "tools/call" || h.Method == "prompts/get" || h.Method == "resources/read" ||
+		h.Method == "tasks/get" || h.Method == "tasks/update" || h.Method == "tasks/cancel" {
 		req.Header.Set(HeaderName, HeaderValue(h.Name))
 	}
 }
@@ -83,6 +86,12 @@ func (c *Client) PostStateless(ctx context.Context, body []byte, h Stateless, id
 // PostStatelessParams is PostStateless for a tools/call that also carries
 // params in Mcp-Param-* headers (see MirroredParams).
 func (c *Client) PostStatelessParams(ctx context.Context, body []byte, h Stateless, params []Param, ids []json.RawMessage, deliver func([]byte)) (missing []json.RawMessage, err error) {
+	return c.PostStatelessRoom(ctx, body, h, params, ids, 0, func(buf []byte, at int) { deliver(buf[at:]) })
+}
+
+// PostStatelessRoom is PostStatelessParams for a caller that answers in
+// place (see ReadAnswerRoom).
+func (c *Client) PostStatelessRoom(ctx context.Context, body []byte, h Stateless, params []Param, ids []json.RawMessage, room int, deliver func(buf []byte, at int)) (missing []json.RawMessage, err error) {
 	set := h.set
 	if len(params) > 0 {
 		set = func(req *http.Request) {
@@ -102,11 +111,11 @@ func (c *Client) PostStatelessParams(ctx context.Context, body []byte, h Statele
 			rpcErr = e
 		}
 		if rpcErr != nil {
-			deliver(jsonrpc.AppendError(nil, ids[0], rpcErr))
+			deliver(jsonrpc.AppendError(nil, ids[0], rpcErr), 0)
 			return nil, nil
 		}
 		return ids, c.redact(err)
 	}
-	missing, err = ReadAnswer(resp, ids, c.opts.MaxMessageBytes, c.opts.Peer, deliver)
+	missing, err = ReadAnswerRoom(resp, ids, c.opts.MaxMessageBytes, room, c.opts.Peer, deliver)
 	return missing, c.redact(err)
 }

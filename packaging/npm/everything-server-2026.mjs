@@ -3,7 +3,9 @@
 // it (@modelcontextprotocol/server). It offers what the scenarios of
 // @modelcontextprotocol/conformance 0.2.0's 2026-07-28 requirement set call
 // by name: the test_* tools, resources and prompts, the in-band input
-// (InputRequiredResult) tools, and the listen triggers.
+// (InputRequiredResult) tools, and the listen triggers; and, in
+// tasks-2026.mjs beside it, what its task scenarios (the
+// io.modelcontextprotocol/tasks extension) call.
 //
 // Usage:
 //   node everything-server-2026.mjs --stdio            serve stdio (both eras)
@@ -49,6 +51,8 @@ import { OTLPTraceExporter } from '@opentelemetry/exporter-trace-otlp-http';
 import { resourceFromAttributes } from '@opentelemetry/resources';
 import { SimpleSpanProcessor, TracerProvider } from '@opentelemetry/sdk-trace';
 import * as z from 'zod/v4';
+
+import { registerTaskMethods, registerTaskTools, TASKS_EXTENSION } from './tasks-2026.mjs';
 
 // tracer is set when the environment asks for traces (see above).
 const tracer = process.env.OTEL_EXPORTER_OTLP_ENDPOINT ? startTracing() : undefined;
@@ -412,13 +416,16 @@ function newServer() {
                 resources: { subscribe: true, listChanged: true },
                 prompts: { listChanged: true },
                 logging: {},
-                completions: {}
+                completions: {},
+                extensions: { [TASKS_EXTENSION]: {} }
             },
             requestState: { verify: stateCodec.verify }
         }
     );
     const transient = {};
     tools(server, transient);
+    registerTaskTools(server, (name, description, fn, extra) => server.registerTool(name, { description, ...extra }, fn));
+    registerTaskMethods(server);
     resources(server);
     prompts(server, transient);
     server.server.setRequestHandler('completion/complete', async () => ({ completion: { values: [], total: 0, hasMore: false } }));

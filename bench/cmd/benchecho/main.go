@@ -4,14 +4,21 @@
 //
 // Tools: echo {text} returns text; blob {bytes} returns a text of that many
 // bytes (the large-result scenario).
+//
+// With -http ADDR or -unix PATH it serves the same answers as a remote
+// backend instead: Streamable HTTP at /mcp on a TCP address or a unix
+// socket, each answer one JSON body with its Content-Length, no session.
 package main
 
 import (
 	"bufio"
 	"bytes"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
+	"net"
+	"net/http"
 	"os"
 	"strconv"
 
@@ -23,6 +30,16 @@ const tools = `{"tools":[` +
 	`{"name":"blob","description":"Returns a text of the given number of bytes.","inputSchema":{"type":"object","properties":{"bytes":{"type":"integer"}},"required":["bytes"]}}]}`
 
 func main() {
+	addr := flag.String("http", "", "serve Streamable HTTP at /mcp on the TCP `address` instead of stdio")
+	socket := flag.String("unix", "", "serve Streamable HTTP at /mcp on the unix socket `path` instead of stdio")
+	flag.Parse()
+	if *addr != "" || *socket != "" {
+		if err := serveHTTP(*addr, *socket); err != nil {
+			fmt.Fprintln(os.Stderr, "benchecho:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	if err := serve(os.Stdin, os.Stdout); err != nil && !errors.Is(err, io.EOF) {
 		fmt.Fprintln(os.Stderr, "benchecho:", err)
 		os.Exit(1)
@@ -124,4 +141,44 @@ func answer(w *bufio.Writer, line []byte) {
 
 func fail(w *bufio.Writer, id []byte, code int, msg string) {
 	fmt.Fprintf(w, `{"jsonrpc":"2.0","id":%s,"error":{"code":%d,"message":%q}}`+"\n", id, code, msg)
+}
+
+// serveHTTP answers POST /mcp on the TCP address addr or the unix socket:
+// a request with its response as one JSON body whose Content-Length is
+// set, anything else with 202. There is no session and no GET stream.
+func serveHTTP(addr, socket string) error {
+	network, where := "tcp", addr
+	if socket != "" {
+		network, where = "unix", socket
+		os.Remove(socket)
+	}
+	ln, err := net.Listen(network, where)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintln(os.Stderr, "benchecho: listening on", ln.Addr())
+	mux := http.NewServeMux()
+	mux.HandleFunc("/mcp", func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodPost {
+			w.Header().Set("Allow", "POST")
+			http.Error(w, "POST only", http.StatusMethodNotAllowed)
+			return
+		}
+		line, err := io.ReadAll(r.Body)
+		if err != nil {
+			return
+		}
+		var out bytes.Buffer
+		bw := bufio.NewWriterSize(&out, 64<<10)
+		answer(bw, line)
+		bw.Flush()
+		if out.Len() == 0 {
+			w.WriteHeader(http.StatusAccepted)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Content-Length", strconv.Itoa(out.Len()))
+		w.Write(out.Bytes())
+	})
+	return http.Serve(ln, mux)
 }

@@ -111,6 +111,33 @@ func (b *bencher) largeScenario() error {
 		b.r.Large = append(b.r.Large, b.large(rg))
 		b.group.Stop(rg.Proc)
 	}
+	if b.baseline != "" {
+		return nil
+	}
+	// mcpgate in front of the same backend as a remote server, over TCP
+	// and on a unix socket: rows of their own.
+	port, err := gateways.FreePort()
+	if err != nil {
+		return err
+	}
+	socket := filepath.Join(b.env.Work, "benchecho.sock")
+	for _, remote := range []struct{ name, flag, where, url string }{
+		{report.RemoteTCP, "-http", fmt.Sprintf("127.0.0.1:%d", port), fmt.Sprintf("http://127.0.0.1:%d/mcp", port)},
+		{report.RemoteUnix, "-unix", socket, "unix:" + socket + ":/mcp"},
+	} {
+		be, err := b.group.Start("benchecho "+remote.flag, append(b.echo(), remote.flag, remote.where), nil, b.env.Log)
+		if err != nil {
+			return err
+		}
+		rg, err := gateways.MCPGateRemote(remote.name, remote.url).Start(b.ctx, b.env, b.group, nil)
+		if err != nil {
+			b.group.Stop(be)
+			return err
+		}
+		b.r.Large = append(b.r.Large, b.large(rg))
+		b.group.Stop(rg.Proc)
+		b.group.Stop(be)
+	}
 	return nil
 }
 

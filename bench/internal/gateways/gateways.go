@@ -129,6 +129,20 @@ max_message_bytes = %d
 	return b.String()
 }
 
+// MCPGateRemote is mcpgate in front of one remote backend at url (http://
+// or unix:SOCKET:PATH) instead of a stdio one, under name; the backend
+// argument of Start is not used.
+func MCPGateRemote(name, url string) *Gateway {
+	return &Gateway{Name: name, argv: func(e *Env, port int, _ []string) ([]string, error) {
+		cfg := filepath.Join(e.Work, "mcpgate-"+strconv.Itoa(port)+".toml")
+		text := MCPGateConfig(fmt.Sprintf("127.0.0.1:%d", port), 0, nil) + fmt.Sprintf("\n[backends.remote]\nurl = %q\ntool_prefix = \"\"\n", url)
+		if err := os.WriteFile(cfg, []byte(text), 0o644); err != nil {
+			return nil, err
+		}
+		return []string{filepath.Join(e.Bin, "mcpgated"), "--config", cfg}, nil
+	}}
+}
+
 func mcpgate(e *Env, port int, backend []string) ([]string, error) {
 	cfg := filepath.Join(e.Work, "mcpgate-"+strconv.Itoa(port)+".toml")
 	if err := os.WriteFile(cfg, []byte(MCPGateConfig(fmt.Sprintf("127.0.0.1:%d", port), 1, backend)), 0o644); err != nil {

@@ -65,6 +65,13 @@ type LoadRun struct {
 	Skipped   string    `json:"skipped,omitempty"` // why the gateway could not run it
 }
 
+// The names of mcpgate's large-result runs in front of the benchmark's
+// backend as a remote server, over TCP and on a unix socket.
+const (
+	RemoteTCP  = "mcpgate-remote-tcp"
+	RemoteUnix = "mcpgate-remote-unix"
+)
+
 // LargeRun is one large tools/call result through one gateway.
 type LargeRun struct {
 	Gateway     string  `json:"gateway"`

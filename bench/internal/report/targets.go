@@ -158,6 +158,19 @@ func (r *Results) Targets() []Target {
 		}
 	}
 	ts = append(ts, largeTime)
+	for _, remote := range []struct{ gateway, over string }{{RemoteTCP, "TCP"}, {RemoteUnix, "a unix socket"}} {
+		t := Target{Name: "mcpgate peak RSS ÷ size of the large result from a remote backend over " + remote.over, Limit: 1.5, AtMost: true, Unit: "×", Absent: "no run of " + remote.gateway}
+		for _, l := range r.Large {
+			if l.Gateway == remote.gateway {
+				t.Name = fmt.Sprintf("mcpgate peak RSS ÷ size of the %s result from a remote backend over %s", Size(l.Bytes), remote.over)
+				t.Value, t.Absent = l.PeakOverRes, ""
+				if l.Error != "" {
+					t.Absent = "it failed: " + l.Error
+				}
+			}
+		}
+		ts = append(ts, t)
+	}
 	// Validating an OAuth access token on every request, against a static
 	// token, with as many sessions as the payload loads: the gateway's CPU
 	// time per call, steadier on a shared machine than throughput.

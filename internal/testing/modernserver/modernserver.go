@@ -49,8 +49,26 @@ func prerequisites(t testing.TB) (node, modules string) {
 // by its PID and reaped at the end of the test.
 func HTTP(t testing.TB) string {
 	t.Helper()
+	port, _ := serve(t, "http")
+	return "http://127.0.0.1:" + port + "/mcp"
+}
+
+// Unix serves the fixture over Streamable HTTP on a unix socket at path
+// (its MCP endpoint is /mcp there) until the test ends, and returns once
+// it listens. It returns the server process, killed by its PID and reaped
+// at the end of the test.
+func Unix(t testing.TB, path string) *os.Process {
+	t.Helper()
+	_, p := serve(t, "unix", path)
+	return p
+}
+
+// serve starts the fixture with args and returns what it said it listens
+// on, and its process.
+func serve(t testing.TB, args ...string) (string, *os.Process) {
+	t.Helper()
 	node, modules := prerequisites(t)
-	cmd := exec.Command(node, Script(), "http")
+	cmd := exec.Command(node, append([]string{Script()}, args...)...)
 	cmd.Env = append(os.Environ(), "NODE_PATH="+modules)
 	cmd.Stderr = os.Stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
@@ -76,13 +94,13 @@ func HTTP(t testing.TB) string {
 		close(port)
 	}()
 	select {
-	case p, ok := <-port:
+	case addr, ok := <-port:
 		if !ok {
 			t.Fatal("the modern fixture exited before listening")
 		}
-		return "http://127.0.0.1:" + p + "/mcp"
+		return addr, cmd.Process
 	case <-time.After(30 * time.Second):
 		t.Fatal("the modern fixture did not listen within 30s")
 	}
-	return ""
+	return "", nil
 }

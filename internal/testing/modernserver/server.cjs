@@ -6,6 +6,8 @@
 //   node server.cjs stdio   serve on stdin and stdout
 //   node server.cjs http    serve POST /mcp on 127.0.0.1, a free port;
 //                           the first line on stdout is "listening PORT"
+//   node server.cjs unix P  serve POST /mcp on the unix socket P; the first
+//                           line on stdout is "listening P"
 //
 // Tools: echo {text}; confirm {action}, which asks for an elicitation and
 // ask {question}, which asks for a sampling, both with an input_required
@@ -87,7 +89,7 @@ function addTool(server, name) {
 	server.registerTool(name, { description: 'Added at run time' }, async () => ({ content: [{ type: 'text', text: name }] }));
 }
 
-function serveHTTP() {
+function serveHTTP(socket) {
 	const handler = createMcpHandler(() => build());
 	announce = () => handler.notify.toolsChanged();
 	touched = () => handler.notify.resourceUpdated('note://one');
@@ -113,14 +115,19 @@ function serveHTTP() {
 			res.end();
 		}
 	});
-	srv.listen(0, '127.0.0.1', () => {
-		process.stdout.write('listening ' + srv.address().port + '\n');
-	});
+	const listening = () => process.stdout.write('listening ' + (socket || srv.address().port) + '\n');
+	if (socket) {
+		srv.listen(socket, listening);
+	} else {
+		srv.listen(0, '127.0.0.1', listening);
+	}
 	process.on('SIGTERM', () => process.exit(0));
 }
 
 if (process.argv[2] === 'http') {
 	serveHTTP();
+} else if (process.argv[2] === 'unix') {
+	serveHTTP(process.argv[3]);
 } else {
 	touched = (server) => server.server.sendResourceUpdated({ uri: 'note://one' });
 	serveStdio(() => build());
