@@ -296,3 +296,34 @@ func checkHistograms(t *testing.T, c *collector, wide *rawClient) {
 		}
 	}
 }
+
+// checkBatch: a 2025-03-26 batch is a span per member, each the child of
+// the span its POST's traceparent names, with its own request id, and the
+// parent of its own client span to its backend.
+func checkBatch(t *testing.T, c *collector, d *testutil.Daemon) {
+	s := &rawClient{url: d.URL}
+	old := map[string]string{"Authorization": "Bearer " + wideToken, "Mcp-Protocol-Version": "2025-03-26"}
+	resp, body := s.do(t, "POST", `{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-03-26","capabilities":{},"clientInfo":{"name":"batch","version":"1"}}}`, old)
+	if resp.StatusCode != 200 {
+		t.Fatalf("initialize 2025-03-26: %s %s", resp.Status, body)
+	}
+	s.session = resp.Header.Get("Mcp-Session-Id")
+	s.header = old
+	s.do(t, "POST", `{"jsonrpc":"2.0","method":"notifications/initialized"}`, nil)
+	traceID, spanID, tp := newTrace()
+	resp, body = s.do(t, "POST", "["+callBody(61, "m__test_simple_text", `{}`)+","+callBody(62, "l__test_simple_text", `{}`)+"]", map[string]string{"traceparent": tp})
+	if resp.StatusCode != 200 || strings.Count(body, "simple text response") != 2 {
+		t.Fatalf("the batch: %s %s", resp.Status, body)
+	}
+	spans := awaitTrace(t, c, "the batch's trace", traceID, 6)
+	for _, m := range []struct{ id, backend string }{{"61", "m"}, {"62", "l"}} {
+		server := mustSpan(t, "the batch's member "+m.id, spans, gatewaySpan("server", "tools/call "+m.backend+"__test_simple_text"))
+		if server.ParentID != spanID || server.Attrs["jsonrpc.request.id"] != m.id || server.Attrs["mcp.protocol.version"] != "2025-03-26" {
+			t.Errorf("the batch's member %s: server span %v, parent %s; want the child of %s with its own id", m.id, server.Attrs, server.ParentID, spanID)
+		}
+		client := mustSpan(t, "the batch's member "+m.id+" to "+m.backend, spans, func(s otlpsink.Span) bool {
+			return s.Service == "mcpgate" && s.Kind == "client" && s.Attrs["mcpgate.backend"] == m.backend
+		})
+		childOf(t, "the batch's member "+m.id, client, server)
+	}
+}

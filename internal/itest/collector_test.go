@@ -366,6 +366,7 @@ func TestCollectorGetsOneTracePerCall(t *testing.T) {
 	checkRefused(t, c, d)
 	checkInputRound(t, c, d)
 	checkHistograms(t, c, wide)
+	checkBatch(t, c, d) // after the counts, which it would add to
 }
 
 // TestCollectorDownCostsCallsNothing: a collector that stops answering
