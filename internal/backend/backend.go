@@ -17,6 +17,7 @@ import (
 	"github.com/mcpgate/mcpgate/internal/config"
 	"github.com/mcpgate/mcpgate/internal/journal"
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
+	"github.com/mcpgate/mcpgate/internal/telemetry"
 	"github.com/mcpgate/mcpgate/internal/unitrun"
 )
 
@@ -104,6 +105,10 @@ type Options struct {
 	// Release, if set, is called once an instance's Run returned, to free
 	// what InstanceOptions allocated for it.
 	Release func()
+	// Telemetry, if set, continues the trace of each call in the headers
+	// of its HTTP requests to a remote server, traces OAuth token
+	// requests, and measures sessions with the server. Nil is off.
+	Telemetry *telemetry.Telemetry
 }
 
 // Backend is one configured MCP server. Run supervises it: spawns it,
@@ -390,7 +395,10 @@ func (s *supervision) loop(ctx context.Context) {
 			if s.afterStart(conn) {
 				continue // back to idle with its catalog cached
 			}
-			if !s.serve(ctx, conn) {
+			served := time.Now()
+			died := s.serve(ctx, conn)
+			b.sessionEnded(conn, served, died)
+			if !died {
 				continue // ended by a command or the shutdown
 			}
 		}
