@@ -50,7 +50,7 @@ RELEASE   ?= $(BIN)/release
 
 MAN_PAGES := $(patsubst man/%.scd,man/build/%,$(wildcard man/*.scd))
 
-.PHONY: all build run check test test-deps vet units conformance e2e e2e-prepare e2e-run e2e-roots bench bench-quick bench-ab \
+.PHONY: all build run check test test-deps vet units conformance telemetry otelcol e2e e2e-prepare e2e-run e2e-roots bench bench-quick bench-ab \
         bench-micro bench-build bench-peers bench-scaleout clean fuzz fuzz-quick \
         build-release man install install-bin install-systemd install-dbus \
         install-man install-config deb deb-version
@@ -73,8 +73,10 @@ run: build
 # skipping (testutil.Unavailable): everything has just been installed.
 # The tests leave much of the 2 cores idle, waiting on processes,
 # sockets and the network, so check fills the gaps: what the e2e tests
-# need (e2e-prepare: the roots, whose cold build mostly waits on Debian's
-# mirror, and the packages) is made beside the other tests, under nice;
+# need (e2e-prepare: the OpenTelemetry Collector of make telemetry first,
+# then the roots, whose cold build mostly waits on Debian's mirror, and the
+# packages) is made beside the other tests, under nice; make telemetry
+# waits for the collector's build if it is still running;
 # the fuzz targets, bounded by executions, not time, run beside the e2e
 # tests under nice 19, which leaves the CPU to them whenever they want it.
 # The background job's output is in $(BIN)/e2e-prepare.log and
@@ -83,7 +85,7 @@ export MCPGATE_TEST_STRICT
 check:
 	$(MAKE) MCPGATE_TEST_STRICT=1 test-deps
 	@mkdir -p $(BIN) && { nice -n 10 $(MAKE) --no-print-directory e2e-prepare >$(BIN)/e2e-prepare.log 2>&1 & bg=$$!; }; \
-	$(MAKE) MCPGATE_TEST_STRICT=1 vet test bench-quick units conformance; fgstatus=$$?; \
+	$(MAKE) MCPGATE_TEST_STRICT=1 vet test bench-quick units conformance telemetry; fgstatus=$$?; \
 	wait $$bg; bgstatus=$$?; cat $(BIN)/e2e-prepare.log; \
 	[ $$bgstatus = 0 ] || echo "check: make e2e-prepare failed; see above"; \
 	[ $$fgstatus = 0 ] && [ $$bgstatus = 0 ]
@@ -115,6 +117,16 @@ units:
 conformance:
 	MCPGATE_CONFORMANCE=1 $(GO) test -count=1 -v -timeout 10m -run 'TestConformance|TestClients2026' ./internal/conformance
 
+# telemetry runs the OpenTelemetry tests against a real collector
+# (internal/itest/collector_test.go), the one otelcol builds from the Go
+# module proxy and caches in /var/cache/mcpgate-test (packaging/ci/otelcol.sh);
+# with -race, as make test builds the package, so its build is reused.
+telemetry:
+	MCPGATE_OTELCOL="$$(packaging/ci/otelcol.sh)" $(GO) test -race -count=1 -v -timeout 10m -run 'TestCollector' ./internal/itest
+
+otelcol:
+	@packaging/ci/otelcol.sh >/dev/null
+
 # e2e runs the container tests (internal/e2e) on each Debian release of
 # E2E_RELEASES, the runs side by side (e2e-run, packaging/e2e/suite.sh),
 # after e2e-prepare: each release's cached root (e2e-roots,
@@ -127,7 +139,7 @@ E2E_RELEASES ?= bookworm trixie
 e2e: e2e-prepare
 	@$(MAKE) --no-print-directory e2e-run
 
-e2e-prepare: e2e-roots
+e2e-prepare: otelcol e2e-roots
 	@if [ -z "$(MCPGATE_DEB)" ]; then \
 		rm -rf $(E2E_DIST) && mkdir -p $(E2E_DIST) && \
 		$(MAKE) --no-print-directory deb DIST=$(E2E_DIST) RELEASE=$(E2E_DIST)/release >$(E2E_DIST)/make-deb.log 2>&1 || \

@@ -115,6 +115,7 @@ func TestConfigKeys(t *testing.T) {
 		"composites": entries(p.sections["[composites.NAME] SECTION"]),
 		"profiles":   entries(p.sections["[profiles.NAME] SECTION"]),
 		"oauth":      entries(p.sections["[oauth] SECTION"]),
+		"telemetry":  entries(p.sections["[telemetry] SECTION"]),
 	}
 	adapter, err := os.ReadFile("../examples/adapters/jq.toml")
 	if err != nil {
@@ -210,6 +211,8 @@ func TestConfigKeys(t *testing.T) {
 				checkOAuthKey(t, key, name, def, example, needs)
 			case "profiles":
 				checkProfileKey(t, name, def, example)
+			case "telemetry":
+				checkTelemetryKey(t, name, def, example)
 			case "composites":
 				const base = "[composites.x]\nsteps = [{ tool = \"a__b\" }]\n"
 				exampleBase := base
@@ -465,7 +468,7 @@ func TestJournal(t *testing.T) {
 			t.Errorf("%s: MESSAGE_ID %s (%s) is not documented", p.name, id, name)
 		}
 	}
-	for _, f := range fields {
+	for _, f := range append(fields, "TRACE_ID", "SPAN_ID") { // those of a traced call (journal.FieldTraceID)
 		if !strings.Contains(unescape(journal), f) {
 			t.Errorf("%s: journal field %s is not documented", p.name, f)
 		}
@@ -587,6 +590,23 @@ func checkProfileKey(t *testing.T, name, def, example string) {
 		return
 	}
 	t.Errorf("default %q holds no TOML value to compare with the real default", def)
+}
+
+func checkTelemetryKey(t *testing.T, name, def, example string) {
+	t.Helper()
+	load := func(text string) (*config.Config, error) {
+		return config.Load(testutil.WriteConfigFiles(t, map[string]string{"mcpgate.toml": "[telemetry]\n" + text}))
+	}
+	if _, err := load(example + "\n"); err != nil {
+		t.Errorf("example %q: %v", example, err)
+	}
+	set, err := load(name + " = " + def + "\n")
+	if err != nil {
+		t.Fatalf("default %q: %v", def, err)
+	}
+	if got, want := set.Telemetry, config.Default().Telemetry; got.Traces != want.Traces || got.Metrics != want.Metrics {
+		t.Errorf("documented default %q is not the real default: got %+v, want %+v", def, got, want)
+	}
 }
 
 func checkClientKey(t *testing.T, name, def, example string) {

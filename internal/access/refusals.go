@@ -111,8 +111,9 @@ func (w Who) attrs() []any {
 // tool, prompt or resource (what: "tool", "prompt" or "uri") it hides:
 // the client got the error of an unknown name, the operator learns which
 // rule decided. Per client and window the first few are logged, the rest
-// counted, as Refused does for peers; no answer is delayed.
-func (r *Refusals) Hidden(who Who, method, what, name, rule string) {
+// counted, as Refused does for peers; no answer is delayed. ctx names
+// the call's span, if it is traced, for the entry's TRACE_ID=.
+func (r *Refusals) Hidden(ctx context.Context, who Who, method, what, name, rule string) {
 	client := who.Client
 	logIt, suppressed, count := r.count("client " + client)
 	if !logIt {
@@ -125,14 +126,15 @@ func (r *Refusals) Hidden(who Who, method, what, name, rule string) {
 	if count == refusalsLogged {
 		attrs = append(attrs, "note", "further policy refusals of this client within a minute are counted, not logged")
 	}
-	r.log.Warn(fmt.Sprintf("refused client %q: %s %s: %s", client, method, name, rule), attrs...)
+	r.log.WarnContext(ctx, fmt.Sprintf("refused client %q: %s %s: %s", client, method, name, rule), attrs...)
 }
 
 // Ambiguous journals that client sent a message with a member the
 // gateway decides on repeated or spelled in another case (err says
 // which): a request was refused with -32600, a notification dropped. It
-// counts in the client's window with the policy refusals.
-func (r *Refusals) Ambiguous(who Who, method string, err error) {
+// counts in the client's window with the policy refusals. ctx is as
+// Hidden's.
+func (r *Refusals) Ambiguous(ctx context.Context, who Who, method string, err error) {
 	client := who.Client
 	logIt, suppressed, count := r.count("client " + client)
 	if !logIt {
@@ -145,15 +147,15 @@ func (r *Refusals) Ambiguous(who Who, method string, err error) {
 	if count == refusalsLogged {
 		attrs = append(attrs, "note", "further policy refusals of this client within a minute are counted, not logged")
 	}
-	r.log.Warn(fmt.Sprintf("refused client %q: %s with an ambiguous member", client, method), attrs...)
+	r.log.WarnContext(ctx, fmt.Sprintf("refused client %q: %s with an ambiguous member", client, method), attrs...)
 }
 
 // RequestState journals that client's retry of method brought a
 // requestState the gateway refused (reason: expired, tampered, replayed,
 // other-client, …; err says why in words): the retry got -32602 and
 // reached no backend. It counts in the client's window with the policy
-// refusals.
-func (r *Refusals) RequestState(who Who, method, reason string, err error) {
+// refusals. ctx is as Hidden's.
+func (r *Refusals) RequestState(ctx context.Context, who Who, method, reason string, err error) {
 	client := who.Client
 	logIt, suppressed, count := r.count("client " + client)
 	if !logIt {
@@ -166,7 +168,7 @@ func (r *Refusals) RequestState(who Who, method, reason string, err error) {
 	if count == refusalsLogged {
 		attrs = append(attrs, "note", "further policy refusals of this client within a minute are counted, not logged")
 	}
-	r.log.Warn(fmt.Sprintf("refused client %q: %s with requestState %s", client, method, reason), attrs...)
+	r.log.WarnContext(ctx, fmt.Sprintf("refused client %q: %s with requestState %s", client, method, reason), attrs...)
 }
 
 // forgetOld drops windows that ended; if none did, all of them. Called

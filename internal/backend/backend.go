@@ -17,6 +17,7 @@ import (
 	"github.com/mcpgate/mcpgate/internal/config"
 	"github.com/mcpgate/mcpgate/internal/journal"
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
+	"github.com/mcpgate/mcpgate/internal/telemetry"
 	"github.com/mcpgate/mcpgate/internal/unitrun"
 )
 
@@ -111,6 +112,10 @@ type Options struct {
 	// across its re-exec (see Adopt): Run takes it over instead of
 	// starting one, without a new handshake.
 	Adopt *Adopted
+	// Telemetry, if set, continues the trace of each call in the headers
+	// of its HTTP requests to a remote server, traces OAuth token
+	// requests, and measures sessions with the server. Nil is off.
+	Telemetry *telemetry.Telemetry
 }
 
 // Backend is one configured MCP server. Run supervises it: spawns it,
@@ -406,7 +411,10 @@ func (s *supervision) loop(ctx context.Context) {
 			if s.afterStart(conn) {
 				continue // back to idle with its catalog cached
 			}
-			if !s.serve(ctx, conn) {
+			served := time.Now()
+			died := s.serve(ctx, conn)
+			b.sessionEnded(conn, served, died)
+			if !died {
 				continue // ended by a command or the shutdown
 			}
 		}

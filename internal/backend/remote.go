@@ -17,6 +17,7 @@ import (
 	"github.com/mcpgate/mcpgate/internal/config"
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
 	"github.com/mcpgate/mcpgate/internal/mcphttp"
+	"github.com/mcpgate/mcpgate/internal/telemetry"
 )
 
 // remote is the other kind of connection a Conn can have: an MCP session
@@ -64,6 +65,7 @@ func newRemote(b *Backend) (*remote, error) {
 	} else if hc, err = httpClient(&b.cfg.Remote); err != nil {
 		return nil, err
 	}
+	hc.Transport = b.opts.Telemetry.Transport(hc.Transport) // each call's traceparent, as in its _meta
 	if hc, err = b.withToken(hc); err != nil {
 		return nil, err
 	}
@@ -247,6 +249,7 @@ func (r *remote) send(ctx context.Context, data []byte) error {
 	}
 	r.state.remember(msg)
 	pctx, cancel := context.WithCancel(r.ctx)
+	pctx = telemetry.Carry(pctx, ctx) // the call's span, for its headers and its token
 	r.mu.Lock()
 	r.posts[id] = cancel
 	r.mu.Unlock()
@@ -260,7 +263,7 @@ func (r *remote) send(ctx context.Context, data []byte) error {
 			if msg.Method != "initialize" { // a failed handshake is journaled with its detail
 				// The client learns the cause; the detail, which can quote
 				// the server's answer, goes to the journal.
-				r.c.log.Info("a request to the server failed", "method", msg.Method, "err", err)
+				r.c.log.InfoContext(pctx, "a request to the server failed", "method", msg.Method, "err", err)
 				err = r.c.b.public(err)
 			}
 			call.deliver(nil, err)

@@ -27,6 +27,7 @@ import (
 	"github.com/go-jose/go-jose/v4/jwt"
 
 	"github.com/mcpgate/mcpgate/internal/config"
+	"github.com/mcpgate/mcpgate/internal/telemetry"
 )
 
 // tokenSource gets the gateway's own access token for a remote backend with
@@ -45,6 +46,8 @@ type tokenSource struct {
 	http     *http.Client
 	log      *slog.Logger
 	endpoint string // the token endpoint, once known
+	tel      *telemetry.Telemetry
+	backend  string
 
 	mu       sync.Mutex // one token request at a time; guards what follows
 	token    string
@@ -68,7 +71,8 @@ const maxOAuthAnswer = 1 << 20
 func newTokenSource(b *Backend) (*tokenSource, error) {
 	cfg := b.cfg.RemoteOAuth
 	s := &tokenSource{cfg: cfg, url: b.cfg.URL, creds: b.opts.CredentialsDirectory, endpoint: cfg.OAuthTokenEndpoint, log: b.log,
-		http: &http.Client{Timeout: 30 * time.Second,
+		tel: b.opts.Telemetry, backend: b.name,
+		http: &http.Client{Timeout: 30 * time.Second, Transport: b.opts.Telemetry.Transport(nil),
 			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}}
 	if s.log == nil {
 		s.log = slog.Default()
@@ -190,7 +194,14 @@ func (s *tokenSource) fetch(ctx context.Context) (string, error) {
 		}
 		s.failed = nil
 	}
+	// On a call's path (ctx names its span), the request is a span of
+	// its own, the call's child.
+	op := s.tel.Internal(ctx, "oauth token", s.backend)
+	if op != nil {
+		ctx = telemetry.Carry(ctx, op.Context())
+	}
 	tok, err := s.request(ctx)
+	op.EndErr(err)
 	if err != nil {
 		return "", s.fail(err)
 	}

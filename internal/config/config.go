@@ -27,6 +27,7 @@ type Config struct {
 	Composites map[string]*Composite // by name
 	Profiles   map[string]*Profile   // by name; see profiles.go
 	OAuth      OAuth                 // [oauth]; see oauth.go
+	Telemetry  Telemetry             // [telemetry]; see telemetry.go
 	Files      []string              // files read, main first
 }
 

@@ -109,7 +109,7 @@ func TestLoadErrors(t *testing.T) {
 			`mcpgate.toml:1:2: gatway: unknown key (did you mean "gateway"?)`,
 		}},
 		{"unknown top-level key without suggestion", map[string]string{"mcpgate.toml": "command = \"x\"\n"}, []string{
-			`mcpgate.toml:1:1: command: unknown key; settings belong in [gateway], [backends.NAME], [clients.NAME], [composites.NAME], [profiles.NAME] or [oauth]`,
+			`mcpgate.toml:1:1: command: unknown key; settings belong in [gateway], [backends.NAME], [clients.NAME], [composites.NAME], [profiles.NAME], [oauth] or [telemetry]`,
 		}},
 		{"unknown key in inline table", map[string]string{"mcpgate.toml": "[backends]\ngh = { command = \"gh\", arg = [] }\n"}, []string{
 			`mcpgate.toml:2:24: backends.gh.arg: unknown key (did you mean "args"?)`,

@@ -30,5 +30,8 @@ func Keys() []string {
 	for _, f := range issuerFields() {
 		keys = append(keys, "oauth.issuers.NAME."+f.key)
 	}
+	for _, f := range telemetryFields() {
+		keys = append(keys, "telemetry."+f.key)
+	}
 	return keys
 }

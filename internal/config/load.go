@@ -317,8 +317,10 @@ func (l *loader) resolve() *Config {
 				d.profiles(at, f.doc[k], cfg)
 			case "oauth":
 				d.oauth(at, f.doc[k], &cfg.OAuth)
+			case "telemetry":
+				d.telemetry(at, f.doc[k], &cfg.Telemetry)
 			default:
-				d.unknown(at, []string{"gateway", "backends", "clients", "composites", "profiles", "oauth"}, "settings belong in [gateway], [backends.NAME], [clients.NAME], [composites.NAME], [profiles.NAME] or [oauth]")
+				d.unknown(at, []string{"gateway", "backends", "clients", "composites", "profiles", "oauth", "telemetry"}, "settings belong in [gateway], [backends.NAME], [clients.NAME], [composites.NAME], [profiles.NAME], [oauth] or [telemetry]")
 			}
 		}
 	}

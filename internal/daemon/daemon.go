@@ -35,6 +35,7 @@ import (
 	"github.com/mcpgate/mcpgate/internal/listeners"
 	"github.com/mcpgate/mcpgate/internal/sdnotify"
 	"github.com/mcpgate/mcpgate/internal/supervisor"
+	"github.com/mcpgate/mcpgate/internal/telemetry"
 	"github.com/mcpgate/mcpgate/internal/unitrun"
 )
 
@@ -155,6 +156,7 @@ type daemon struct {
 	lns     *listeners.Set
 	srv     *http1.Server
 	metrics *metrics
+	tel     *telemetry.Telemetry // OpenTelemetry; nil when [telemetry] is off
 	// integrity holds back what backends offer until it is approved.
 	integrity *integrity.Store
 
@@ -190,7 +192,10 @@ type daemon struct {
 
 	spawner *spawner // starts the backends' processes and re-executes; nil in tests of run
 	stopBus func()   // releases the bus name and closes the connection; once
-	image   image    // the binary that runs, which a reload compares with the installed one
+	// stopTelemetry flushes what is queued for the collector and stops
+	// OpenTelemetry; once.
+	stopTelemetry func()
+	image         image // the binary that runs, which a reload compares with the installed one
 	// adopt are the servers the previous image handed on, by backend,
 	// until backendOptions gives each to its backend.
 	adopt   map[string]*backend.Adopted
@@ -223,6 +228,7 @@ func run(ctx context.Context, opts options) int {
 	output, err := journal.NewOutput(journal.OutputOptions{
 		Target: cfg.Gateway.LogTarget, Level: logLevel(cfg.Gateway.LogLevel),
 		Socket: opts.journalSocket, JournalStream: journalStream,
+		TraceIDs: traceIDs(cfg),
 	})
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "mcpgated: %v\n", err)
@@ -291,6 +297,12 @@ func (d *daemon) run(ctx context.Context) int {
 	}
 	d.metrics = newMetrics(d)
 	d.onRemove = append(d.onRemove, d.metrics.forget)
+	stopTelemetry, err := d.startTelemetry()
+	if err != nil {
+		return d.fail(err)
+	}
+	d.stopTelemetry = sync.OnceFunc(stopTelemetry)
+	defer d.stopTelemetry() // last: what stopping did is exported too
 	d.sup = supervisor.New(ctx, supervisor.Options{
 		BackendOptions: d.backendOptions,
 		OnAdd:          func(name string) { runHooks(d.onAdd, name) },
@@ -330,6 +342,7 @@ func (d *daemon) run(ctx context.Context) int {
 			Host: hostLabel(), Max: g.MaxInputRequiredCalls, MaxPerClient: g.MaxInputRequiredCallsPerClient,
 			Logger: d.log, Refusals: d.refusals,
 		}),
+		Telemetry: d.tel,
 	})
 	d.openIssued()
 	if err := d.decideResources(); err != nil {
@@ -473,6 +486,7 @@ func (d *daemon) serve() error {
 		Clients:               d.clients.Load,
 		Refusals:              d.refusals,
 		Health:                d.health,
+		Telemetry:             d.tel,
 		ServerCard:            g.ServerCard,
 		Version:               Version,
 	})
@@ -602,6 +616,7 @@ func (d *daemon) reload(ctx context.Context) (err error) {
 	if !reflect.DeepEqual(cfg.Gateway, d.cfg.Gateway) {
 		d.log.Warn("changes to the [gateway] section take effect when mcpgated restarts; backends are reloaded now")
 	}
+	d.warnTelemetryReload(cfg)
 	// The new clients, policies and composites take effect before any new
 	// backend starts, and once the removed and changed ones left the
 	// catalog: a new backend's tools are never listed under the old
@@ -793,8 +808,9 @@ func (d *daemon) instanceOptions(cfg *config.Backend, n int) backend.Options {
 			d.updateStatus()
 			runHooks(d.onChange, b)
 		},
-		OnCalls: func(b *backend.Backend) { runHooks(d.onCalls, b) },
-		OnCall:  d.metrics.observe,
+		OnCalls:   func(b *backend.Backend) { runHooks(d.onCalls, b) },
+		OnCall:    d.metrics.observe,
+		Telemetry: d.tel,
 	}
 	if len(cfg.RequiresUnits) > 0 {
 		opts.Units = d.units

@@ -176,6 +176,7 @@ func (d *daemon) reexec(ctx context.Context, key []byte, boot string) int {
 	// The name is free before the new image asks for it: closing the
 	// connection alone would leave the bus to notice it meanwhile.
 	d.stopBus()
+	d.stopTelemetry() // what is queued reaches the collector before the exec
 	memfdNum := -1
 	withFD(memfd, func(u uintptr) error { memfdNum = int(u); return nil })
 	env := append(handoffEnv(d.opts.environ), handoff.EnvFD+"="+strconv.Itoa(memfdNum), envListeners+"="+names)

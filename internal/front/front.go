@@ -20,6 +20,7 @@ import (
 	"github.com/mcpgate/mcpgate/internal/journal"
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
 	"github.com/mcpgate/mcpgate/internal/mcphttp"
+	"github.com/mcpgate/mcpgate/internal/telemetry"
 )
 
 // HTTP header names of the transport, as clients send them.
@@ -54,6 +55,10 @@ type Options struct {
 	Refusals *access.Refusals
 	// Health, if set, answers GET HealthPath for load balancers.
 	Health HealthFunc
+	// Telemetry, if set, traces and measures every request (see
+	// package telemetry): the trace context of its headers becomes the
+	// parent of its span. Nil is off.
+	Telemetry *telemetry.Telemetry
 	// ServerCard is server_card of [gateway]: "identity" or "tools" serve
 	// the server cards and the AI catalog (see servercard.go), "off" or
 	// "" neither.
@@ -227,7 +232,7 @@ func (h *Handler) post(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusAccepted)
 	default:
 		st := sess.NewStream(1, sse)
-		sess.HandleRequest(msg, st)
+		sess.HandleRequestContext(h.traceContext(r), msg, st)
 		h.answer(w, r, sess, st, false)
 	}
 }
@@ -240,7 +245,12 @@ func (h *Handler) initialize(w http.ResponseWriter, r *http.Request, msg *jsonrp
 		h.log.Debug("initialize abandoned by the client before it was answered; no session started", "client", client.Name)
 		return
 	}
+	op := h.opts.Telemetry.Server(h.traceContext(r), msg.Method, msg.ID, msg.Params)
+	op.SetCaller(client.Name, identityOf(r))
 	sess, result, err := h.g.NewSessionAt(msg.Params, client, identityOf(r), profileOf(r))
+	if err != nil {
+		failOp(op, err)
+	}
 	if h.limitError(w, err, msg.ID) {
 		return
 	}
@@ -264,7 +274,13 @@ func (h *Handler) initialize(w http.ResponseWriter, r *http.Request, msg *jsonrp
 	}
 	w.Header().Set(headerSession, sess.ID)
 	w.Header().Set("Content-Type", "application/json")
-	w.Write(jsonrpc.AppendResult(nil, msg.ID, result))
+	resp := jsonrpc.AppendResult(nil, msg.ID, result)
+	w.Write(resp)
+	if op != nil {
+		op.SetSession(sess.ID, sess.Protocol)
+		op.End(resp)
+		sess.SetTransport(telemetry.TransportOf(r.Context()))
+	}
 	// A client that closes its connection once it has the answer is
 	// normal: only an answer that could not be written ends the session.
 	if http.NewResponseController(w).Flush() != nil {
@@ -320,8 +336,9 @@ func (h *Handler) batch(w http.ResponseWriter, r *http.Request, body []byte, sse
 	for _, resp := range invalid {
 		gateway.PushResponse(st, resp)
 	}
+	ctx := h.traceContext(r)
 	for _, msg := range requests {
-		sess.HandleRequest(msg, st)
+		sess.HandleRequestContext(ctx, msg, st)
 	}
 	h.answer(w, r, sess, st, true)
 }

@@ -202,7 +202,14 @@ func (h *Handler) stateless(w http.ResponseWriter, r *http.Request, msg *jsonrpc
 		h.log.Debug("refused a stateless request: "+refused.err.Message, "client", clientOf(r).Name, "method", msg.Method)
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(refused.status)
-		w.Write(jsonrpc.AppendError(nil, msg.ID, refused.err))
+		resp := jsonrpc.AppendError(nil, msg.ID, refused.err)
+		w.Write(resp)
+		if t := h.opts.Telemetry; t != nil {
+			op := t.Server(h.traceContext(r), msg.Method, msg.ID, msg.Params)
+			op.SetCaller(clientOf(r).Name, identityOf(r))
+			op.SetProtocol(meta.Protocol)
+			op.End(resp)
+		}
 		return
 	}
 	if h.g.Draining() {
@@ -218,7 +225,7 @@ func (h *Handler) stateless(w http.ResponseWriter, r *http.Request, msg *jsonrpc
 	sess := h.g.StatelessRequest(meta, clientOf(r), identityOf(r))
 	defer sess.End()
 	st := sess.NewStream(1, sse)
-	sess.HandleRequest(msg, st)
+	sess.HandleRequestContext(h.traceContext(r), msg, st)
 	h.answer(w, r, sess, st, false)
 }
 

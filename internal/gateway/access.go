@@ -203,12 +203,16 @@ func (s *Session) viewChanged(prev, next *catalog.Catalog, method string) bool {
 // per tools/call, prompts/get and resources/read, with who called what,
 // how long it took, how it ended and how big it was, never the arguments
 // or the result.
-func (s *Session) audited(msg *jsonrpc.Message, backend, what, name string) func(ok bool, size int) {
+func (s *Session) audited(msg *jsonrpc.Message, stream *Stream, backend, what, name string) func(ok bool, size int) {
 	if !s.g.opts.Audit || !s.g.log.Enabled(context.Background(), slog.LevelInfo) {
 		return nil // nothing would be journaled: no work per call
 	}
 	start := time.Now()
 	client := s.Client().Name
+	ctx := context.Background()
+	if op := s.op(msg, stream); op != nil {
+		ctx = op.Context() // the entry names the request's span
+	}
 	return func(ok bool, size int) {
 		outcome := "ok"
 		switch {
@@ -225,7 +229,7 @@ func (s *Session) audited(msg *jsonrpc.Message, backend, what, name string) func
 			return
 		}
 		now := time.Now()
-		journal.WriteAudit(h, &journal.Audit{
+		journal.WriteAudit(ctx, h, &journal.Audit{
 			Time: now, Client: client, Identity: s.identity, Session: s.ID, RequestID: s.RequestID(), Backend: backend, What: what, Name: name,
 			Method: msg.Method, Duration: now.Sub(start), Outcome: outcome,
 			Request: len(msg.Params), Response: size,
@@ -234,11 +238,19 @@ func (s *Session) audited(msg *jsonrpc.Message, backend, what, name string) func
 }
 
 // hidden journals that the session's client called what its policy hides
-// (what is "tool", "prompt" or "uri"); the client itself gets the error of
-// an unknown name.
-func (s *Session) hidden(method, what string, k access.Kind, name string) {
+// (what is "tool", "prompt" or "uri") in the request msg on stream, whose
+// op then says refused and names none of it; the client itself gets the
+// error of an unknown name.
+func (s *Session) hidden(msg *jsonrpc.Message, stream *Stream, what string, k access.Kind, name string) {
+	op := s.op(msg, stream)
+	op.Refused()
+	s.journalHidden(op.Context(), msg.Method, what, k, name)
+}
+
+// journalHidden is hidden's journal entry, of a call in ctx's trace.
+func (s *Session) journalHidden(ctx context.Context, method, what string, k access.Kind, name string) {
 	if r := s.g.opts.Refusals; r != nil {
-		r.Hidden(s.who(), method, what, name, s.view().rule(k, name))
+		r.Hidden(ctx, s.who(), method, what, name, s.view().rule(k, name))
 	}
 }
 
@@ -246,7 +258,7 @@ func (s *Session) hidden(method, what string, k access.Kind, name string) {
 // message with an ambiguous member (see checkDecided).
 func (s *Session) ambiguous(method string, err error) {
 	if r := s.g.opts.Refusals; r != nil {
-		r.Ambiguous(s.who(), method, err)
+		r.Ambiguous(context.Background(), s.who(), method, err)
 	}
 }
 

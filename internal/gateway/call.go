@@ -10,6 +10,7 @@ import (
 
 	"github.com/mcpgate/mcpgate/internal/backend"
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
+	"github.com/mcpgate/mcpgate/internal/telemetry"
 )
 
 // call is a client's request forwarded to a backend.
@@ -52,6 +53,9 @@ type call struct {
 	ended atomic.Bool
 	once  sync.Once   // guards the bookkeeping in end
 	send  sendContext // bounds the sending of the request (sendAdmitted)
+	// op is the client op of the message the call sent last (an input
+	// round sends another), nil without telemetry (see telemetry.go).
+	op atomic.Pointer[telemetry.Op]
 
 	// For a modern backend's call of a 2025 session, which answers the
 	// backend's input_required results (see askClient): the request's
@@ -92,10 +96,14 @@ func (c *call) deliver(resp *jsonrpc.Message, err error) {
 		c.sess.mu.Lock()
 		c.bcall = nil
 		c.sess.mu.Unlock()
+		c.op.Load().EndResult(resp.ID, resp.Result, nil) // this message is answered; the retry is one of its own
 		if !c.ended.Load() {
 			c.askClient(resp.Result)
 		}
 		return
+	}
+	if op := c.op.Load(); op != nil {
+		endOp(op, resp, err)
 	}
 	c.succeeded.Store(err == nil && resp.Error == nil)
 	if err == nil {
@@ -157,6 +165,19 @@ func (c *call) deliver(resp *jsonrpc.Message, err error) {
 	}
 }
 
+// endOp ends a call's client op with the backend's answer, or with the
+// error that ended the call without one.
+func endOp(op *telemetry.Op, resp *jsonrpc.Message, err error) {
+	switch {
+	case errors.Is(err, backend.ErrTooLarge):
+		op.Fail(telemetry.ErrTooLarge, CodeMessageTooLarge, err.Error())
+	case err != nil:
+		op.Fail(telemetry.ErrUnavailable, CodeBackendUnavailable, err.Error())
+	default:
+		op.EndResult(resp.ID, resp.Result, resp.Error)
+	}
+}
+
 // progressed records a progress notification: it restarts the idle timeout.
 func (c *call) progressed() { c.progress.Store(time.Now().UnixNano()) }
 
@@ -213,6 +234,7 @@ func (c *call) timedOut(within string, probe bool) {
 	if c.bcall == nil || !c.conn.Abandon(c.bcall, "timed out in mcpgate") {
 		return
 	}
+	c.op.Load().Fail(telemetry.ErrTimeout, CodeTimeout, "no answer "+within)
 	if c.end() {
 		c.stream.push(errorResponse(c.clientID, CodeTimeout, "backend %q did not answer %s %s", c.b.Name(), c.bcall.Method, within), true)
 		c.sess.g.callEnded()
@@ -225,7 +247,11 @@ func (c *call) timedOut(within string, probe bool) {
 // cancel gives up on the call for the client: the backend is told, a late
 // response is dropped, and the client's stream ends without an answer.
 func (c *call) cancel(reason string) {
-	if c.giveUp(reason) && c.end() {
+	if !c.giveUp(reason) {
+		return // answered meanwhile
+	}
+	c.op.Load().Fail(telemetry.ErrCancelled, 0, reason)
+	if c.end() {
 		c.stream.drop()
 		c.sess.g.callEnded()
 	}
@@ -256,6 +282,7 @@ func (c *call) abort(code int, why string) {
 	if !c.giveUp(why) {
 		return // answered meanwhile
 	}
+	c.op.Load().Fail(telemetry.ErrCancelled, code, why)
 	if c.end() {
 		c.stream.push(errorResponse(c.clientID, code, "%s", why), true)
 		c.sess.g.callEnded()

@@ -15,6 +15,7 @@ import (
 	"github.com/mcpgate/mcpgate/internal/clitool"
 	"github.com/mcpgate/mcpgate/internal/config"
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
+	"github.com/mcpgate/mcpgate/internal/telemetry"
 )
 
 // compositeOwner is the catalog owner of composite tools: no backend can
@@ -100,7 +101,11 @@ func (s *Session) callComposite(msg *jsonrpc.Message, stream *Stream, name strin
 	}
 	progress, _, _ := jsonrpc.LookupPath(msg.Params, "_meta", "progressToken")
 	seq := s.g.tokens.Add(1)
+	traced := s.op(msg, stream) // the steps' spans are its children
 	s.runLocal(msg, stream, then, func(ctx context.Context) []byte {
+		if traced != nil {
+			ctx = telemetry.Carry(ctx, traced.Context())
+		}
 		result := s.runSteps(ctx, c, input, depth, seq, func(i int, tool string) {
 			if progress == nil {
 				return
@@ -125,7 +130,8 @@ func (s *Session) runSteps(ctx context.Context, c *config.Composite, input map[s
 		}
 		params := rawJSON(map[string]any{"name": step.Tool, "arguments": args})
 		id := jsonrpc.AppendString(nil, fmt.Sprintf("%s%d-%d-%d", stepIDPrefix, depth, seq, i))
-		resp, err := s.internalCall(ctx, &jsonrpc.Message{JSONRPC: "2.0", ID: id, Method: "tools/call", Params: params})
+		req := &jsonrpc.Message{JSONRPC: "2.0", ID: id, Method: "tools/call", Params: params}
+		resp, err := s.internalCall(ctx, req, s.stepOp(ctx, req, c.Name, i))
 		if err != nil {
 			return errorResult("composite %q step %d (%s): %v", c.Name, i, step.Tool, err)
 		}
@@ -181,10 +187,12 @@ func compositeDepth(id json.RawMessage) int {
 }
 
 // internalCall sends one request through the session's own routing, as if
-// the client had sent it, and waits for its answer.
-func (s *Session) internalCall(ctx context.Context, msg *jsonrpc.Message) (*jsonrpc.Message, error) {
+// the client had sent it, and waits for its answer; op, if not nil, is
+// the request's, ended by its answer.
+func (s *Session) internalCall(ctx context.Context, msg *jsonrpc.Message, op *telemetry.Op) (*jsonrpc.Message, error) {
 	st := newStream(0, false, s.g.opts.MaxStreamEvents)
 	st.internal = true
+	st.addOp(op)
 	s.HandleRequest(msg, st)
 	var after int64
 	for {

@@ -12,6 +12,7 @@ import (
 	"github.com/mcpgate/mcpgate/internal/access/reqstate"
 	"github.com/mcpgate/mcpgate/internal/backend"
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
+	"github.com/mcpgate/mcpgate/internal/telemetry"
 )
 
 // Continuations carry MCP 2026-07-28's multi round-trip requests over
@@ -101,6 +102,9 @@ type continuation struct {
 	dropped bool            // the call ended without an answer
 	timer   *time.Timer     // ends the continuation when the client does not retry
 	ended   bool
+	// roundOp is the span of the wait for the client's retry, nil
+	// without tracing.
+	roundOp *telemetry.Op
 	// resend marks the continuation of a call that ended with the error
 	// -32042: its retry is routed as a new call (urlelicit_stateless.go),
 	// and its input requests have no backend request to answer.

@@ -7,6 +7,7 @@ import (
 	"github.com/mcpgate/mcpgate/internal/access/reqstate"
 	"github.com/mcpgate/mcpgate/internal/config"
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
+	"github.com/mcpgate/mcpgate/internal/telemetry"
 )
 
 // This file is a continuation's life: its InputRequiredResults, the
@@ -53,6 +54,8 @@ func (cont *continuation) inputRequired() {
 		w.then(true, len(resp))
 	}
 	round := cont.round
+	// The call's own span goes on: the round is its child.
+	cont.roundOp = cont.call.roundOp(cont.call.op.Load(), int(round))
 	cont.timer = time.AfterFunc(cont.timeout, func() { cont.expire(round) })
 }
 
@@ -139,6 +142,7 @@ func (cont *continuation) end(why string) {
 	if cont.timer != nil {
 		cont.timer.Stop()
 	}
+	cont.roundOp.Fail(telemetry.ErrCancelled, 0, "the call ended before the client retried")
 	if why != "" {
 		cont.replyPending(why)
 	}

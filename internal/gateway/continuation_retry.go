@@ -52,6 +52,8 @@ func (t *Continuations) HandleRetry(s *Session, msg *jsonrpc.Message, stream *St
 	if cont.timer != nil {
 		cont.timer.Stop()
 	}
+	cont.roundOp.EndErr(nil) // the client came back
+	cont.roundOp = nil
 	if cont.resend {
 		if err := cont.resent(msg); err != nil {
 			t.refuse(s, msg, stream, &reqstate.Error{Reason: reqstate.Malformed})
@@ -59,7 +61,7 @@ func (t *Continuations) HandleRetry(s *Session, msg *jsonrpc.Message, stream *St
 		}
 		return false // routed as a new call
 	}
-	w := &waiter{sess: s, id: msg.ID, stream: stream, then: s.audited(msg, backendName, what, name)}
+	w := &waiter{sess: s, id: msg.ID, stream: stream, then: s.audited(msg, stream, backendName, what, name)}
 	cont.waiter = w
 	cont.caps = s.caps
 	switch {
@@ -159,7 +161,7 @@ func (t *Continuations) refuse(s *Session, msg *jsonrpc.Message, stream *Stream,
 		reason = e.Reason.String()
 	}
 	if t.refusals != nil {
-		t.refusals.RequestState(s.who(), msg.Method, reason, err)
+		t.refusals.RequestState(s.op(msg, stream).Context(), s.who(), msg.Method, reason, err)
 	}
 	data := append(jsonrpc.AppendString([]byte(`{"reason":`), reason), '}')
 	stream.push(jsonrpc.AppendError(nil, msg.ID, &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: err.Error(), Data: data}), true)

@@ -68,9 +68,9 @@ func (fb *fallback) try(s *Session, from *backend.Backend, err error) bool {
 		}
 		params := jsonrpc.Replace(fb.msg.Params, span, jsonrpc.AppendString(nil, entry.Original))
 		fb.primary.CountFallback()
-		s.g.log.Info("tools/call sent to a fallback backend", "backend", from.Name(), "fallback", name, "tool", fb.tool, "reason", err.Error(),
+		s.g.log.InfoContext(s.op(fb.msg, fb.stream).Context(), "tools/call sent to a fallback backend", "backend", from.Name(), "fallback", name, "tool", fb.tool, "reason", err.Error(),
 			"client", s.Client().Name, "identity", s.identity, journal.MessageFallback.Attr())
-		s.forwardVia(fb.msg, fb.stream, name, params, forwardedParams{}, s.audited(fb.msg, name, "tool", fb.called), fb)
+		s.forwardVia(fb.msg, fb.stream, name, params, forwardedParams{}, s.audited(fb.msg, fb.stream, name, "tool", fb.called), fb)
 		return true
 	}
 	return false

@@ -18,6 +18,7 @@ import (
 	"github.com/mcpgate/mcpgate/internal/backend"
 	"github.com/mcpgate/mcpgate/internal/catalog"
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
+	"github.com/mcpgate/mcpgate/internal/telemetry"
 )
 
 // Supported protocol versions, newest first.
@@ -103,6 +104,9 @@ type Options struct {
 	// session's first list waits for backends in their first handshake
 	// (see startup.go); 0 waits for none.
 	FirstListWait time.Duration
+	// Telemetry, if set, traces and measures every request and every
+	// message to a backend on its behalf (see telemetry.go); nil is off.
+	Telemetry *telemetry.Telemetry
 }
 
 // Gateway is the MCP server clients talk to.
@@ -284,6 +288,7 @@ func (g *Gateway) CloseSession(id string, why string) bool {
 		g.release(s.Client().Name)
 		s.close(why)
 		s.releaseLevel()
+		s.sessionEnded()
 	}
 	return ok
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"os"
+	"strconv"
 	"sync"
 
 	"github.com/mcpgate/mcpgate/internal/backend"
@@ -11,6 +12,7 @@ import (
 	"github.com/mcpgate/mcpgate/internal/clitool"
 	"github.com/mcpgate/mcpgate/internal/config"
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
+	"github.com/mcpgate/mcpgate/internal/telemetry"
 )
 
 // localState is what the gateway needs for the tools it runs itself:
@@ -72,7 +74,7 @@ func (s *Session) callLocal(msg *jsonrpc.Message, stream *Stream, tool *catalog.
 	if b == nil || !b.IsCLI() {
 		return false
 	}
-	s.callCLI(msg, stream, b, tool.Original, then, false)
+	s.callCLI(msg, stream, b, tool.Original, then, nil)
 	return true
 }
 
@@ -89,7 +91,11 @@ func (s *Session) forwardCLI(msg *jsonrpc.Message, stream *Stream, b *backend.Ba
 		stream.push(errorResponse(msg.ID, jsonrpc.CodeMethodNotFound, "backend %q runs command-line tools; it does not serve %s", b.Name(), msg.Method), true)
 		return
 	}
-	s.callCLI(msg, stream, b, name, then, fb != nil && fb.primary != b)
+	var from *backend.Backend
+	if fb != nil && fb.primary != b {
+		from = fb.primary
+	}
+	s.callCLI(msg, stream, b, name, then, from)
 }
 
 // runLocal runs fn for a local call on its own goroutine, counted as in
@@ -125,9 +131,10 @@ func (s *Session) runLocal(msg *jsonrpc.Message, stream *Stream, then func(ok bo
 	}()
 }
 
-// callCLI runs a cli backend's tool; a fallback's result says it served
-// the call (servedBy).
-func (s *Session) callCLI(msg *jsonrpc.Message, stream *Stream, b *backend.Backend, name string, then func(ok bool, size int), fallback bool) {
+// callCLI runs a cli backend's tool; the result of a fallback for the
+// backend from (nil for none) says it served the call (servedBy).
+func (s *Session) callCLI(msg *jsonrpc.Message, stream *Stream, b *backend.Backend, name string, then func(ok bool, size int), from *backend.Backend) {
+	fallback := from != nil
 	refuse := func(err error) {
 		if then != nil {
 			then(false, 0)
@@ -146,19 +153,33 @@ func (s *Session) callCLI(msg *jsonrpc.Message, stream *Stream, b *backend.Backe
 	}
 	args, _, _ := jsonrpc.Lookup(msg.Params, "arguments")
 	opts := clitool.Options{Env: backend.MinimalEnv(os.Environ(), b.Config().InheritEnv), MaxOutputBytes: s.g.maxMessageBytes(), ReservedEnvVars: config.ReservedEnv()}
+	var op *telemetry.Op
+	if s.g.opts.Telemetry != nil {
+		// A program's run is the message a cli backend gets.
+		op = s.clientOp(msg.ID, msg.Method, stream, b, nil, msg.Params, forwardedParams{}, nil)
+		op.SetTool(name)
+		op.SetTransport("pipe")
+		if fallback {
+			op.SetFallback(from.Name())
+		}
+	}
 	s.runLocal(msg, stream, then, func(ctx context.Context) []byte {
 		// The backend's call limits apply to each invocation; waiting in
 		// line ends with the call when its client goes away.
 		adm, err := b.Admit(ctx, true)
 		if err != nil {
+			op.Fail(telemetry.ErrUnavailable, admitCode(err), err.Error())
 			return jsonrpc.AppendError(nil, msg.ID, jsonrpc.AsError(asRPCError(CodeBackendUnavailable, err)))
 		}
 		result, err := b.CallCLI(ctx, name, args, opts)
 		if err != nil {
 			adm.Done("error")
-			return jsonrpc.AppendError(nil, msg.ID, jsonrpc.AsError(err))
+			e := jsonrpc.AsError(err)
+			op.Fail(strconv.Itoa(e.Code), e.Code, e.Message)
+			return jsonrpc.AppendError(nil, msg.ID, e)
 		}
 		adm.Done("ok")
+		op.EndResult(nil, result, nil)
 		result = s.g.processOutput(b.Name(), name, result)
 		if fallback {
 			result = servedBy(result, b.Name())

@@ -265,7 +265,7 @@ func (s *Session) addTools(msg *jsonrpc.Message, stream *Stream, cat *catalog.Ca
 		switch {
 		case !found || isMetaTool(name) || !view.tool(cat, name):
 			if found && !isMetaTool(name) {
-				defer s.hidden("tools/call", "tool", access.Tools, name) // journaled outside the lock
+				defer s.journalHidden(s.op(msg, stream).Context(), "tools/call", "tool", access.Tools, name) // journaled outside the lock
 			}
 			unknown = append(unknown, name)
 		case slices.Contains(s.added, name):

@@ -12,6 +12,7 @@ import (
 	"github.com/mcpgate/mcpgate/internal/backend"
 	"github.com/mcpgate/mcpgate/internal/config"
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
+	"github.com/mcpgate/mcpgate/internal/telemetry"
 )
 
 // MaxInputRounds bounds how often one call to a 2026-07-28 backend may
@@ -107,6 +108,9 @@ func (c *call) askClient(result json.RawMessage) {
 			asks = append(asks, ask{key, req.Method, req.Params})
 		}
 	}
+	if c.sess.g.opts.Telemetry != nil {
+		round.op = c.roundOp(c.stream.op(c.clientID), c.rounds)
+	}
 	if round.left == 0 {
 		round.retry()
 		return
@@ -127,6 +131,7 @@ func (c *call) askClient(result json.RawMessage) {
 type inputRound struct {
 	c     *call
 	state json.RawMessage // the backend's requestState, echoed; nil if none
+	op    *telemetry.Op   // the round's span; nil without tracing
 
 	mu      sync.Mutex
 	answers map[string]json.RawMessage
@@ -145,6 +150,7 @@ func (r *inputRound) answer(key string, result, errObj json.RawMessage) {
 	if errObj != nil {
 		r.failed = true
 		r.mu.Unlock()
+		r.op.Fail("_OTHER", 0, "the client answered an input request with an error")
 		if r.c.end() {
 			r.c.stream.push(jsonrpc.AppendRawError(nil, r.c.clientID, errObj), true)
 			r.c.sess.g.callEnded()
@@ -183,14 +189,24 @@ func (r *inputRound) retry() {
 		params, err = jsonrpc.SetMember(params, "requestState", r.state)
 	}
 	if err != nil {
+		r.op.Fail("_OTHER", 0, err.Error())
 		c.fail(jsonrpc.CodeInternalError, fmt.Sprintf("cannot repeat %s with the client's input: %v", c.method, err))
 		return
 	}
+	r.op.EndErr(nil)
 	ctx, cancel := context.WithTimeout(context.Background(), c.b.Config().Timeout)
 	defer cancel()
+	if c.sess.g.opts.Telemetry != nil {
+		// The call's next message is one of its own, with its own span.
+		op := c.sess.clientOp(c.clientID, c.method, c.stream, c.b, c.conn, params, forwardedParams{}, c.fb)
+		c.op.Store(op)
+		params = op.InjectMeta(params)
+		ctx = telemetry.Carry(ctx, op.Context())
+	}
 	c.progressed() // the client's answer is progress: the call's timeout starts again
 	bcall, err := c.conn.Go(ctx, c.method, params, c, c.deliver)
 	if err != nil {
+		c.op.Load().Fail(telemetry.ErrUnavailable, CodeBackendUnavailable, err.Error())
 		c.fail(CodeBackendUnavailable, fmt.Sprintf("backend %q: %v", c.b.Name(), err))
 		return
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/mcpgate/mcpgate/internal/backend"
 	"github.com/mcpgate/mcpgate/internal/catalog"
 	"github.com/mcpgate/mcpgate/internal/jsonrpc"
+	"github.com/mcpgate/mcpgate/internal/telemetry"
 )
 
 // HandleRequest answers a request from the client. The answer, and any
@@ -75,12 +76,13 @@ func (s *Session) handle(msg *jsonrpc.Message, stream *Stream, waited bool) {
 		prompt, ok := cat.Prompt(name)
 		if !ok || !s.view().prompt(cat, name) {
 			if ok {
-				s.hidden(msg.Method, "prompt", access.Prompts, name)
+				s.hidden(msg, stream, "prompt", access.Prompts, name)
 			}
 			fail(jsonrpc.Errorf(jsonrpc.CodeInvalidParams, "unknown prompt %q", name))
 			return
 		}
-		s.forwardThen(msg, stream, prompt.Backend, renamed(msg.Params, span, name, prompt.Original), s.audited(msg, prompt.Backend, "prompt", name))
+		s.op(msg, stream).SetPrompt(name)
+		s.forwardThen(msg, stream, prompt.Backend, renamed(msg.Params, span, name, prompt.Original), s.audited(msg, stream, prompt.Backend, "prompt", name))
 	case "resources/read":
 		uri, _, err := stringParam(msg.Params, "uri")
 		if err != nil {
@@ -93,13 +95,14 @@ func (s *Session) handle(msg *jsonrpc.Message, stream *Stream, waited bool) {
 		owner, original, ok := g.backendURI(cat, uri)
 		if !ok || !s.view().resource(owner, uri) {
 			if ok {
-				s.hidden(msg.Method, "uri", access.Resources, uri)
+				s.hidden(msg, stream, "uri", access.Resources, uri)
 			}
 			fail(&jsonrpc.Error{Code: CodeResourceNotFound, Message: fmt.Sprintf("resource not found: no backend serves %q", uri),
 				Data: append(jsonrpc.AppendString([]byte(`{"uri":`), uri), '}')})
 			return
 		}
-		s.forwardThen(msg, stream, owner, withBackendURI(msg.Params, uri, original), s.audited(msg, owner, "uri", uri))
+		s.op(msg, stream).SetResource(uri)
+		s.forwardThen(msg, stream, owner, withBackendURI(msg.Params, uri, original), s.audited(msg, stream, owner, "uri", uri))
 	case "resources/subscribe", "resources/unsubscribe":
 		s.subscription(msg, stream, cat)
 	case "tasks/get", "tasks/result", "tasks/cancel", "tasks/list", "tasks/update":
@@ -145,7 +148,7 @@ func (s *Session) toolsCall(msg *jsonrpc.Message, stream *Stream, cat *catalog.C
 	}
 	if !ok || !s.allowsTool(cat, name) {
 		if ok {
-			s.hidden(msg.Method, "tool", access.Tools, name)
+			s.hidden(msg, stream, "tool", access.Tools, name)
 		} else if err := s.stillStarting(name); err != nil {
 			fail(err)
 			return
@@ -153,6 +156,7 @@ func (s *Session) toolsCall(msg *jsonrpc.Message, stream *Stream, cat *catalog.C
 		fail(s.unknownToolFor(cat, name))
 		return
 	}
+	s.op(msg, stream).SetTool(name)
 	// A call through call_tool carries the headers of call_tool, which
 	// mirror none of the tool's parameters.
 	if s.stateless && tool.ParamHeaders != nil && meta && !stream.internal {
@@ -161,7 +165,7 @@ func (s *Session) toolsCall(msg *jsonrpc.Message, stream *Stream, cat *catalog.C
 			return
 		}
 	}
-	audit := s.audited(msg, tool.Backend, "tool", name)
+	audit := s.audited(msg, stream, tool.Backend, "tool", name)
 	if s.callLocal(msg, stream, tool, audit) {
 		return
 	}
@@ -253,8 +257,10 @@ func (s *Session) forwardVia(msg *jsonrpc.Message, stream *Stream, name string, 
 		inst := s.boundInstance(b)
 		if inst == nil {
 			// Binding an instance may wait for one (pool_acquire_timeout).
+			wait := s.admissionOp(msg, stream, b, "instance")
 			go func() {
 				inst, err := s.bindInstance(b)
+				wait.EndErr(err)
 				if err != nil {
 					s.sendAdmitted(msg, stream, b, nil, err, params, known, then, fb)
 					return
@@ -271,7 +277,8 @@ func (s *Session) forwardVia(msg *jsonrpc.Message, stream *Stream, name string, 
 // admit has the backend (or instance) admit the call, waiting on a
 // goroutine of its own if need be, and sends it.
 func (s *Session) admit(msg *jsonrpc.Message, stream *Stream, b *backend.Backend, params json.RawMessage, known forwardedParams, then func(ok bool, size int), fb *fallback) {
-	b.Wake() // an idle backend starts on its first call (start = "on-demand")
+	idle := s.g.opts.Telemetry.Tracing() && b.State() == backend.Idle // for the span of the wait
+	b.Wake()                                                          // an idle backend starts on its first call (start = "on-demand")
 	adm, err := b.Admit(context.Background(), false)
 	if errors.Is(err, backend.ErrWouldWait) {
 		// The wait counts as a request in flight, for Drain, and ends
@@ -279,10 +286,16 @@ func (s *Session) admit(msg *jsonrpc.Message, stream *Stream, b *backend.Backend
 		ctx, cancel := context.WithCancel(context.Background())
 		stream.onAbandon(cancel)
 		s.g.inflight.Add(1)
+		what := "queue"
+		if idle || b.State() == backend.Starting {
+			what = "start"
+		}
+		wait := s.admissionOp(msg, stream, b, what)
 		go func() {
 			defer s.g.callEnded()
 			defer cancel()
 			adm, err := b.Admit(ctx, true)
+			wait.EndErr(err)
 			s.sendAdmitted(msg, stream, b, adm, err, params, known, then, fb)
 		}()
 		return
@@ -310,7 +323,19 @@ func (s *Session) sendAbout(msg *jsonrpc.Message, stream *Stream, b *backend.Bac
 		}
 		answer(code, err)
 	}
+	var op *telemetry.Op
+	if g.opts.Telemetry != nil {
+		var conn *backend.Conn
+		if adm != nil {
+			conn = adm.Conn
+		}
+		if !known.of(params) {
+			known = forwarded(params) // one pass over params, as below
+		}
+		op = s.clientOp(msg.ID, msg.Method, stream, b, conn, params, known, fb)
+	}
 	if admitErr != nil {
+		op.Fail(telemetry.ErrUnavailable, admitCode(admitErr), admitErr.Error())
 		if fb.try(s, b, admitErr) {
 			if then != nil {
 				then(false, 0)
@@ -326,6 +351,7 @@ func (s *Session) sendAbout(msg *jsonrpc.Message, stream *Stream, b *backend.Bac
 	conn := adm.Conn
 	// The call's end also ends its admission (see call.finish).
 	c := &call{sess: s, clientID: msg.ID, stream: stream, b: b, conn: conn, adm: adm, then: then, started: time.Now(), fb: fb}
+	c.op.Store(op)
 	if !known.of(params) {
 		known = forwarded(params) // one pass over params
 	}
@@ -352,6 +378,7 @@ func (s *Session) sendAbout(msg *jsonrpc.Message, stream *Stream, b *backend.Bac
 		s.mu.Unlock()
 		c.forget()
 		c.finish(false, 0)
+		op.Fail(telemetry.ErrCancelled, CodeBackendUnavailable, "the session has ended")
 		answer(CodeBackendUnavailable, errors.New("the session has ended"))
 		return
 	}
@@ -359,6 +386,7 @@ func (s *Session) sendAbout(msg *jsonrpc.Message, stream *Stream, b *backend.Bac
 		s.mu.Unlock()
 		c.forget()
 		c.finish(false, 0)
+		op.Fail(strconv.Itoa(jsonrpc.CodeInvalidRequest), jsonrpc.CodeInvalidRequest, "request id already in use")
 		answer(jsonrpc.CodeInvalidRequest, fmt.Errorf("request id %s is already in use by a request in flight", key))
 		return
 	}
@@ -387,6 +415,19 @@ func (s *Session) sendAbout(msg *jsonrpc.Message, stream *Stream, b *backend.Bac
 	ctx := &c.send // in the call: no allocation of its own
 	ctx.deadline = c.started.Add(b.Config().Timeout)
 	defer ctx.stop()
+	if op != nil {
+		// The backend's spans continue the trace: its _meta, and a remote
+		// backend's headers (through ctx), name the op's span.
+		ctx.trace = op.Context()
+		if op.Sampled() {
+			params = op.InjectMeta(jsonrpc.Compact(params))
+			if strip { // the _meta grew: cut from where it is now
+				if _, at, err := jsonrpc.Find(params, "_meta"); err == nil {
+					meta = at
+				}
+			}
+		}
+	}
 	// The callback may run before Go returns; c.bcall is only needed to
 	// abandon the call, which can happen only after Go returned.
 	var bcall *backend.Call
@@ -402,6 +443,7 @@ func (s *Session) sendAbout(msg *jsonrpc.Message, stream *Stream, b *backend.Bac
 		bcall, err = conn.Go(ctx, msg.Method, compact, c, c.deliver)
 	}
 	if err != nil {
+		op.Fail(telemetry.ErrUnavailable, CodeBackendUnavailable, err.Error())
 		if c.end() {
 			if !fb.try(s, b, err) {
 				if prefix := fmt.Sprintf("backend %q", name); !strings.HasPrefix(err.Error(), prefix) {

@@ -17,6 +17,10 @@ type sendContext struct {
 	once     sync.Once
 	ctx      context.Context // made by Done
 	cancel   context.CancelFunc
+	// trace, if set, is the context of the call's client op: its values
+	// (the span) are this context's, for the backend (see
+	// telemetry.Carry).
+	trace context.Context
 }
 
 func (c *sendContext) timed() context.Context {
@@ -34,8 +38,14 @@ func (c *sendContext) Done() <-chan struct{} { return c.timed().Done() }
 // context.Canceled after stop.
 func (c *sendContext) Err() error { return c.timed().Err() }
 
-// Value returns nil: the context carries no values.
-func (c *sendContext) Value(any) any { return nil }
+// Value returns the trace context's values; there are none without
+// telemetry.
+func (c *sendContext) Value(key any) any {
+	if c.trace != nil {
+		return c.trace.Value(key)
+	}
+	return nil
+}
 
 // stop releases the timer if Done made one, and ends the context.
 func (c *sendContext) stop() {

@@ -22,15 +22,15 @@ type Session struct {
 	g        *Gateway
 	caps     clientCaps
 	offered  offeredCaps // what the gateway advertised at initialize
-	client   atomic.Pointer[access.Client]
+	// stateless marks the context of one 2026-07-28 request (see
+	// StatelessRequest): no ID, no standalone stream, in no session table.
+	stateless bool
+	client    atomic.Pointer[access.Client]
 	// identity is who authenticated when the session (or the request)
 	// began (access.Caller.Identity): what the session and the
 	// requestState of its calls are bound to.
 	identity string
 	shape    // its profile, and what search mode added to its list
-	// stateless marks the context of one 2026-07-28 request (see
-	// StatelessRequest): no ID, no standalone stream, in no session table.
-	stateless bool
 	// one is what the context of one stateless request knows of it; nil
 	// in a session, which keeps none of it.
 	one *oneRequest
@@ -52,6 +52,9 @@ type Session struct {
 	// armDeadline); deadlineAt is when, in unix ns, 0 when not armed.
 	deadlines  *time.Timer
 	deadlineAt int64
+	// traced is what mcp.server.session.duration needs of it; nil
+	// without telemetry.
+	traced *sessionTrace
 
 	bindMu sync.Mutex // serialises binding instances, see instanceConn
 
@@ -142,6 +145,9 @@ func (g *Gateway) NewSessionAt(params json.RawMessage, client *access.Client, id
 		lastActive: time.Now(),
 		logLevel:   -1,
 		identity:   identity,
+	}
+	if g.opts.Telemetry != nil {
+		s.traced = &sessionTrace{begun: s.lastActive}
 	}
 	// The session's maps are made when first written: an idle session
 	// keeps none. Its standalone stream, key 0, is in none of them.
@@ -244,6 +250,17 @@ func starting(b *backend.Backend) bool {
 	default:
 		return true
 	}
+}
+
+// SetTransport records the network.transport ("tcp", "unix") the
+// session's initialize came on, for the histogram of session durations.
+func (s *Session) SetTransport(transport string) {
+	if s.traced == nil {
+		return
+	}
+	s.mu.Lock()
+	s.traced.transport = transport
+	s.mu.Unlock()
 }
 
 func (s *Session) touch() {

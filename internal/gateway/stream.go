@@ -34,6 +34,7 @@ type Stream struct {
 	// composite's step): no client reads it, and nothing of the client's
 	// own request (its headers, its requestState) belongs to it.
 	internal bool
+	finished bool // no more events will come; guarded by mu
 
 	finalsLeft int // responses still to come before the stream ends
 	// modern, if set, decorates the response to a stateless request of
@@ -50,7 +51,6 @@ type Stream struct {
 	maxEvents int     // bound of the window
 	next      int64   // seq of the next event
 	acked     int64   // events up to this seq were written to some connection
-	finished  bool    // no more events will come
 	wake      chan struct{}
 	attached  int         // connections currently writing this stream
 	orphan    *time.Timer // runs abandon and forget when no connection comes back
@@ -65,6 +65,9 @@ type Stream struct {
 	// owner is the session of a request's stream, which forgets the
 	// stream once no client can resume it any more; nil for other streams.
 	owner *Session
+	// ops are the server ops of the stream's requests, each ended by its
+	// answer (see telemetry.go); nil without telemetry.
+	ops *streamOps
 }
 
 // DefaultMaxStreamEvents is how many events a stream keeps for resumption
@@ -121,6 +124,9 @@ func (s *Stream) pushLocked(data []byte, final bool) bool {
 	if final && s.modern != nil {
 		data, s.errCode = s.modern.decorate(s.method, data)
 	}
+	if final && s.ops != nil {
+		s.endOpLocked(data)
+	}
 	s.events = append(s.events, Event{Seq: s.next, Data: data, Final: final})
 	s.next++
 	if len(s.events) > s.maxEvents {
@@ -152,9 +158,15 @@ func (s *Stream) drop() {
 	if s.finished {
 		return
 	}
+	if s.ops != nil {
+		s.dropOpLocked()
+	}
 	s.finalsLeft--
 	if s.finalsLeft <= 0 {
 		s.finished = true
+		if s.ops != nil {
+			s.endOpsLocked()
+		}
 		s.signal()
 	}
 }
@@ -166,6 +178,9 @@ func (s *Stream) finish() {
 	defer s.mu.Unlock()
 	if !s.finished {
 		s.finished = true
+		if s.ops != nil {
+			s.endOpsLocked()
+		}
 		s.signal()
 	}
 }

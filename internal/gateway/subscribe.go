@@ -31,6 +31,9 @@ func (s *Session) subscription(msg *jsonrpc.Message, stream *Stream, cat *catalo
 		params = withBackendURI(params, uri, original)
 	}
 	first, last, k, refusal := s.countSubscription(uri, owner, subscribe)
+	if refusal == nil {
+		s.op(msg, stream).SetResource(uri) // one it may read, or had subscribed to
+	}
 	switch {
 	case refusal != nil:
 		stream.push(jsonrpc.AppendError(nil, msg.ID, refusal), true)

@@ -299,7 +299,7 @@ func (t *taskTable) audit(tk *task, status string) {
 		session = tk.sess.ID
 	}
 	now := time.Now()
-	journal.WriteAudit(h, &journal.Audit{
+	journal.WriteAudit(context.Background(), h, &journal.Audit{
 		Time: now, Client: tk.client, Identity: tk.identity, Session: session, Backend: tk.b.Name(),
 		What: "tool", Name: tk.tool, Method: "task", Duration: now.Sub(tk.created), Outcome: "task " + status,
 	})

@@ -13,6 +13,7 @@ import (
 type rawClient struct {
 	url     string
 	session string
+	header  map[string]string // sent with every request, such as Authorization
 }
 
 // newRawClient opens a session with the given initialize params.
@@ -52,6 +53,9 @@ func (c *rawClient) do(t *testing.T, method, body string, header map[string]stri
 	if c.session != "" {
 		req.Header.Set("Mcp-Session-Id", c.session)
 		req.Header.Set("Mcp-Protocol-Version", "2025-11-25")
+	}
+	for k, v := range c.header {
+		req.Header.Set(k, v)
 	}
 	for k, v := range header {
 		if k == "Host" {

@@ -80,6 +80,24 @@ func TestTasks2025ThroughTheGateway(t *testing.T) {
 		return strings.Contains(out, "audit: alice task everything__simulate-research-query: task completed")
 	})
 
+	t.Run("outlives its event stream", func(t *testing.T) {
+		// Another session of alice's, whose event stream closes while
+		// its task runs: the task goes on, and its result comes once.
+		s, _ := newTaskSession(t, d.URL, aliceToken)
+		events, closeStream := s.closableEvents(t)
+		id := s.call(t, "tools/call", research).str(t, "task", "taskId")
+		closeStream()
+		for range events { // until the stream is gone
+		}
+		result := s.call(t, "tasks/result", `{"taskId":"`+id+`"}`)
+		if result.Error != nil || !strings.Contains(string(result.Result), "Research Report") {
+			t.Fatalf("tasks/result after the stream closed: %.300s %+v; want the report", result.Result, result.Error)
+		}
+		d.Stderr.Await(t, 10*time.Second, "the task's audit", func(out string) bool {
+			return strings.Count(out, "audit: alice task everything__simulate-research-query: task completed") == 2
+		})
+	})
+
 	t.Run("cancelled", func(t *testing.T) {
 		id := alice.call(t, "tools/call", research).str(t, "task", "taskId")
 		a := alice.call(t, "tasks/cancel", `{"taskId":"`+id+`"}`)

@@ -177,6 +177,14 @@ func (s *taskSession) call(t *testing.T, method, params string) rpc {
 // order, until the test ends.
 func (s *taskSession) events(t *testing.T) <-chan string {
 	t.Helper()
+	out, _ := s.closableEvents(t)
+	return out
+}
+
+// closableEvents is events with the function that closes the stream
+// before the test ends.
+func (s *taskSession) closableEvents(t *testing.T) (<-chan string, context.CancelFunc) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.url, nil)
@@ -208,7 +216,7 @@ func (s *taskSession) events(t *testing.T) <-chan string {
 			}
 		}
 	}()
-	return out
+	return out, cancel
 }
 
 // statelessTask sends one 2026-07-28 request of the client with token,

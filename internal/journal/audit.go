@@ -62,18 +62,20 @@ func (a *Audit) message() string {
 // without building a record, for about half the cost; any other handler,
 // or an Audit without a Time, which slog writes without one, gets
 // a.Record().
-func WriteAudit(h slog.Handler, a *Audit) {
+// ctx names the call's span, if it is traced (see HandlerOptions.TraceIDs).
+func WriteAudit(ctx context.Context, h slog.Handler, a *Audit) {
 	if t, ok := h.(textHandler); ok && t.w != nil && !a.Time.IsZero() {
-		t.writeAudit(a)
+		t.writeAudit(ctx, a)
 		return
 	}
-	h.Handle(context.Background(), a.Record())
+	h.Handle(ctx, a.Record())
 }
 
 var auditBufs = sync.Pool{New: func() any { b := make([]byte, 0, 512); return &b }}
 
-// writeAudit writes the line slog's TextHandler writes for a.Record().
-func (h textHandler) writeAudit(a *Audit) {
+// writeAudit writes the line slog's TextHandler writes for a.Record(),
+// and the trace of ctx's span as Handle would add it.
+func (h textHandler) writeAudit(ctx context.Context, a *Audit) {
 	p := auditBufs.Get().(*[]byte)
 	b := append((*p)[:0], "time="...)
 	b = appendRFC3339Millis(b, a.Time)
@@ -93,6 +95,11 @@ func (h textHandler) writeAudit(a *Audit) {
 	b = strconv.AppendInt(append(b, " request_bytes="...), int64(a.Request), 10)
 	b = strconv.AppendInt(append(b, " response_bytes="...), int64(a.Response), 10)
 	b = appendTextAttr(b, MessageIDKey, string(MessageAudit))
+	if h.ids != nil {
+		if trace, span, ok := h.ids(ctx); ok {
+			b = appendTextAttr(appendTextAttr(b, traceIDKey, trace), spanIDKey, span)
+		}
+	}
 	b = append(b, '\n')
 	h.w.Write(b)
 	if cap(b) <= maxPooledAudit { // a long URI's buffer is not kept

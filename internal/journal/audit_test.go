@@ -38,8 +38,8 @@ func TestWriteAuditTextIsSlogText(t *testing.T) {
 			a.Session, a.RequestID = "", "r0badc0de-"+s // a stateless request's
 		}
 		var fast, slow bytes.Buffer
-		WriteAudit(newTextHandler(&fast, slog.LevelInfo), a)
-		newTextHandler(&slow, slog.LevelInfo).Handle(context.Background(), a.Record())
+		WriteAudit(context.Background(), newTextHandler(&fast, slog.LevelInfo, nil), a)
+		newTextHandler(&slow, slog.LevelInfo, nil).Handle(context.Background(), a.Record())
 		if fast.String() != slow.String() {
 			t.Errorf("%q:\n got %s\nwant %s", s, fast.String(), slow.String())
 		}
@@ -53,16 +53,16 @@ func TestWriteAuditOtherHandlers(t *testing.T) {
 	a := &Audit{Time: time.Now(), Client: "c", Session: "s", Backend: "b", What: "tool", Name: "t",
 		Method: "tools/call", Outcome: "ok"}
 	var with, json bytes.Buffer
-	WriteAudit(newTextHandler(&with, slog.LevelInfo).WithAttrs([]slog.Attr{slog.String("host", "h1")}), a)
+	WriteAudit(context.Background(), newTextHandler(&with, slog.LevelInfo, nil).WithAttrs([]slog.Attr{slog.String("host", "h1")}), a)
 	if !bytes.Contains(with.Bytes(), []byte(" host=h1 client=c ")) {
 		t.Errorf("text handler with attributes wrote %q", with.String())
 	}
 	var zero bytes.Buffer
-	WriteAudit(newTextHandler(&zero, slog.LevelInfo), &Audit{Client: "c", Outcome: "ok"})
+	WriteAudit(context.Background(), newTextHandler(&zero, slog.LevelInfo, nil), &Audit{Client: "c", Outcome: "ok"})
 	if bytes.HasPrefix(zero.Bytes(), []byte("time=")) || !bytes.HasPrefix(zero.Bytes(), []byte("level=INFO ")) {
 		t.Errorf("an Audit without a Time wrote %q", zero.String())
 	}
-	WriteAudit(slog.NewJSONHandler(&json, nil), a)
+	WriteAudit(context.Background(), slog.NewJSONHandler(&json, nil), a)
 	if !bytes.Contains(json.Bytes(), []byte(`"`+MessageIDKey+`":"`+string(MessageAudit)+`"`)) {
 		t.Errorf("JSON handler wrote %q", json.String())
 	}
@@ -77,7 +77,7 @@ func testAudit() *Audit {
 // BenchmarkAuditText writes a call's audit entry as text, as WriteAudit
 // does, to /dev/null.
 func BenchmarkAuditText(b *testing.B) {
-	benchmarkAudit(b, func(h slog.Handler, a *Audit) { WriteAudit(h, a) })
+	benchmarkAudit(b, func(h slog.Handler, a *Audit) { WriteAudit(context.Background(), h, a) })
 }
 
 // BenchmarkAuditTextRecord writes the same entry through slog's
@@ -92,7 +92,7 @@ func benchmarkAudit(b *testing.B, write func(slog.Handler, *Audit)) {
 		b.Fatal(err)
 	}
 	defer null.Close()
-	h := newTextHandler(null, slog.LevelInfo)
+	h := newTextHandler(null, slog.LevelInfo, nil)
 	b.ReportAllocs()
 	for b.Loop() {
 		a := testAudit()

@@ -26,7 +26,23 @@ type HandlerOptions struct {
 	Level slog.Leveler
 	// Identifier is the SYSLOG_IDENTIFIER; "" means DefaultIdentifier.
 	Identifier string
+	// TraceIDs, if set, returns the trace and span id of the span a
+	// record's context carries (see telemetry.IDs): an entry logged on a
+	// traced call's path gets them as TRACE_ID= and SPAN_ID=.
+	TraceIDs TraceIDs
 }
+
+// TraceIDs returns the trace and span id, in hex, of the span ctx
+// carries; ok is false when it carries none.
+type TraceIDs func(ctx context.Context) (traceID, spanID string, ok bool)
+
+// The fields of an entry logged on a traced call's path: the
+// OpenTelemetry trace and span it belongs to, so that
+// journalctl TRACE_ID=… finds a trace's entries.
+const (
+	FieldTraceID = "TRACE_ID"
+	FieldSpanID  = "SPAN_ID"
+)
 
 // Handler is an slog.Handler writing each record as one native journal
 // entry:
@@ -53,6 +69,7 @@ type Handler struct {
 	attrs     []byte // fields serialised by WithAttrs
 	groups    string // open groups, each followed by "_"
 	messageID string
+	traceIDs  TraceIDs
 }
 
 // NewHandler returns a Handler writing to w; opts may be nil.
@@ -65,6 +82,7 @@ func NewHandler(w *Writer, opts *HandlerOptions) *Handler {
 		if opts.Identifier != "" {
 			h.ident = opts.Identifier
 		}
+		h.traceIDs = opts.TraceIDs
 	}
 	return h
 }
@@ -75,7 +93,7 @@ func (h *Handler) Enabled(_ context.Context, level slog.Level) bool {
 }
 
 // Handle writes r to the journal and returns the Writer's error.
-func (h *Handler) Handle(_ context.Context, r slog.Record) error {
+func (h *Handler) Handle(ctx context.Context, r slog.Record) error {
 	e := Entry{buf: make([]byte, 0, 256+len(h.attrs)+len(r.Message))}
 	e.Add("MESSAGE", r.Message)
 	e.Add("PRIORITY", strconv.Itoa(LevelPriority(r.Level)))
@@ -101,6 +119,12 @@ func (h *Handler) Handle(_ context.Context, r slog.Record) error {
 	})
 	if id != "" {
 		e.Add("MESSAGE_ID", id)
+	}
+	if h.traceIDs != nil {
+		if trace, span, ok := h.traceIDs(ctx); ok {
+			e.Add(FieldTraceID, trace)
+			e.Add(FieldSpanID, span)
+		}
 	}
 	return h.w.Send(&e)
 }

@@ -33,6 +33,10 @@ type OutputOptions struct {
 	JournalStream string
 	// Stderr is the daemon's standard error; nil means os.Stderr.
 	Stderr *os.File
+	// TraceIDs, if set, gives entries on a traced call's path the trace
+	// and span they belong to: TRACE_ID= and SPAN_ID= in the journal,
+	// trace_id= and span_id= in text.
+	TraceIDs TraceIDs
 }
 
 // Output is where the daemon's own logs go, as NewOutput chose.
@@ -65,14 +69,14 @@ func NewOutput(opts OutputOptions) (*Output, error) {
 	}
 	text := func() *Output {
 		b := newBatchWriter(stderr)
-		return &Output{Handler: newTextHandler(b, opts.Level), text: b}
+		return &Output{Handler: newTextHandler(b, opts.Level, opts.TraceIDs), text: b}
 	}
 	native := func() (*Output, error) {
 		w, err := openJournal(opts.Socket)
 		if err != nil {
 			return nil, err
 		}
-		return &Output{Handler: NewHandler(w, &HandlerOptions{Level: opts.Level}), Writer: w}, nil
+		return &Output{Handler: NewHandler(w, &HandlerOptions{Level: opts.Level, TraceIDs: opts.TraceIDs}), Writer: w}, nil
 	}
 	switch opts.Target {
 	case TargetStderr:
@@ -153,9 +157,10 @@ func IsJournalStream(journalStream string, f *os.File) (bool, error) {
 // through it, a quarter of the cost of an audit entry; records of the
 // standard levels, which need no renaming, go to a handler without one.
 // Both write each record with one Write, so their lines never interleave.
-func newTextHandler(w io.Writer, level slog.Leveler) slog.Handler {
+func newTextHandler(w io.Writer, level slog.Leveler, ids TraceIDs) slog.Handler {
 	return textHandler{
 		w:     w,
+		ids:   ids,
 		plain: slog.NewTextHandler(w, &slog.HandlerOptions{Level: level}),
 		named: slog.NewTextHandler(w, &slog.HandlerOptions{
 			Level: level,
@@ -180,6 +185,7 @@ func newTextHandler(w io.Writer, level slog.Leveler) slog.Handler {
 type textHandler struct {
 	w            io.Writer
 	plain, named slog.Handler
+	ids          TraceIDs // see OutputOptions.TraceIDs
 }
 
 func (h textHandler) Enabled(ctx context.Context, l slog.Level) bool {
@@ -187,6 +193,12 @@ func (h textHandler) Enabled(ctx context.Context, l slog.Level) bool {
 }
 
 func (h textHandler) Handle(ctx context.Context, r slog.Record) error {
+	if h.ids != nil {
+		if trace, span, ok := h.ids(ctx); ok {
+			r = r.Clone()
+			r.AddAttrs(slog.String(traceIDKey, trace), slog.String(spanIDKey, span))
+		}
+	}
 	if _, ok := levelName(r.Level); ok {
 		return h.named.Handle(ctx, r)
 	}
@@ -194,9 +206,15 @@ func (h textHandler) Handle(ctx context.Context, r slog.Record) error {
 }
 
 func (h textHandler) WithAttrs(attrs []slog.Attr) slog.Handler {
-	return textHandler{plain: h.plain.WithAttrs(attrs), named: h.named.WithAttrs(attrs)}
+	return textHandler{plain: h.plain.WithAttrs(attrs), named: h.named.WithAttrs(attrs), ids: h.ids}
 }
 
 func (h textHandler) WithGroup(name string) slog.Handler {
-	return textHandler{plain: h.plain.WithGroup(name), named: h.named.WithGroup(name)}
+	return textHandler{plain: h.plain.WithGroup(name), named: h.named.WithGroup(name), ids: h.ids}
 }
+
+// The text attributes of FieldTraceID and FieldSpanID.
+const (
+	traceIDKey = "trace_id"
+	spanIDKey  = "span_id"
+)

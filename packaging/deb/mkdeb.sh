@@ -57,7 +57,7 @@ install -m 0644 "$here/copyright" "$doc/copyright"
 # Adapter files for cli backends (mcpgate.toml(5), adapter_file).
 install -d "$doc/examples/adapters"
 install -m 0644 examples/adapters/*.toml "$doc/examples/adapters/"
-install -m 0644 packaging/examples/haproxy.cfg packaging/examples/envoy.yaml "$doc/examples/"
+install -m 0644 packaging/examples/haproxy.cfg packaging/examples/envoy.yaml packaging/examples/otel.conf "$doc/examples/"
 maintainer=$(sed -n 's/^Maintainer: //p' "$here/control.in")
 {
 	printf 'mcpgate (%s) unstable; urgency=medium\n\n' "$version"

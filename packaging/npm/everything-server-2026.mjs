@@ -19,6 +19,13 @@
 // with the SDK's stateless fallback; over stdio the first message picks the
 // era for the connection. packaging/ci/deps.sh copies this file next to the
 // node_modules it imports from.
+//
+// With OTEL_EXPORTER_OTLP_ENDPOINT set it traces, with the OpenTelemetry JS
+// SDK: every tool call is a SERVER span, the child of the trace context in
+// the request's _meta (traceparent, tracestate, as SEP-414 has them),
+// exported over OTLP/HTTP as it ends. Over HTTP its attribute
+// test.http.parent_span_id is the span of the request's traceparent
+// header, so that a test sees what a client sent in both.
 import { randomUUID } from 'node:crypto';
 import http from 'node:http';
 import { Readable } from 'node:stream';
@@ -37,9 +44,52 @@ import {
     ResourceTemplate
 } from '@modelcontextprotocol/server';
 import { serveStdio, StdioServerTransport } from '@modelcontextprotocol/server/stdio';
+import { context, propagation, ROOT_CONTEXT, SpanKind, SpanStatusCode, trace } from '@opentelemetry/api';
+import { AsyncLocalStorageContextManager } from '@opentelemetry/context-async-hooks';
+import { W3CTraceContextPropagator } from '@opentelemetry/core';
+import { OTLPTraceExporter } from '@opentelemetry/exporter-trace-otlp-http';
+import { resourceFromAttributes } from '@opentelemetry/resources';
+import { SimpleSpanProcessor, TracerProvider } from '@opentelemetry/sdk-trace';
 import * as z from 'zod/v4';
 
 import { registerTaskMethods, registerTaskTools, TASKS_EXTENSION } from './tasks-2026.mjs';
+
+// tracer is set when the environment asks for traces (see above).
+const tracer = process.env.OTEL_EXPORTER_OTLP_ENDPOINT ? startTracing() : undefined;
+
+function startTracing() {
+    context.setGlobalContextManager(new AsyncLocalStorageContextManager().enable());
+    propagation.setGlobalPropagator(new W3CTraceContextPropagator());
+    const provider = new TracerProvider({
+        resource: resourceFromAttributes({ 'service.name': process.env.OTEL_SERVICE_NAME || 'everything-server-2026' }),
+        spanProcessors: [new SimpleSpanProcessor({ exporter: new OTLPTraceExporter() })]
+    });
+    trace.setGlobalTracerProvider(provider);
+    return provider.getTracer('everything-server-2026');
+}
+
+// traced wraps a tool's callback (whose last argument is the SDK's request
+// context) in the span of its call.
+function traced(name, fn) {
+    if (!tracer) return fn;
+    return async (...args) => {
+        const meta = args[args.length - 1]?.mcpReq?._meta ?? {};
+        const attributes = { 'mcp.method.name': 'tools/call', 'gen_ai.tool.name': name };
+        const header = trace.getSpanContext(context.active());
+        if (header) attributes['test.http.parent_span_id'] = header.spanId;
+        const parent = propagation.extract(ROOT_CONTEXT, meta);
+        return tracer.startActiveSpan(`tools/call ${name}`, { kind: SpanKind.SERVER, attributes }, parent, async (span) => {
+            try {
+                return await fn(...args);
+            } catch (err) {
+                span.setStatus({ code: SpanStatusCode.ERROR, message: String(err?.message ?? err) });
+                throw err;
+            } finally {
+                span.end();
+            }
+        });
+    };
+}
 
 // A 1x1 PNG and a silent WAV: the smallest valid media for content checks.
 const PNG = 'iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8DwHwAFBQIAX8jx0gAAAABJRU5ErkJggg==';
@@ -76,7 +126,7 @@ const shown = { tool: false, prompt: false };
 // transient holds this server's handles of the transient tool and prompt.
 function tools(server, transient) {
     const noArgs = { inputSchema: z.object({}) };
-    const tool = (name, description, fn, extra = noArgs) => server.registerTool(name, { description, ...extra }, fn);
+    const tool = (name, description, fn, extra = noArgs) => server.registerTool(name, { description, ...extra }, traced(name, fn));
 
     tool('test_simple_text', 'Returns one text content', async () => text('This is a simple text response for testing.'));
     tool('test_image_content', 'Returns one image content', async () => ({
@@ -435,7 +485,10 @@ function serveHTTP(hostPort) {
                 return;
             }
             const request = toRequest(req, res, base);
-            await send(hostHeaderValidationResponse(request, allowed) ?? (await handler.fetch(request)), res);
+            // The trace context of the headers is the active one while the
+            // request is served (see traced).
+            const headers = tracer ? propagation.extract(ROOT_CONTEXT, req.headers) : ROOT_CONTEXT;
+            await context.with(headers, async () => send(hostHeaderValidationResponse(request, allowed) ?? (await handler.fetch(request)), res));
         } catch (err) {
             console.error('everything-server-2026:', err);
             if (!res.headersSent) res.writeHead(500);

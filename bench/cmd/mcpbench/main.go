@@ -45,7 +45,7 @@ func run(args []string) int {
 	fs.StringVar(&o.plots, "plots", "bench/plots", "directory for the SVG plots, when -markdown is set")
 	fs.StringVar(&o.version, "mcpgate-version", "dev", "mcpgate's version, for the record")
 	fs.StringVar(&o.reportOnly, "report", "", "render the Markdown and plots from this results file; run nothing")
-	fs.StringVar(&o.steps, "steps", "", "comma-separated steps to run (large,load,idle,demo,auth,shared,startup,profiles); empty: all")
+	fs.StringVar(&o.steps, "steps", "", "comma-separated steps to run (large,load,idle,demo,auth,shared,telemetry,startup,profiles); empty: all")
 	fs.StringVar(&o.baseline, "baseline", "", "another build of mcpgated to run beside this one, as mcpgate-base (and mcpgate-shared-base), without the Node peers; ends with a table of this build against it")
 	fs.BoolVar(&o.quick, "quick", false, "a smoke test: small loads, a few seconds per scenario")
 	fs.BoolVar(&o.verbose, "v", false, "show the gateways' output")
@@ -146,6 +146,7 @@ func bench(ctx context.Context, o *options) error {
 		{"demo", "demo backend", b.demoScenario},
 		{"auth", "authentication: static token and OAuth JWT", b.authScenario},
 		{"shared", "a shared host: token, 20-rule policy, audit, limits", b.sharedScenario},
+		{"telemetry", "OpenTelemetry: every call traced and measured", b.telemetryScenario},
 		{"startup", "start-up", b.startupScenario},
 		{"profiles", "profiles of mcpgate", func() error { return b.profileScenario(prefix) }},
 	}

@@ -55,3 +55,22 @@ func SharedHost(name, token, tokenSHA256 string) *Gateway {
 		},
 	}
 }
+
+// Traced returns mcpgate with OpenTelemetry on ([telemetry] traces and
+// metrics), every call sampled (OTEL_TRACES_SAMPLER=always_on), its spans
+// and metrics exported over OTLP/HTTP to endpoint: the cost of tracing
+// every call.
+func Traced(name, endpoint string) *Gateway {
+	return &Gateway{
+		Name: name,
+		env:  []string{"OTEL_EXPORTER_OTLP_ENDPOINT=" + endpoint, "OTEL_TRACES_SAMPLER=always_on"},
+		argv: func(e *Env, port int, backend []string) ([]string, error) {
+			cfg := MCPGateConfig(fmt.Sprintf("127.0.0.1:%d", port), 1, backend) + "\n[telemetry]\ntraces = true\nmetrics = true\n"
+			path := filepath.Join(e.Work, name+"-"+strconv.Itoa(port)+".toml")
+			if err := os.WriteFile(path, []byte(cfg), 0o644); err != nil {
+				return nil, err
+			}
+			return []string{filepath.Join(e.Bin, "mcpgated"), "--config", path}, nil
+		},
+	}
+}

@@ -76,9 +76,10 @@ func Markdown(w *bytes.Buffer, r *Results, results string, plots []string) {
 		"demo":      "Realistic backend (the demo server's echo tool, 1 KiB)",
 		"auth":      "Authentication (1 KiB echo): mcpgate without, with a static token, and validating an OAuth JWT per request",
 		"shared":    "A shared host (1 KiB echo): a bearer-token client with a 20-rule tool policy, an audit entry per call, max_concurrent_calls and rate_limit set",
+		"telemetry": "OpenTelemetry (1 KiB echo): mcpgate as it ships, telemetry off, and mcpgate-otel, every call traced (100% sampled) and measured, exported over OTLP/HTTP",
 		"stateless": "Stateless 2026-07-28 clients (1 KiB echo, benchecho): mcpgate with 2025 sessions, and mcpgate-stateless, the same process with clients that send the 2026 _meta on every call and keep no session",
 	}
-	for _, scenario := range []string{"sessions", "stateless", "payload", "demo", "auth", "shared"} {
+	for _, scenario := range []string{"sessions", "stateless", "payload", "demo", "auth", "shared", "telemetry"} {
 		fmt.Fprintf(w, "\n### %s\n\n", titles[scenario])
 		w.WriteString("| sessions | payload | gateway | calls/s | p50 ms | p90 ms | p99 ms | max ms | errors | calls/s ÷ floor | p50 ÷ floor | p99 ÷ floor | calls/s ÷ mcpgate | p50 ÷ mcpgate | p99 ÷ mcpgate | CPU µs per call | CPU ÷ floor | CPU ÷ mcpgate | RSS MiB | processes |\n")
 		w.WriteString("|--:|--:|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n")

@@ -96,6 +96,15 @@ func (r *Results) Targets() []Target {
 		}
 		ts = append(ts, t)
 	}
+	// OpenTelemetry on, every call traced, beside mcpgate as it ships.
+	for _, sessions := range r.sessionsOf("telemetry") {
+		t := Target{Name: fmt.Sprintf("mcpgate-otel CPU per call at %d sessions ÷ mcpgate", sessions), Limit: 1.25, AtMost: true, Unit: "×"}
+		on, off := r.Find("telemetry", "mcpgate-otel", sessions, 1024), r.Find("telemetry", "mcpgate", sessions, 1024)
+		if t.Value = ratio(on, off, cpu); t.Value == 0 {
+			t.Absent = "no run of both"
+		}
+		ts = append(ts, t)
+	}
 	for _, peer := range r.Gateways {
 		if peer == "floor" || peer == "mcpgate" || isBase(peer) { // the baseline build is no peer
 			continue
