@@ -57,6 +57,34 @@ func (im image) replaced() bool {
 	return st.Dev != im.dev || st.Ino != im.ino
 }
 
+// reloadOrReexec reloads the configuration, or, when a new binary is
+// installed where mcpgated was started from, re-executes it in place
+// (see reexec), which reads the configuration anew. done, if not nil, is
+// answered with the reload's outcome, or before the re-exec begins. It
+// reports whether it re-executed, which returns only on failure, with
+// the daemon's exit code.
+func (d *daemon) reloadOrReexec(ctx context.Context, done chan<- error) (int, bool) {
+	if d.image.replaced() {
+		key, boot, err := d.reexecPreflight(ctx)
+		if err == nil {
+			// STATUS= before the answer: systemd reads it before it sees
+			// the reload's ExecReload= end, so that whoever reloaded
+			// knows to wait for the new image (the package's postinst).
+			d.finalStatus("re-executing " + d.image.path)
+			if done != nil {
+				done <- nil
+			}
+			return d.reexec(ctx, key, boot), true
+		}
+		d.log.Warn(fmt.Sprintf("a new %s is installed, but mcpgated cannot re-execute it: %v; reloading the configuration instead (systemctl restart mcpgate starts the new binary)", d.image.path, err), "err", err)
+	}
+	err := d.reload(ctx)
+	if done != nil {
+		done <- err
+	}
+	return 0, false
+}
+
 // reexecPreflight checks what a re-exec needs before anything is handed
 // on: the new binary runs, the key and the boot id are there. An error
 // keeps this process going with a plain reload.
