@@ -206,7 +206,10 @@ func (s *supervision) adopt(a *Adopted) *Conn {
 		cancel()
 	default:
 		var osp *os.Process
-		if err = OwnChild(rec.PID); err == nil {
+		if err = OwnChild(rec.PID); err == nil && exitedChild(rec.PID) {
+			err = errors.New("it exited")
+		}
+		if err == nil {
 			osp, err = os.FindProcess(rec.PID) // a pidfd: the child cannot be reaped by anyone else
 		}
 		if err == nil {
@@ -216,7 +219,10 @@ func (s *supervision) adopt(a *Adopted) *Conn {
 	if err != nil {
 		closeFiles(files)
 		if rec.Unit == "" && OwnChild(rec.PID) == nil {
-			_ = unix.Kill(-rec.PID, unix.SIGKILL) // still ours: nothing of it stays
+			// Still ours: nothing of it stays, and it is reaped.
+			_ = unix.Kill(-rec.PID, unix.SIGKILL)
+			var ws unix.WaitStatus
+			_, _ = unix.Wait4(rec.PID, &ws, 0, nil)
 		} else if rec.Unit != "" && b.opts.UnitRunner != nil {
 			b.opts.UnitRunner.StopUnit(rec.Unit) // its pipes are closed: it is of no use
 		}
@@ -250,27 +256,35 @@ func (s *supervision) adopt(a *Adopted) *Conn {
 	return conn
 }
 
-// OwnChild checks that pid is still a running child of ours that leads
-// its process group: one that exited meanwhile was reaped, and its pid may
-// be another process's now, which must not be signalled. A child of ours
-// with that pid is the one handed on: the previous image spawned none
-// after it handed this one on.
+// OwnChild checks that pid is still a child of ours, running or exited
+// and not yet reaped, that leads its process group: one that the previous
+// image reaped may be another process's now, which must not be signalled.
+// A child of ours with that pid is the one handed on: the previous image
+// spawned none after it handed this one on.
 func OwnChild(pid int) error {
-	stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return errors.New("it exited")
-	}
-	// Fields after the command, which is in parentheses and may hold any
-	// byte: state, ppid, pgrp.
-	i := strings.LastIndexByte(string(stat), ')')
-	f := strings.Fields(string(stat[i+1:]))
+	f := procStat(pid)
 	if len(f) < 3 || f[1] != strconv.Itoa(os.Getpid()) || f[2] != strconv.Itoa(pid) {
 		return errors.New("it is not our child any more")
 	}
-	if f[0] == "Z" {
-		return errors.New("it exited")
-	}
 	return nil
+}
+
+// exitedChild reports whether the child pid has exited, not yet reaped.
+func exitedChild(pid int) bool {
+	f := procStat(pid)
+	return len(f) > 0 && f[0] == "Z"
+}
+
+// procStat returns the fields of /proc/PID/stat after the command (state,
+// ppid, pgrp, …), nil if there is no such process.
+func procStat(pid int) []string {
+	stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return nil
+	}
+	// The command is in parentheses and may hold any byte.
+	i := strings.LastIndexByte(string(stat), ')')
+	return strings.Fields(string(stat[i+1:]))
 }
 
 // ConfigDigest returns a digest of what makes a backend's server the

@@ -164,8 +164,9 @@ func (d *daemon) endAdopted(a *backend.Adopted) {
 		f.Close()
 	}
 	if a.Record.Unit == "" {
-		// A pid that is no child of ours (it exited meanwhile) may be
-		// another process's now.
+		// A pid that is no child of ours (the previous image reaped it)
+		// may be another process's now; one that is is killed and reaped,
+		// also when it just exited of the input closed above.
 		if backend.OwnChild(a.Record.PID) == nil {
 			endChild(a.Record.PID)
 		}

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -332,5 +333,70 @@ args = ["--record", %q, "--resources", "2"]
 	}
 	if n := initializes(t, record); n != 1 {
 		t.Errorf("the backend got %d initialize requests, want 1", n)
+	}
+}
+
+// A re-exec reads the configuration anew: a backend whose command line
+// changed is started again rather than taken over, one removed is ended
+// (nothing of it left running), and one unchanged is taken over.
+func TestReexecAppliesTheNewConfiguration(t *testing.T) {
+	bins := testutil.Build(t)
+	dir := t.TempDir()
+	exe := filepath.Join(dir, "mcpgated")
+	installBinary(t, bins.Daemon, exe)
+	backends := func(changedArgs string, withRemoved bool) string {
+		s := fmt.Sprintf("[backends.same]\ncommand = %q\n\n[backends.changed]\ncommand = %q\nargs = [%s]\n", bins.Fake, bins.Fake, changedArgs)
+		if withRemoved {
+			s += fmt.Sprintf("\n[backends.removed]\ncommand = %q\n", bins.Fake)
+		}
+		return s
+	}
+	gateway := fmt.Sprintf("state_directory = %q", filepath.Join(dir, "state"))
+	toml, url := testutil.ConfigWith(t, backends(`"--name", "one"`, true), testutil.ConfigOptions{Gateway: gateway})
+	d := testutil.StartDaemon(t, toml, url, testutil.DaemonOptions{Binary: exe})
+	pid := func(tool string) string {
+		t.Helper()
+		text, err := statelessCall(url, tool, "{}")
+		if err != nil {
+			t.Fatalf("%s: %v", tool, err)
+		}
+		return text
+	}
+	same, changed, removed := pid("same__pid"), pid("changed__pid"), pid("removed__pid")
+
+	// The same listener, the new backends.
+	next := strings.Replace(toml, backends(`"--name", "one"`, true), backends(`"--name", "two"`, false), 1)
+	if next == toml {
+		t.Fatal("the configuration did not change")
+	}
+	if err := os.WriteFile(d.ConfigPath, []byte(next), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	installBinary(t, bins.Daemon, exe)
+	mark := d.Notify.Mark(t)
+	if err := syscall.Kill(d.PID, syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	reloading := d.Notify.Await(t, mark, 30*time.Second, "RELOADING=1", testutil.Has("RELOADING=1"))
+	d.Notify.Await(t, reloading, 60*time.Second, "READY=1 of the new image", testutil.Has("READY=1"))
+
+	if got := pid("same__pid"); got != same {
+		t.Errorf("the unchanged backend is pid %s after the re-exec, want %s: taken over", got, same)
+	}
+	if got := pid("changed__pid"); got == changed {
+		t.Errorf("the backend whose args changed is still pid %s: want it started again", got)
+	}
+	d.Stderr.Await(t, 10*time.Second, "why the changed backend was started again", func(s string) bool {
+		return strings.Contains(s, `backend \"changed\" (pid `+changed+`): its configuration changed; starting it again`)
+	})
+	n, err := strconv.Atoi(removed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	testutil.Eventually(t, 10*time.Second, "the removed backend's process gone", func() bool {
+		return syscall.Kill(n, 0) != nil
+	})
+	if _, err := statelessCall(url, "removed__pid", "{}"); err == nil {
+		t.Error("the removed backend's tool still answers")
 	}
 }
