@@ -400,3 +400,53 @@ func TestReexecAppliesTheNewConfiguration(t *testing.T) {
 		t.Error("the removed backend's tool still answers")
 	}
 }
+
+// A real stateful server spoken to in 2026-07-28 over stdio (the Go
+// SDK's, of both eras) keeps what it holds in memory through the re-exec:
+// a note written before is read after, from the same process, by a 2025
+// session that goes on and by a stateless request.
+func TestReexecKeepsAModernServersState(t *testing.T) {
+	bins := testutil.Build(t)
+	dir := t.TempDir()
+	exe := filepath.Join(dir, "mcpgated")
+	installBinary(t, bins.Daemon, exe)
+	toml, url := testutil.ConfigWith(t, notesBackend(t, "g", ""), testutil.ConfigOptions{Gateway: fmt.Sprintf("state_directory = %q", filepath.Join(dir, "state"))})
+	d := testutil.StartDaemon(t, toml, url, testutil.DaemonOptions{Binary: exe})
+	client := mcp.NewClient(&mcp.Implementation{Name: "reexec-test", Version: "1"}, nil)
+	cs, err := client.Connect(testutil.Context(t, 30*time.Second), &mcp.StreamableClientTransport{Endpoint: url}, testutil.LegacySession())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cs.Close() })
+	if got := testutil.ToolText(testutil.MustCallTool(t, cs, "g__add_note", map[string]any{"text": "before the re-exec"})); got != "note 1 added" {
+		t.Fatalf("add_note: %q", got)
+	}
+	servers := serversOf(t, d.PID)
+	if len(servers) != 1 {
+		t.Fatalf("notes servers %v, want one", servers)
+	}
+	d.Stderr.Await(t, 10*time.Second, "the server spoken to in 2026-07-28", func(s string) bool {
+		return strings.Contains(s, `backend \"g\" ready`) && strings.Contains(s, "protocol_version=2026-07-28")
+	})
+
+	installBinary(t, bins.Daemon, exe)
+	mark := d.Notify.Mark(t)
+	if err := syscall.Kill(d.PID, syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	reloading := d.Notify.Await(t, mark, 30*time.Second, "RELOADING=1", testutil.Has("RELOADING=1"))
+	d.Notify.Await(t, reloading, 60*time.Second, "READY=1 of the new image", testutil.Has("READY=1"))
+
+	if got := testutil.ToolText(testutil.MustCallTool(t, cs, "g__notes", nil)); got != "notes: before the re-exec" {
+		t.Errorf("the session reads %q after the re-exec, want the note written before", got)
+	}
+	if got, err := statelessCall(url, "g__notes", "{}"); err != nil || got != "notes: before the re-exec" {
+		t.Errorf("a stateless request reads %q (%v) after the re-exec, want the note written before", got, err)
+	}
+	if after := serversOf(t, d.PID); len(after) != 1 || after[0] != servers[0] {
+		t.Errorf("notes servers %v after the re-exec, want the same %v", after, servers)
+	}
+	if n := strings.Count(d.Stderr.String(), `backend \"g\" ready`); n != 1 {
+		t.Errorf("the backend made %d handshakes, want 1", n)
+	}
+}
