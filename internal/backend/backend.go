@@ -105,6 +105,13 @@ type Options struct {
 	// Release, if set, is called once an instance's Run returned, to free
 	// what InstanceOptions allocated for it.
 	Release func()
+	// Spawn, if set, starts the backend's processes (see Spawner); nil
+	// starts them on whatever thread the call runs on.
+	Spawn Spawner
+	// Adopt, if set, is a running server the previous mcpgated handed
+	// across its re-exec (see Adopt): Run takes it over instead of
+	// starting one, without a new handshake.
+	Adopt *Adopted
 	// Telemetry, if set, continues the trace of each call in the headers
 	// of its HTTP requests to a remote server, traces OAuth token
 	// requests, and measures sessions with the server. Nil is off.
@@ -158,11 +165,13 @@ const (
 	opStop
 	opRestart
 	opDemand // a call wants the backend running (start = "on-demand")
+	opDetach // hand the running server to the next mcpgated (see Detach)
 )
 
 type command struct {
 	op   op
 	done chan error
+	out  **Detached // opDetach's result, set before done
 }
 
 // Command errors.
@@ -330,6 +339,13 @@ func (b *Backend) Run(ctx context.Context) {
 		return
 	}
 	s := supervision{b: b, want: b.cfg.Enabled, backoff: b.cfg.RestartBackoffInitial}
+	if a := b.opts.Adopt; a != nil {
+		b.opts.Adopt = nil // its files are the connection's now, or closed
+		adopted := time.Now()
+		if conn := s.adopt(a); conn != nil && s.serve(ctx, conn) {
+			s.crashed(ctx, adopted, nil)
+		}
+	}
 	s.startIdle()
 	if !b.cfg.Enabled {
 		b.setState(Stopped, func(st *Status) { st.LastError = "" })
@@ -484,6 +500,10 @@ func (s *supervision) start(ctx context.Context) (*Conn, time.Time, error) {
 			b.settle()
 			return conn, started, nil
 		case cmd := <-b.cmds:
+			if cmd.op == opDetach {
+				cmd.done <- errNotServing("it is in its handshake")
+				continue
+			}
 			if cmd.op == opStart || cmd.op == opDemand {
 				s.demanded = true
 				s.waiters = append(s.waiters, cmd.done) // answered when the attempt is decided
@@ -536,6 +556,18 @@ func (s *supervision) serve(ctx context.Context, conn *Conn) (died bool) {
 			if cmd.op == opStart || cmd.op == opDemand {
 				cmd.done <- nil // already running
 				continue
+			}
+			if cmd.op == opDetach {
+				d, err := s.detach(conn)
+				if err != nil {
+					cmd.done <- err
+					continue
+				}
+				*cmd.out = d
+				cmd.done <- nil
+				// Inert from here on: the server is the next mcpgated's.
+				<-ctx.Done()
+				return false
 			}
 			if cmd.op == opRestart {
 				// As through a crash: the lists stay (catalog_grace) and
@@ -598,6 +630,8 @@ func (s *supervision) obey(cmd command) {
 // idleCommand handles a command while the backend is stopped or failed.
 func (s *supervision) idleCommand(cmd command) {
 	switch cmd.op {
+	case opDetach:
+		cmd.done <- errNotServing("it is not running")
 	case opDemand:
 		if s.b.State() != Idle {
 			cmd.done <- ErrStopped // stopped by the operator, or failed
@@ -723,6 +757,8 @@ func (s *supervision) crashed(ctx context.Context, started time.Time, startErr e
 			return // shutting down: spawn nothing
 		case cmd := <-b.cmds:
 			switch cmd.op {
+			case opDetach:
+				cmd.done <- errNotServing("it is waiting to restart")
 			case opStop:
 				s.want = false
 				s.stopPrerequisite()

@@ -38,6 +38,24 @@ type cacheFile struct {
 	Templates       []json.RawMessage `json:"resourceTemplates"`
 }
 
+// encodeCache returns c as a cache file holds it.
+func encodeCache(c *catalogCache) ([]byte, error) {
+	f := cacheFile{
+		Version: cacheVersion, ProtocolVersion: c.server.ProtocolVersion, Dual: c.server.Dual, Name: c.server.Name, ServerVersion: c.server.Version,
+		Instructions: c.server.Instructions, Capabilities: c.server.Capabilities,
+		Tools: c.lists.Tools, Prompts: c.lists.Prompts, Resources: c.lists.Resources, Templates: c.lists.Templates,
+	}
+	// Without HTML escaping: the items must read back as the server sent
+	// them, the bytes integrity pins.
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(f); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
+}
+
 // readCache reads a cache file. It returns (nil, nil) when there is none.
 func readCache(path string) (*catalogCache, error) {
 	data, err := os.ReadFile(path)
@@ -47,6 +65,11 @@ func readCache(path string) (*catalogCache, error) {
 	if err != nil {
 		return nil, err
 	}
+	return parseCache(data)
+}
+
+// parseCache reads what encodeCache wrote.
+func parseCache(data []byte) (*catalogCache, error) {
 	var f cacheFile
 	if err := json.Unmarshal(data, &f); err != nil {
 		return nil, fmt.Errorf("not valid JSON: %w", err)
@@ -70,20 +93,10 @@ func readCache(path string) (*catalogCache, error) {
 // writeCache replaces the cache file atomically: a reader, or a gateway
 // that crashes meanwhile, sees the old file or the new one, never a part.
 func writeCache(path string, c *catalogCache) error {
-	f := cacheFile{
-		Version: cacheVersion, ProtocolVersion: c.server.ProtocolVersion, Dual: c.server.Dual, Name: c.server.Name, ServerVersion: c.server.Version,
-		Instructions: c.server.Instructions, Capabilities: c.server.Capabilities,
-		Tools: c.lists.Tools, Prompts: c.lists.Prompts, Resources: c.lists.Resources, Templates: c.lists.Templates,
-	}
-	// Without HTML escaping: the items must read back as the server sent
-	// them, the bytes integrity pins.
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(f); err != nil {
+	data, err := encodeCache(c)
+	if err != nil {
 		return err
 	}
-	data := buf.Bytes()
 	dir := filepath.Dir(path)
 	if err := os.MkdirAll(dir, 0o750); err != nil {
 		return err

@@ -30,7 +30,7 @@ func spawnInGroup(t *testing.T, name string, r config.Resources, argv ...string)
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := spawn(argv, nil, "", g)
+	p, err := spawn(argv, nil, "", g, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"slices"
 	"strconv"
@@ -67,6 +68,16 @@ type Conn struct {
 	listen listener // its filter and request
 
 	metaCache atomic.Pointer[modernMeta] // see meta
+
+	// unread is what the previous mcpgated read from the child and did not
+	// handle: read before the pipe (see adopt).
+	unread []byte
+	// The readers of stdout and stderr: closed when each returned.
+	readerDone, stderrDone chan struct{}
+	// detaching is set before the readers are stopped for a handover;
+	// readLoop then leaves what it read and did not handle in handedOn.
+	detaching atomic.Bool
+	handedOn  []byte
 }
 
 // Call is one request in flight on a child.
@@ -179,6 +190,7 @@ func (c *Conn) start() {
 	}
 	readerDone := make(chan struct{})
 	stderrDone := make(chan struct{})
+	c.readerDone, c.stderrDone = readerDone, stderrDone
 	go c.in.run(c)
 	go func() {
 		defer close(readerDone)
@@ -214,8 +226,22 @@ func (c *Conn) start() {
 }
 
 func (c *Conn) readLoop() {
-	lr := jsonrpc.NewLineReader(c.proc.streams().stdout, c.b.opts.MaxMessageBytes)
+	var pr *prefixed
+	var r io.Reader = c.proc.streams().stdout
+	if len(c.unread) > 0 {
+		pr = &prefixed{rest: c.unread, r: r}
+		c.unread, r = nil, pr
+	}
+	lr := jsonrpc.NewLineReader(r, c.b.opts.MaxMessageBytes)
 	defer c.endBurst()
+	defer func() {
+		if c.detaching.Load() {
+			c.handedOn = lr.Unread()
+			if pr != nil {
+				c.handedOn = append(c.handedOn, pr.rest...)
+			}
+		}
+	}()
 	for {
 		if c.burstPending() && !lr.LineBuffered() {
 			c.endBurst() // what the child wrote together is handled
@@ -240,6 +266,43 @@ func (c *Conn) readLoop() {
 		}
 		c.dispatch(msg)
 	}
+}
+
+// prefixed reads rest, then r: what a previous mcpgated read of a child's
+// output before the pipe.
+type prefixed struct {
+	rest []byte
+	r    io.Reader
+}
+
+func (p *prefixed) Read(b []byte) (int, error) {
+	if len(p.rest) > 0 {
+		n := copy(b, p.rest)
+		p.rest = p.rest[n:]
+		return n, nil
+	}
+	return p.r.Read(b)
+}
+
+// stopReading stops the readers of the child's stdout and stderr for a
+// handover, and returns what was read from stdout and not handled. A line
+// the child is writing meanwhile stays split between that and the pipe.
+func (c *Conn) stopReading(timeout time.Duration) ([]byte, error) {
+	c.detaching.Store(true)
+	s := c.proc.streams()
+	past := time.Unix(1, 0)
+	s.stdout.SetReadDeadline(past)
+	s.stderr.SetReadDeadline(past)
+	timer := time.NewTimer(timeout)
+	defer timer.Stop()
+	for _, ch := range []chan struct{}{c.readerDone, c.stderrDone} {
+		select {
+		case <-ch:
+		case <-timer.C:
+			return nil, fmt.Errorf("its output readers did not stop within %s", timeout)
+		}
+	}
+	return c.handedOn, nil
 }
 
 // tooLarge answers what can be answered about a message too large to read:

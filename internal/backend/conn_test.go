@@ -40,7 +40,7 @@ func testBackend(t *testing.T, argv ...string) *Backend {
 // handshake. The child is killed and reaped when the test ends.
 func startConn(t *testing.T, b *Backend) *Conn {
 	t.Helper()
-	proc, err := spawn(append([]string{b.cfg.Command}, b.cfg.Args...), nil, "", nil)
+	proc, err := spawn(append([]string{b.cfg.Command}, b.cfg.Args...), nil, "", nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -50,6 +50,10 @@ func (s *supervision) awaitPrerequisites(ctx context.Context) error {
 				s.waiters = append(s.waiters, cmd.done)
 				continue
 			}
+			if cmd.op == opDetach {
+				cmd.done <- errNotServing("it waits for its prerequisites")
+				continue
+			}
 			cancel()
 			<-done
 			s.obey(cmd)
@@ -155,7 +159,7 @@ func runToCompletion(ctx context.Context, b *Backend, p *config.Prerequisite) er
 	if err != nil {
 		return fmt.Errorf("prerequisite %s: %w", p.Command, err)
 	}
-	proc, err := spawn(argv, env, b.cfg.Cwd, nil)
+	proc, err := spawn(argv, env, b.cfg.Cwd, nil, b.opts.Spawn)
 	if err != nil {
 		return fmt.Errorf("prerequisite %s: %w", p.Command, err)
 	}
@@ -188,7 +192,7 @@ func runToCompletion(ctx context.Context, b *Backend, p *config.Prerequisite) er
 // waitLeader reaps the command itself and nothing else: what it started in
 // the background is the prerequisite and must keep running.
 func (p *process) waitLeader() ExitInfo {
-	state, err := p.cmd.Process.Wait()
+	state, err := p.osp.Wait()
 	if err != nil {
 		return ExitInfo{Code: -1, Text: "wait: " + err.Error()}
 	}
@@ -285,7 +289,7 @@ func (m *managedPrereq) once(ctx context.Context, b *Backend, argv []string) (st
 		b.log.Warn(fmt.Sprintf("backend %q: cannot start the prerequisite: %v", b.name, err), "command", argv[0], journal.MessageStartFailed.Attr())
 		return ctx.Err() != nil
 	}
-	proc, err := spawn(argv, env, b.cfg.Cwd, nil)
+	proc, err := spawn(argv, env, b.cfg.Cwd, nil, b.opts.Spawn)
 	if err != nil {
 		b.log.Warn(fmt.Sprintf("backend %q: cannot start the prerequisite: %v", b.name, err), "command", argv[0], journal.MessageStartFailed.Attr())
 		return ctx.Err() != nil

@@ -96,7 +96,7 @@ done`)
 // The probe's signal goes through the child's pidfd: once the child is
 // reaped, killing it signals nobody, even if its pid was reused.
 func TestKillNeverSignalsAReapedChild(t *testing.T) {
-	proc, err := spawn([]string{"true"}, nil, "", nil)
+	proc, err := spawn([]string{"true"}, nil, "", nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

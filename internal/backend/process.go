@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -44,16 +45,27 @@ func ChildEnv(base []string, extra map[string]string) []string {
 // cgroup of its own when the daemon has a delegated one.
 type process struct {
 	stdio
-	cmd   *exec.Cmd
+	osp   *os.Process // through its pidfd: never another process that reuses the pid
 	pid   int
 	group *cgroup.Group // nil without a delegated cgroup
+	// detached is set once the process is handed to the next mcpgated (see
+	// Backend.Detach): nothing of this one signals it any more.
+	detached atomic.Bool
 }
 
+// Spawner starts a command: cmd.Start, on a thread of the caller's choice.
+// A child's parent-death signal is bound to the thread that started it,
+// and an in-place re-exec ends every thread but the one that calls execve:
+// children that outlive a re-exec are started on that thread (see
+// Options.Spawn).
+type Spawner func(cmd *exec.Cmd) error
+
 // spawn starts argv in its own process group, and in group unless it is
-// nil. The child gets SIGKILL if the daemon dies, so a crashed or killed
-// daemon never leaves it behind. The process owns group from then on, and
-// removes it in wait; spawn removes it if the child does not start.
-func spawn(argv []string, env []string, dir string, group *cgroup.Group) (*process, error) {
+// nil, with start (cmd.Start if nil). The child gets SIGKILL if the daemon
+// dies, so a crashed or killed daemon never leaves it behind. The process
+// owns group from then on, and removes it in wait; spawn removes it if the
+// child does not start.
+func spawn(argv []string, env []string, dir string, group *cgroup.Group, start Spawner) (*process, error) {
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Env = env
 	cmd.Dir = dir
@@ -75,14 +87,17 @@ func spawn(argv []string, env []string, dir string, group *cgroup.Group) (*proce
 		return nil, err
 	}
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = theirs[0], theirs[1], theirs[2]
-	err = cmd.Start()
+	if start == nil {
+		start = (*exec.Cmd).Start
+	}
+	err = start(cmd)
 	closeFiles(theirs[:])
 	if err != nil {
 		ours.close()
 		removeGroup()
 		return nil, err
 	}
-	return &process{stdio: ours, cmd: cmd, pid: cmd.Process.Pid, group: group}, nil
+	return &process{stdio: ours, osp: cmd.Process, pid: cmd.Process.Pid, group: group}, nil
 }
 
 func (p *process) id() int          { return p.pid }
@@ -101,6 +116,9 @@ func (p *process) usage() Usage {
 // signal sends sig to the child's whole process group; SIGKILL goes to its
 // whole cgroup when it has one, reaching what left the process group.
 func (p *process) signal(sig unix.Signal) error {
+	if p.detached.Load() {
+		return nil
+	}
 	if sig == unix.SIGKILL && p.group != nil {
 		return p.group.Kill()
 	}
@@ -110,6 +128,9 @@ func (p *process) signal(sig unix.Signal) error {
 // signalGroup sends sig to the child's whole process group. ESRCH (nothing
 // left) is not an error.
 func (p *process) signalGroup(sig unix.Signal) error {
+	if p.detached.Load() {
+		return nil
+	}
 	err := unix.Kill(-p.pid, sig)
 	if errors.Is(err, unix.ESRCH) {
 		return nil
@@ -123,10 +144,13 @@ func (p *process) signalGroup(sig unix.Signal) error {
 // pidfd returns os.ErrProcessDone then). Reaping the leader kills the rest
 // of its group (see wait).
 func (p *process) kill() error {
+	if p.detached.Load() {
+		return nil
+	}
 	if p.group != nil {
 		return p.group.Kill()
 	}
-	return p.cmd.Process.Signal(syscall.SIGKILL)
+	return p.osp.Signal(syscall.SIGKILL)
 }
 
 // wait reaps the group leader, kills whatever else is left in its process
@@ -136,7 +160,12 @@ func (p *process) kill() error {
 // init. The child's cgroup is removed once empty; a kernel OOM kill in it
 // marks the exit as one.
 func (p *process) wait() ExitInfo {
-	state, err := p.cmd.Process.Wait()
+	state, err := p.osp.Wait()
+	if p.detached.Load() {
+		// It exited after it was handed on: the next mcpgated finds it
+		// gone and starts it again. Its group is not ours to reap.
+		return ExitInfo{Code: -1, Text: "exited after it was handed to the next mcpgated"}
+	}
 	_ = p.signalGroup(unix.SIGKILL)
 	var escaped []int // left the process group, still in the cgroup
 	if p.group != nil {

@@ -3,6 +3,7 @@ package backend
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"sync"
 	"syscall"
@@ -47,6 +48,10 @@ type stdin struct {
 	roomWanted bool
 	stopping   bool // stdin is to be closed: no new message is accepted
 	failed     bool // a write failed: the child is gone, messages are dropped
+	paused     bool // handed to the next mcpgated: no new message is accepted (see pause)
+	// idle is signalled, under mu, whenever the pipe has no owner: what
+	// pause waits for.
+	idle *sync.Cond
 
 	// Scratch of the non-blocking write, set under mu by the owner.
 	out     [][]byte // the segments being written
@@ -73,6 +78,7 @@ const (
 
 func newStdin(f *os.File) *stdin {
 	w := &stdin{f: f, kick: make(chan struct{}, 1), room: make(chan struct{})}
+	w.idle = sync.NewCond(&w.mu)
 	w.raw, _ = f.SyscallConn() // a pipe from os.Pipe is non-blocking and has one
 	w.writeFn = w.writeNow
 	return w
@@ -123,7 +129,7 @@ func (w *stdin) send(ctx context.Context, wait bool, exited <-chan struct{}, app
 		w.mu.Lock()
 	}
 	switch {
-	case w.stopping:
+	case w.stopping || w.paused:
 		w.mu.Unlock()
 		return ErrGone
 	case w.failed:
@@ -197,6 +203,7 @@ func (w *stdin) flushLocked() {
 		return
 	}
 	w.owner = ownerNone
+	w.idle.Broadcast()
 }
 
 // unwritten returns what is left of segs once n bytes of them are written.
@@ -307,7 +314,36 @@ func (w *stdin) drain(c *Conn) (closed bool) {
 		return true
 	}
 	w.owner = ownerNone
+	w.idle.Broadcast()
 	return false
+}
+
+// pause refuses new messages (ErrGone) and waits until what was queued is
+// written, for a handover of the pipe to the next mcpgated; it fails after
+// timeout, when the child does not read, and then takes messages again.
+func (w *stdin) pause(timeout time.Duration) error {
+	w.mu.Lock()
+	w.paused = true
+	gaveUp := false
+	timer := time.AfterFunc(timeout, func() {
+		w.mu.Lock()
+		gaveUp = true
+		w.idle.Broadcast()
+		w.mu.Unlock()
+	})
+	defer timer.Stop()
+	for (w.owner != ownerNone || len(w.segs) > 0) && !w.failed && !gaveUp {
+		w.idle.Wait()
+	}
+	defer w.mu.Unlock()
+	switch {
+	case w.failed:
+		return ErrGone
+	case gaveUp:
+		w.paused = false
+		return fmt.Errorf("the server did not read its input within %s", timeout)
+	}
+	return nil
 }
 
 // stopWaiting ends a write that waits for a child that has exited: a

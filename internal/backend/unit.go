@@ -5,11 +5,13 @@ import (
 	"fmt"
 	"os/exec"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/mcpgate/mcpgate/internal/cgroup"
+	"github.com/mcpgate/mcpgate/internal/handoff"
 	"github.com/mcpgate/mcpgate/internal/unitrun"
 	"github.com/mcpgate/mcpgate/internal/unitrun/wire"
 )
@@ -22,7 +24,7 @@ func (b *Backend) startChild(argv, env []string) (child, error) {
 		if err != nil {
 			return nil, err
 		}
-		proc, err := spawn(argv, env, b.cfg.Cwd, group)
+		proc, err := spawn(argv, env, b.cfg.Cwd, group, b.opts.Spawn)
 		if err != nil {
 			return nil, fmt.Errorf("spawn %s: %w", b.cfg.Command, err)
 		}
@@ -48,6 +50,22 @@ func (b *Backend) UnitName() string {
 type unitChild struct {
 	stdio
 	inst *unitrun.Instance
+	// detached is set once the server is handed to the next mcpgated (see
+	// Backend.Detach): nothing of this one stops its unit any more.
+	detached atomic.Bool
+}
+
+// attachUnit follows the unit a previous mcpgated handed on, with our ends
+// of its server's pipes.
+func (b *Backend) attachUnit(ctx context.Context, rec handoff.Backend, streams stdio) (*unitChild, error) {
+	if rec.Unit != b.UnitName() {
+		return nil, fmt.Errorf("unit %s is not the backend's %s", rec.Unit, b.UnitName())
+	}
+	inst, err := b.opts.UnitRunner.Attach(ctx, rec.Unit, rec.PID, rec.Invocation)
+	if err != nil {
+		return nil, err
+	}
+	return &unitChild{stdio: streams, inst: inst}, nil
 }
 
 // startUnit starts the backend's unit and hands it the server: argv, the
@@ -85,9 +103,19 @@ func (u *unitChild) unitName() string { return u.inst.Unit() }
 
 // signal stops the unit, whatever sig: systemd sends SIGTERM to all of it
 // and SIGKILL after the unit's TimeoutStopSec=.
-func (u *unitChild) signal(unix.Signal) error { return u.inst.Stop() }
+func (u *unitChild) signal(unix.Signal) error {
+	if u.detached.Load() {
+		return nil
+	}
+	return u.inst.Stop()
+}
 
-func (u *unitChild) kill() error { return u.inst.Stop() }
+func (u *unitChild) kill() error {
+	if u.detached.Load() {
+		return nil
+	}
+	return u.inst.Stop()
+}
 
 func (u *unitChild) usage() Usage {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)

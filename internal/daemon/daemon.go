@@ -71,7 +71,20 @@ func Main(args []string) int {
 	if *check {
 		return checkConfig(*cfgPath, os.Stdout, os.Stderr)
 	}
-	return run(context.Background(), options{configPath: *cfgPath, journalSocket: *journalSocket})
+	// Main runs on the main thread (see spawner): it starts the backends'
+	// processes while run runs the daemon.
+	sp := newSpawner()
+	code := make(chan int, 1)
+	ran := make(chan struct{})
+	go func() {
+		defer close(ran)
+		code <- run(context.Background(), options{
+			configPath: *cfgPath, journalSocket: *journalSocket,
+			environ: os.Environ(), args: os.Args, spawner: sp,
+		})
+	}()
+	sp.serve(ran)
+	return <-code
 }
 
 // checkConfig validates the configuration like `sshd -t`.
@@ -124,6 +137,10 @@ func checkConfig(path string, stdout, stderr io.Writer) int {
 type options struct {
 	configPath    string
 	journalSocket string
+	// What a re-exec needs (see reexec); without a spawner there is none.
+	environ []string // the environment mcpgated started with
+	args    []string
+	spawner *spawner
 }
 
 // daemon is the running gateway. Only the main loop in run changes cfg.
@@ -173,6 +190,20 @@ type daemon struct {
 
 	ready atomic.Bool // READY=1 sent; /healthz answers "starting" until then
 
+	spawner *spawner // starts the backends' processes and re-executes; nil in tests of run
+	stopBus func()   // releases the bus name and closes the connection; once
+	// stopTelemetry flushes what is queued for the collector and stops
+	// OpenTelemetry; once.
+	stopTelemetry func()
+	image         image // the binary that runs, which a reload compares with the installed one
+	// adopt are the servers the previous image handed on, by backend,
+	// until backendOptions gives each to its backend.
+	adopt   map[string]*backend.Adopted
+	adoptMu sync.Mutex
+	// sessions are the client sessions the previous image handed on, until
+	// restoreSessions gives them to the gateway.
+	sessions []gateway.SessionState
+
 	reloads chan chan error    // reload requests, answered when applied
 	ping    chan chan struct{} // liveness probes of the main loop
 	// cancelUnmatched drops the last reload's warnings about unmatched
@@ -216,6 +247,8 @@ func run(ctx context.Context, opts options) int {
 		sinks:   map[sinkKey]*journal.BackendLog{},
 		reloads: make(chan chan error),
 		ping:    make(chan chan struct{}),
+		spawner: opts.spawner,
+		image:   currentImage(),
 	}
 	d.prereqSinks = map[*config.Backend]*journal.BackendLog{}
 	d.units = &lazyUnits{session: cfg.Gateway.Bus == "session"}
@@ -239,10 +272,15 @@ func (d *daemon) run(ctx context.Context) int {
 	defer signal.Stop(sigs)
 
 	// Take the sockets first: connections that arrive before the front
-	// serves wait in the listen backlog.
-	d.lns, err = listeners.Open(d.cfg.Gateway.Listen, d.log)
-	if err != nil {
+	// serves wait in the listen backlog. After a re-exec they are those
+	// the previous image handed on, with its backends.
+	if d.lns, err = d.takeOver(); err != nil {
 		return d.fail(err)
+	}
+	if d.lns == nil {
+		if d.lns, err = listeners.Open(d.cfg.Gateway.Listen, d.log); err != nil {
+			return d.fail(err)
+		}
 	}
 	defer d.lns.Close()
 
@@ -263,7 +301,8 @@ func (d *daemon) run(ctx context.Context) int {
 	if err != nil {
 		return d.fail(err)
 	}
-	defer stopTelemetry() // last: what stopping did is exported too
+	d.stopTelemetry = sync.OnceFunc(stopTelemetry)
+	defer d.stopTelemetry() // last: what stopping did is exported too
 	d.sup = supervisor.New(ctx, supervisor.Options{
 		BackendOptions: d.backendOptions,
 		OnAdd:          func(name string) { runHooks(d.onAdd, name) },
@@ -311,6 +350,7 @@ func (d *daemon) run(ctx context.Context) int {
 	}
 	d.loadClients(d.cfg)
 	d.gw.Configure(d.cfg)
+	d.restoreSessions()
 	d.onRemove = append(d.onRemove, d.gw.ForgetOutputBytes)
 	defer d.units.close()
 	go d.gw.Run(ctx)
@@ -320,7 +360,8 @@ func (d *daemon) run(ctx context.Context) int {
 	if err != nil {
 		return d.fail(err)
 	}
-	defer stopBus()
+	d.stopBus = sync.OnceFunc(stopBus)
+	defer d.stopBus()
 	stopRunner, err := d.startUnitRunner(ctx)
 	if err != nil {
 		return d.fail(err)
@@ -329,7 +370,11 @@ func (d *daemon) run(ctx context.Context) int {
 	if err := d.openCgroups(); err != nil {
 		return d.fail(err)
 	}
+	if d.adopt != nil {
+		d.endStrays()
+	}
 	d.sup.Start(d.cfg)
+	d.endUnadopted()
 	d.resetUnusedUnits(ctx)
 	// On-demand and cli backends settle at once, without a process (idle
 	// from their catalog cache, or with their configured tools): the
@@ -482,13 +527,17 @@ func (d *daemon) loop(ctx context.Context, sigs <-chan os.Signal) int {
 			return d.stop()
 		case sig := <-sigs:
 			if sig == syscall.SIGHUP {
-				d.reload(ctx)
+				if code, reexeced := d.reloadOrReexec(ctx, nil); reexeced {
+					return code
+				}
 				continue
 			}
 			d.log.Info("stopping", "signal", unix.SignalName(sig.(syscall.Signal)), journal.MessageStopping.Attr())
 			return d.stop()
 		case done := <-d.reloads:
-			done <- d.reload(ctx)
+			if code, reexeced := d.reloadOrReexec(ctx, done); reexeced {
+				return code
+			}
 		case reply := <-d.ping:
 			close(reply)
 		case <-wedge:
@@ -707,6 +756,7 @@ func runHooks[T any](hooks []func(T), v T) {
 func (d *daemon) backendOptions(cfg *config.Backend) backend.Options {
 	opts := d.instanceOptions(cfg, 0)
 	d.lifecycleOptions(cfg, &opts)
+	opts.Adopt = d.takeAdopted(cfg)
 	return opts
 }
 
@@ -715,6 +765,7 @@ func (d *daemon) backendOptions(cfg *config.Backend) backend.Options {
 func (d *daemon) instanceOptions(cfg *config.Backend, n int) backend.Options {
 	opts := backend.Options{
 		Instance:        n,
+		Spawn:           d.spawn(),
 		Version:         Version,
 		GracePeriod:     d.cfg.Gateway.ShutdownGracePeriod,
 		MaxMessageBytes: d.cfg.Gateway.MaxMessageBytes,

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/mcpgate/mcpgate/internal/journal"
+	"github.com/mcpgate/mcpgate/internal/testutil"
 )
 
 // unitsConfig is TestBackendUnits' drop-in: three backends under the
@@ -67,6 +68,7 @@ func TestBackendUnits(t *testing.T) {
 	r.step("u4-drop-in", u.checkDropIn)
 	r.step("u5-journal", u.checkJournal)
 	r.step("u6-setsid", u.checkSetsid)
+	r.step("u6b-reexec", u.checkReexec)
 	r.step("u7-restart", u.checkRestart)
 	r.step("u8-crash", u.checkCrash)
 	r.step("u9-polkit", u.checkPolkit)
@@ -328,6 +330,73 @@ func (u *unitsCheck) checkSetsid(t *testing.T) string {
 		return ""
 	}
 	return fmt.Sprintf("grandchild %d in a session of its own; mcpgatectl stop fake (%s) left nothing; started again as %d", grandchild, stop, u.pids["fake"])
+}
+
+// checkReexec: a reload that finds a new /usr/bin/mcpgated re-executes it
+// in place (the package's upgrade does this): the backend units keep
+// running, the same run with the same MainPID, and the new image takes
+// each over without a new handshake; the pool's instance is started again.
+func (u *unitsCheck) checkReexec(t *testing.T) string {
+	g, c := u.g, u.g.c
+	before := g.mainPID(t)
+	names := []string{"everything", "fake", "isolated"}
+	runs := map[string]map[string]string{}
+	for _, name := range names {
+		runs[name] = g.show(t, unitOf(name), "MainPID", "InvocationID")
+	}
+	cursor := c.Run(t, "journalctl", "--show-cursor", "-n", "0", "--quiet")
+	// Another file at the path, as dpkg installs one.
+	c.Run(t, "sh", "-c", "cp -p /usr/bin/mcpgated /usr/bin/mcpgated.e2e && mv /usr/bin/mcpgated.e2e /usr/bin/mcpgated")
+	begin := time.Now()
+	c.Run(t, "systemctl", "reload", "mcpgate.service")
+	testutil.Eventually(t, 60*time.Second, "mcpgated running the new binary", func() bool {
+		res, err := c.Exec(t.Context(), nil, "readlink", fmt.Sprintf("/proc/%d/exe", before))
+		return err == nil && strings.TrimSpace(res.Stdout) == "/usr/bin/mcpgated"
+	})
+	g.awaitReady(t)
+	took := time.Since(begin)
+	if after := g.mainPID(t); after != before {
+		t.Errorf("MainPID %d before the reload, %d after; want the same: a re-exec in place", before, after)
+	}
+	for _, name := range names {
+		now := g.show(t, unitOf(name), "MainPID", "InvocationID", "ActiveState")
+		if now["MainPID"] != runs[name]["MainPID"] || now["InvocationID"] != runs[name]["InvocationID"] || now["ActiveState"] != "active" {
+			t.Errorf("%s was %v before the re-exec and is %v after; want the same run, active", unitOf(name), runs[name], now)
+		}
+	}
+	_, since, _ := strings.Cut(cursor, "-- cursor: ")
+	adopted := map[string]bool{}
+	for _, e := range g.journal(t, "--after-cursor="+strings.TrimSpace(since), "-u", "mcpgate.service") {
+		switch e["MESSAGE_ID"] {
+		case "d60f254cb8234020a75192aa09de951f":
+			adopted[e["MCPGATE_BACKEND"]] = true
+		case "458c1b16ec2944c2b4cd97d3702f5d3b":
+			if b := e["MCPGATE_BACKEND"]; b != "pooled" {
+				t.Errorf("backend %s made a new handshake during the re-exec: %s", b, e["MESSAGE"])
+			}
+		}
+	}
+	for _, name := range names {
+		if !adopted[name] {
+			t.Errorf("the journal has no entry of backend %s taken over", name)
+		}
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
+	defer cancel()
+	g.closeClient()
+	cs, err := g.connect(ctx)
+	if err != nil {
+		t.Fatalf("MCP client after the re-exec: %v", err)
+	}
+	g.client = cs
+	if got := callText(t, cs, "everything__get-sum", map[string]any{"a": 2, "b": 3}); !strings.Contains(got, "5") {
+		t.Errorf("everything__get-sum 2+3 answered %q after the re-exec", got)
+	}
+	if t.Failed() {
+		return ""
+	}
+	return fmt.Sprintf("systemctl reload with a new binary re-executed mcpgated in %v (MainPID %d kept); units %v the same runs, taken over without a handshake",
+		took.Round(time.Millisecond), before, names)
 }
 
 // checkRestart: mcpgatectl restart and D-Bus Restart restart the unit.

@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"os/exec"
@@ -774,8 +775,11 @@ func (g *installedGateway) checkStop(t *testing.T) string {
 }
 
 // checkUpgrade: installing the package over itself runs postinst as an
-// upgrade, which restarts a running service; the administrator's
-// configuration stays and the socket keeps listening.
+// upgrade, which reloads the running service: mcpgated finds the new
+// binary and re-executes it in place (mcpgated(8), UPGRADES, RELOADS AND
+// RESTARTS). The main PID stays, now running the new file; the backends
+// keep their processes and are taken over without a new handshake; the
+// administrator's configuration stays and the socket keeps listening.
 func (g *installedGateway) checkUpgrade(t *testing.T) string {
 	c := g.c
 	ctx, cancel := context.WithTimeout(t.Context(), 90*time.Second)
@@ -791,7 +795,30 @@ func (g *installedGateway) checkUpgrade(t *testing.T) string {
 	if before == 0 {
 		t.Fatal("mcpgate.service is not running before the upgrade")
 	}
+	backends := map[string]int{}
+	for _, name := range []string{"fake", "everything"} {
+		backends[name] = g.backendPID(t, name)
+	}
 	confd := c.Run(t, "ls", "/etc/mcpgate/conf.d")
+	cursor := c.Run(t, "journalctl", "--show-cursor", "-n", "0", "--quiet")
+	// Through the upgrade: a 2025 session (its SDK reconnects its stream),
+	// a slow call in flight, and a stateless client calling in a loop.
+	session, err := g.connectReconnecting(ctx)
+	if err != nil {
+		t.Fatalf("MCP session before the upgrade: %v", err)
+	}
+	defer session.Close()
+	slow := make(chan error, 1)
+	go func() {
+		res, err := session.CallTool(ctx, &mcp.CallToolParams{Name: "fake__slow", Arguments: map[string]any{"ms": 3000}})
+		if err == nil && (res.IsError || len(res.Content) == 0 || res.Content[0].(*mcp.TextContent).Text != "slept 3000 ms") {
+			err = fmt.Errorf("answered %+v", res)
+		}
+		slow <- err
+	}()
+	stopLoop := make(chan struct{})
+	loop := make(chan statelessLoop, 1)
+	go func() { loop <- g.statelessLoop(ctx, stopLoop) }()
 	begin := time.Now()
 	res, err := c.Exec(t.Context(), nil, "dpkg", "--force-confold", "-i", g.deb)
 	if err != nil {
@@ -799,9 +826,43 @@ func (g *installedGateway) checkUpgrade(t *testing.T) string {
 	}
 	noDpkgWarning(t, "dpkg -i over the installed package", res)
 	took := time.Since(begin)
+	if err := <-slow; err != nil {
+		t.Errorf("the slow call in flight during the upgrade: %v", err)
+	}
+	if _, err := session.CallTool(ctx, &mcp.CallToolParams{Name: "fake__echo", Arguments: map[string]any{"text": "after"}}); err != nil {
+		t.Errorf("the session's call after the upgrade: %v; want it answered without a new initialize", err)
+	}
+	close(stopLoop)
+	calls := <-loop
+	if len(calls.errs) > 0 || calls.ok == 0 {
+		t.Errorf("the stateless loop across the upgrade: %d answered, %d errors, the first: %v", calls.ok, len(calls.errs), calls.errs)
+	}
 	after := g.mainPID(t)
-	if after == 0 || after == before {
-		t.Errorf("MainPID %d before the upgrade, %d after; want the running service restarted", before, after)
+	if after != before {
+		t.Errorf("MainPID %d before the upgrade, %d after; want the same: the upgrade re-executes mcpgated in place", before, after)
+	}
+	if exe := c.Run(t, "readlink", fmt.Sprintf("/proc/%d/exe", after)); exe != "/usr/bin/mcpgated" {
+		t.Errorf("mcpgated runs %q after the upgrade, want the new /usr/bin/mcpgated", exe)
+	}
+	for name, pid := range backends {
+		if got := g.backendPID(t, name); got != pid {
+			t.Errorf("backend %s: pid %d before the upgrade, %d after; want it taken over, not restarted", name, pid, got)
+		}
+	}
+	_, since, _ := strings.Cut(cursor, "-- cursor: ")
+	adopted := map[string]bool{}
+	for _, e := range g.journal(t, "--after-cursor="+strings.TrimSpace(since), "-u", "mcpgate.service") {
+		switch e["MESSAGE_ID"] {
+		case "d60f254cb8234020a75192aa09de951f":
+			adopted[e["MCPGATE_BACKEND"]] = true
+		case "458c1b16ec2944c2b4cd97d3702f5d3b":
+			t.Errorf("a backend made a new handshake during the upgrade: %s", e["MESSAGE"])
+		}
+	}
+	for name := range backends {
+		if !adopted[name] {
+			t.Errorf("the journal has no entry of backend %s taken over during the upgrade", name)
+		}
 	}
 	if state := g.activeState(t); state != "active" {
 		t.Errorf("mcpgate.service is %s after the upgrade", state)
@@ -825,8 +886,59 @@ func (g *installedGateway) checkUpgrade(t *testing.T) string {
 	if t.Failed() {
 		return ""
 	}
-	return fmt.Sprintf("dpkg -i over itself in %v restarted the running service (MainPID %d → %d); configuration kept; socket active",
-		took.Round(time.Millisecond), before, after)
+	return fmt.Sprintf("dpkg -i over itself in %v re-executed mcpgated in place (MainPID %d kept, now the new binary); backends %v taken over without a handshake; "+
+		"the slow call answered once, the 2025 session went on, the stateless loop made %d calls without an error; configuration kept; socket active",
+		took.Round(time.Millisecond), after, backends, calls.ok)
+}
+
+// connectReconnecting is connect with the SDK's reconnection of its event
+// stream, as a client that outlives a network blip.
+func (g *installedGateway) connectReconnecting(ctx context.Context) (*mcp.ClientSession, error) {
+	client := mcp.NewClient(&mcp.Implementation{Name: "mcpgate-e2e", Version: "1"}, nil)
+	hc := g.c.HTTPClient()
+	hc.Transport = bearerTransport{token: g.token, next: hc.Transport}
+	return client.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: gatewayURL, HTTPClient: hc}, testutil.LegacySession())
+}
+
+// statelessLoop is what a stateless client calling in a loop saw.
+type statelessLoop struct {
+	ok   int
+	errs []error
+}
+
+// statelessLoop makes 2026-07-28 tools/call requests of fake__echo, each
+// on a connection of its own, until stop is closed.
+func (g *installedGateway) statelessLoop(ctx context.Context, stop <-chan struct{}) statelessLoop {
+	tr := g.c.transport.Clone()
+	tr.DisableKeepAlives = true
+	hc := &http.Client{Transport: bearerTransport{token: g.token, next: tr}, Timeout: time.Minute}
+	var out statelessLoop
+	for n := 0; ; n++ {
+		select {
+		case <-stop:
+			return out
+		default:
+		}
+		body := fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"fake__echo","arguments":{"text":"loop"},`+
+			`"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}`, n)
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, gatewayURL, strings.NewReader(body))
+		for k, v := range map[string]string{"Content-Type": "application/json", "Accept": "application/json, text/event-stream",
+			"Mcp-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/call", "Mcp-Name": "fake__echo"} {
+			req.Header.Set(k, v)
+		}
+		resp, err := hc.Do(req)
+		if err != nil {
+			out.errs = append(out.errs, err)
+			continue
+		}
+		data, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err != nil || resp.StatusCode != http.StatusOK || !strings.Contains(string(data), `"loop"`) || strings.Contains(string(data), `"error"`) {
+			out.errs = append(out.errs, fmt.Errorf("HTTP %d %v: %s", resp.StatusCode, err, data))
+			continue
+		}
+		out.ok++
+	}
 }
 
 // checkPurge: removing keeps the configuration and stops everything;

@@ -34,12 +34,14 @@ type conn struct {
 	watchTimer *time.Timer
 
 	mu       sync.Mutex
-	cond     sync.Cond // signalled when the watch ends
-	idle     bool      // waiting for a request: Shutdown may close it
-	handling bool      // a handler runs: the watch may start
-	watching bool      // the watch's read is in flight
-	aborting bool      // the watch is being stopped: its timeout is expected
-	gone     bool      // the watch saw the client go away
+	cond     sync.Cond     // signalled when the watch ends
+	idle     bool          // waiting for a request: Shutdown may close it
+	handling bool          // a handler runs: the watch may start
+	served   bool          // a request was read: a Handover may close it when idle
+	req      *http.Request // the request a handler runs for, for Handover
+	watching bool          // the watch's read is in flight
+	aborting bool          // the watch is being stopped: its timeout is expected
+	gone     bool          // the watch saw the client go away
 	cancel   context.CancelFunc
 
 	deadline   bool // a read deadline may be set on rwc
@@ -121,8 +123,9 @@ func (c *conn) serveOne() bool {
 	c.resp.reset(req)
 
 	c.mu.Lock()
-	c.handling, c.cancel = true, cancel
+	c.handling, c.cancel, c.served, c.req = true, cancel, true, req
 	c.mu.Unlock()
+	s.changed()
 	c.watchTimer.Reset(s.watchAfter())
 	c.runHandler(req)
 	c.stopWatch()
@@ -245,13 +248,15 @@ func (c *conn) setIdle(idle bool) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.idle = idle
-	return !c.srv.inShut.Load()
+	// During a Handover a connection accepted before the listener closed
+	// is served its first request, not dropped.
+	return !c.srv.inShut.Load() || (c.srv.handingOver.Load() && !c.served)
 }
 
 func (c *conn) closeIfIdle() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.idle {
+	if c.idle && (c.served || !c.srv.handingOver.Load()) {
 		c.rwc.Close()
 	}
 }
@@ -322,7 +327,7 @@ func (c *conn) stopWatch() {
 	c.watchTimer.Stop()
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.handling, c.cancel = false, nil
+	c.handling, c.cancel, c.req = false, nil, nil
 	if c.watching {
 		c.aborting = true
 		c.rwc.SetReadDeadline(aLongTimeAgo)

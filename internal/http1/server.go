@@ -62,7 +62,10 @@ type Server struct {
 	conns     map[*conn]struct{}
 	gone      chan struct{} // signalled when a connection ends, for Shutdown
 	inShut    atomic.Bool   // Shutdown or Close was called
-	dates     atomic.Pointer[dateLine]
+	// handingOver is set by Handover: connections accepted meanwhile are
+	// still served (see handover.go).
+	handingOver atomic.Bool
+	dates       atomic.Pointer[dateLine]
 }
 
 // ErrServerClosed is what Serve returns after Shutdown or Close: it is
@@ -125,7 +128,7 @@ func (s *Server) track(l *net.Listener, add bool) bool {
 func (s *Server) trackConn(c *conn, add bool) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	ok := updateSet(&s.conns, c, add, s.inShut.Load())
+	ok := updateSet(&s.conns, c, add, s.inShut.Load() && !s.handingOver.Load())
 	if !add && s.gone != nil {
 		select {
 		case s.gone <- struct{}{}:
@@ -191,6 +194,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 // Close stops accepting and closes every connection at once; the
 // contexts of requests in flight are cancelled.
 func (s *Server) Close() error {
+	s.handingOver.Store(false)
 	s.inShut.Store(true)
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -211,7 +211,7 @@ func TestLogBackendExitJournald(t *testing.T) {
 func TestMessageIDs(t *testing.T) {
 	ids := []MessageID{MessageSpawn, MessageBackendReady, MessageExit, MessageRestart, MessageGiveUp,
 		MessageStartFailed, MessageReady, MessageReload, MessageReloadFailed, MessageStopping, MessageSuppressed,
-		MessageOOM, MessageMemoryHigh}
+		MessageOOM, MessageMemoryHigh, MessageReexec, MessageAdopted, MessageAdoptFailed, MessageHandoffRefused}
 	hex := regexp.MustCompile(`^[0-9a-f]{32}$`)
 	seen := map[MessageID]bool{}
 	for _, id := range ids {

@@ -43,6 +43,20 @@ const (
 	// MessageReloadFailed: a reload was refused; the old configuration
 	// stays in effect.
 	MessageReloadFailed MessageID = "95ecc4544d664957ac6fed88380009a7"
+	// MessageReexec: mcpgated re-executes in place (a new binary, same
+	// PID), handing its running backends to the new one.
+	MessageReexec MessageID = "fe525b7518604fe6a9108af288246516"
+	// MessageAdopted: a backend's running server was taken over from the
+	// previous mcpgated without a new handshake.
+	MessageAdopted MessageID = "d60f254cb8234020a75192aa09de951f"
+	// MessageAdoptFailed: a backend's server could not be taken over from
+	// the previous mcpgated (it exited meanwhile, or its configuration
+	// changed) and is started again.
+	MessageAdoptFailed MessageID = "d0e543741d2847858cd3aa0b804031b4"
+	// MessageHandoffRefused: the record the previous mcpgated handed on was
+	// refused (tampered, another boot, another format): the daemon starts
+	// clean.
+	MessageHandoffRefused MessageID = "acdc0abbd6b949f483be84256b87c547"
 	// MessageStopping: the gateway is shutting down.
 	MessageStopping MessageID = "ee9603d251614e0786c04e18dd144f21"
 	// MessageSuppressed: a backend's log lines were suppressed (written by

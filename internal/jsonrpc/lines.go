@@ -28,6 +28,9 @@ func (e *ErrLineTooLong) Error() string {
 type LineReader struct {
 	r     *bufio.Reader
 	limit int64
+	// partial is the start of a line a read error interrupted (a deadline:
+	// see Unread); nil otherwise.
+	partial []byte
 }
 
 // NewLineReader returns a reader of lines no longer than limit bytes.
@@ -112,10 +115,30 @@ func (lr *LineReader) readLine(room int) ([]byte, error) {
 			}
 			return buf[:room+len(line)], nil
 		default:
-			long.free()
+			if size > 0 && head == nil && !errors.Is(err, io.EOF) {
+				// Kept for Unread: a reader stopped by a deadline hands the
+				// line's start on rather than losing it.
+				var start []byte
+				if long != nil {
+					start = long.moveTo(0, size)
+				}
+				lr.partial = append(start, chunk...)
+			} else {
+				long.free()
+			}
 			return nil, err
 		}
 	}
+}
+
+// Unread returns what was read from the underlying reader and not yet
+// returned: the start of a line an error interrupted, then what is
+// buffered. It is for a reader that stops for good (after a read deadline)
+// and hands the stream to someone else, who must read these bytes first.
+func (lr *LineReader) Unread() []byte {
+	n := lr.r.Buffered()
+	b, _ := lr.r.Peek(n)
+	return append(bytes.Clone(lr.partial), b...)
 }
 
 // joinHead returns the first headLen bytes of pieces followed by last.

@@ -213,6 +213,11 @@ type DaemonOptions struct {
 	// Cgroup, if set, is the cgroup directory the daemon starts in, as
 	// systemd starts a service in a cgroup of its own (see cgrouptest.New).
 	Cgroup string
+	// Binary, if set, is the mcpgated to run instead of the one Build
+	// made (a copy a test replaces, to make it re-execute).
+	Binary string
+	// ExtraFiles are passed to mcpgated as descriptors 3 and on.
+	ExtraFiles []*os.File
 	// Wrap, if set, is a command line mcpgated runs under, which must exec
 	// it in its own place (so that PID stays the daemon's), for instance
 	// "ip netns exec NAME" to run it in a network namespace.
@@ -267,7 +272,7 @@ func StartDaemon(t testing.TB, toml, url string, opts DaemonOptions) *Daemon {
 	}
 	n := NewNotify(t)
 	d := &Daemon{Notify: n, URL: url, ConfigPath: cfgPath, Stderr: &Buffer{}, exited: make(chan struct{})}
-	argv := append([]string{bins.Daemon, "--config", cfgPath}, opts.Args...)
+	argv := append([]string{cmp.Or(opts.Binary, bins.Daemon), "--config", cfgPath}, opts.Args...)
 	env := append([]string{"NOTIFY_SOCKET=" + n.Path}, opts.Env...)
 	if opts.Watchdog > 0 {
 		// systemd names the main process in WATCHDOG_PID; a shell learns
@@ -299,6 +304,7 @@ func StartDaemon(t testing.TB, toml, url string, opts DaemonOptions) *Daemon {
 	d.Cmd.Env = Env(env...)
 	d.Cmd.Stdout = d.Stderr
 	d.Cmd.Stderr = d.Stderr
+	d.Cmd.ExtraFiles = opts.ExtraFiles
 	if opts.Stderr != nil {
 		d.Cmd.Stderr = opts.Stderr
 	}

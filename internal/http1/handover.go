@@ -1,0 +1,62 @@
+package http1
+
+import (
+	"context"
+	"net/http"
+)
+
+// Handover is Shutdown for a process that hands its listening sockets to
+// another (a re-exec): it stops accepting, closes the idle connections,
+// serves the connections accepted until then their first request (a
+// client that connected just before must not see a reset), and returns
+// once every connection is gone or handles a request streaming reports
+// true for (an event stream, which a Close then ends), or when ctx ends.
+// Every response but those is written in full before its connection
+// closes, as after Shutdown.
+func (s *Server) Handover(ctx context.Context, streaming func(*http.Request) bool) error {
+	s.handingOver.Store(true)
+	s.inShut.Store(true)
+	s.mu.Lock()
+	s.closeListenersLocked()
+	if s.gone == nil {
+		s.gone = make(chan struct{}, 1)
+	}
+	gone := s.gone
+	s.mu.Unlock()
+	for {
+		s.mu.Lock()
+		waiting := 0
+		for c := range s.conns {
+			c.closeIfIdle()
+			c.mu.Lock()
+			if !(c.handling && c.req != nil && streaming(c.req)) {
+				waiting++
+			}
+			c.mu.Unlock()
+		}
+		s.mu.Unlock()
+		if waiting == 0 {
+			return nil
+		}
+		select {
+		case <-gone:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// changed tells a waiting Handover that a connection started a request.
+func (s *Server) changed() {
+	if !s.handingOver.Load() {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.gone != nil {
+		select {
+		case s.gone <- struct{}{}:
+		default:
+		}
+	}
+}
