@@ -244,19 +244,35 @@ func (o *Op) End(resp []byte) {
 		}
 	default:
 		if e := jsonrpc.ResponseError(resp); e != nil {
-			o.status = errorCode(e)
-			o.errType = o.status
-			if o.errType == "" {
-				o.errType = "_OTHER"
-			}
-			if m, _, ok := jsonrpc.Lookup(e, "message"); ok {
-				o.message, _ = jsonrpc.StringValue(m)
-			}
-		} else if o.method == "tools/call" && isToolError(resp) {
-			o.errType = ErrToolError
+			o.setErrorLocked(e)
+		} else if o.method == "tools/call" && bytes.Contains(resp, isErrorKey) {
+			o.setToolErrorLocked(resp, "result", "isError")
 		}
 	}
 	o.finishLocked()
+}
+
+// setErrorLocked records a JSON-RPC error object: its code as error.type
+// and rpc.response.status_code ("_OTHER" without one), its message as the
+// status description; o.mu is held.
+func (o *Op) setErrorLocked(errObj json.RawMessage) {
+	o.status = errorCode(errObj)
+	o.errType = o.status
+	if o.errType == "" {
+		o.errType = "_OTHER"
+	}
+	if m, _, ok := jsonrpc.Lookup(errObj, "message"); ok {
+		o.message, _ = jsonrpc.StringValue(m)
+	}
+}
+
+// setToolErrorLocked marks a tools/call whose result has isError true,
+// at path in raw; o.mu is held. Callers search the bytes for isErrorKey
+// first: a result without the member's name is not walked.
+func (o *Op) setToolErrorLocked(raw []byte, path ...string) {
+	if v, _, ok := jsonrpc.LookupPath(raw, path...); ok && string(v) == "true" {
+		o.errType = ErrToolError
+	}
 }
 
 // EndResult ends a client op with the backend's answer to the message
@@ -275,18 +291,9 @@ func (o *Op) EndResult(id, result, errObj json.RawMessage) {
 	}
 	switch {
 	case errObj != nil:
-		o.status = errorCode(errObj)
-		o.errType = o.status
-		if o.errType == "" {
-			o.errType = "_OTHER"
-		}
-		if m, _, ok := jsonrpc.Lookup(errObj, "message"); ok {
-			o.message, _ = jsonrpc.StringValue(m)
-		}
+		o.setErrorLocked(errObj)
 	case o.method == "tools/call" && bytes.Contains(result, isErrorKey):
-		if v, _, ok := jsonrpc.Lookup(result, "isError"); ok && string(v) == "true" {
-			o.errType = ErrToolError
-		}
+		o.setToolErrorLocked(result, "isError")
 	}
 	o.finishLocked()
 }
@@ -476,14 +483,3 @@ func errorCode(errObj json.RawMessage) string {
 }
 
 var isErrorKey = []byte(`"isError"`)
-
-// isToolError reports whether resp is a tools/call result with isError
-// set. The bytes are searched first: a result without the member's name
-// anywhere is no error, and is not walked.
-func isToolError(resp []byte) bool {
-	if !bytes.Contains(resp, isErrorKey) {
-		return false
-	}
-	v, _, ok := jsonrpc.LookupPath(resp, "result", "isError")
-	return ok && string(v) == "true"
-}
