@@ -40,23 +40,31 @@ audiences = ["mcpbench"]
 [clients.bench]
 oauth_subjects = ["bench"]
 `, issuer), token)
-	var running []*gateways.Running
-	defer func() {
-		for _, g := range running {
-			b.group.Stop(g.Proc)
-		}
-	}()
-	for _, g := range []*gateways.Gateway{gateways.All()[1], static, oauth} {
-		rg, err := g.Start(b.ctx, b.env, b.group, b.echo())
-		if err != nil {
-			return err
-		}
-		running = append(running, rg)
+	return b.compare("auth", []*gateways.Gateway{gateways.All()[1], static, oauth}, 1, b.plan.payloadSessions)
+}
+
+// compare starts each of compared on benchecho, runs the scenario's
+// loads (1 KiB payloads) at each count of sessions over all of them in
+// the same rounds, and stops them.
+func (b *bencher) compare(scenario string, compared []*gateways.Gateway, sessions ...int) error {
+	running, stop, err := b.startEach(compared, b.echo())
+	if err != nil {
+		return err
 	}
-	for _, n := range []int{1, b.plan.payloadSessions} {
-		b.loadRuns("auth", "benchecho", running, n, 1024)
+	defer stop()
+	for _, n := range sessions {
+		b.loadRuns(scenario, "benchecho", running, n, 1024)
 	}
 	return nil
+}
+
+// busy is the count of sessions of the targets' load: 64, or a quick
+// run's smaller one.
+func (b *bencher) busy() int {
+	if b.r.Quick {
+		return b.plan.payloadSessions
+	}
+	return 64
 }
 
 // sharedScenario measures mcpgate as a shared host runs it (see
@@ -64,31 +72,11 @@ oauth_subjects = ["bench"]
 // configuration, at 1 session and at the payload loads' sessions.
 func (b *bencher) sharedScenario() error {
 	shared := sharedHost()
-	var running []*gateways.Running
-	defer func() {
-		for _, g := range running {
-			b.group.Stop(g.Proc)
-		}
-	}()
 	compared := []*gateways.Gateway{gateways.All()[0], gateways.All()[1], shared}
 	if b.baseline != "" {
 		compared = append(compared, b.base(gateways.All()[1]), b.base(shared))
 	}
-	for _, g := range compared {
-		rg, err := g.Start(b.ctx, b.env, b.group, b.echo())
-		if err != nil {
-			return err
-		}
-		running = append(running, rg)
-	}
-	busy := 64 // as the targets' load; a quick run's is small
-	if b.r.Quick {
-		busy = b.plan.payloadSessions
-	}
-	for _, n := range []int{1, busy} {
-		b.loadRuns("shared", "benchecho", running, n, 1024)
-	}
-	return nil
+	return b.compare("shared", compared, 1, b.busy())
 }
 
 // sharedHost is mcpgate-shared, whose client sends staticToken.

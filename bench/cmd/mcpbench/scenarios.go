@@ -82,13 +82,19 @@ func (b *bencher) echo() []string { return []string{filepath.Join(b.env.Bin, "be
 // startAll starts every gateway in front of backend; they run side by
 // side, idle while another is measured.
 func (b *bencher) startAll(backend []string) ([]*gateways.Running, func(), error) {
+	return b.startEach(b.all(), backend)
+}
+
+// startEach starts each of gws in front of backend, and returns them and
+// the function that stops them; on an error, those started are stopped.
+func (b *bencher) startEach(gws []*gateways.Gateway, backend []string) ([]*gateways.Running, func(), error) {
 	var running []*gateways.Running
 	stop := func() {
 		for _, g := range running {
 			b.group.Stop(g.Proc)
 		}
 	}
-	for _, g := range b.all() {
+	for _, g := range gws {
 		rg, err := g.Start(b.ctx, b.env, b.group, backend)
 		if err != nil {
 			stop()

@@ -22,27 +22,7 @@ func (b *bencher) telemetryScenario() error {
 		// not start with it.
 		compared = append(compared, b.base(gateways.All()[1]))
 	}
-	var running []*gateways.Running
-	defer func() {
-		for _, g := range running {
-			b.group.Stop(g.Proc)
-		}
-	}()
-	for _, g := range compared {
-		rg, err := g.Start(b.ctx, b.env, b.group, b.echo())
-		if err != nil {
-			return err
-		}
-		running = append(running, rg)
-	}
-	busy := 64 // as the targets' load; a quick run's is small
-	if b.r.Quick {
-		busy = b.plan.payloadSessions
-	}
-	for _, n := range []int{1, busy} {
-		b.loadRuns("telemetry", "benchecho", running, n, 1024)
-	}
-	return nil
+	return b.compare("telemetry", compared, 1, b.busy())
 }
 
 // otlpSink is an OTLP/HTTP receiver that takes every export and keeps
