@@ -15,35 +15,7 @@ import (
 // closes, as after Shutdown.
 func (s *Server) Handover(ctx context.Context, streaming func(*http.Request) bool) error {
 	s.handingOver.Store(true)
-	s.inShut.Store(true)
-	s.mu.Lock()
-	s.closeListenersLocked()
-	if s.gone == nil {
-		s.gone = make(chan struct{}, 1)
-	}
-	gone := s.gone
-	s.mu.Unlock()
-	for {
-		s.mu.Lock()
-		waiting := 0
-		for c := range s.conns {
-			c.closeIfIdle()
-			c.mu.Lock()
-			if !(c.handling && c.req != nil && streaming(c.req)) {
-				waiting++
-			}
-			c.mu.Unlock()
-		}
-		s.mu.Unlock()
-		if waiting == 0 {
-			return nil
-		}
-		select {
-		case <-gone:
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	}
+	return s.shutdown(ctx, streaming)
 }
 
 // changed tells a waiting Handover that a connection started a request.

@@ -165,6 +165,13 @@ func (s *Server) closeListenersLocked() {
 // others to finish their request, until ctx ends: then it returns
 // ctx.Err() and leaves the rest to Close.
 func (s *Server) Shutdown(ctx context.Context) error {
+	return s.shutdown(ctx, nil)
+}
+
+// shutdown is Shutdown, and Handover with streaming: it returns once no
+// connection is left but those handling a request streaming reports
+// true for (none, for streaming nil), or when ctx ends.
+func (s *Server) shutdown(ctx context.Context, streaming func(*http.Request) bool) error {
 	s.inShut.Store(true)
 	s.mu.Lock()
 	s.closeListenersLocked()
@@ -175,12 +182,21 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	s.mu.Unlock()
 	for {
 		s.mu.Lock()
+		waiting := 0
 		for c := range s.conns {
 			c.closeIfIdle()
+			if streaming == nil {
+				waiting++
+				continue
+			}
+			c.mu.Lock()
+			if !(c.handling && c.req != nil && streaming(c.req)) {
+				waiting++
+			}
+			c.mu.Unlock()
 		}
-		n := len(s.conns)
 		s.mu.Unlock()
-		if n == 0 {
+		if waiting == 0 {
 			return nil
 		}
 		select {
