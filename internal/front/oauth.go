@@ -24,17 +24,7 @@ func (h *Handler) serveMetadata(w http.ResponseWriter, r *http.Request) bool {
 		h.httpError(w, http.StatusForbidden, "Host %q is not allowed; add it to allowed_hosts in the [gateway] section to serve it", r.Host)
 		return true
 	}
-	w.Header().Set("Access-Control-Allow-Origin", "*")
-	switch r.Method {
-	case http.MethodGet, http.MethodHead:
-	case http.MethodOptions:
-		w.Header().Set("Access-Control-Allow-Methods", "GET")
-		w.Header().Set("Access-Control-Allow-Headers", "Mcp-Protocol-Version")
-		w.WriteHeader(http.StatusNoContent)
-		return true
-	default:
-		w.Header().Set("Allow", "GET, HEAD")
-		h.httpError(w, http.StatusMethodNotAllowed, "method %s not allowed; the resource metadata is read with GET", r.Method)
+	if h.readOnly(w, r, "Mcp-Protocol-Version", "the resource metadata") {
 		return true
 	}
 	// The resource is the listener's, fixed at start: the same document
@@ -47,5 +37,25 @@ func (h *Handler) serveMetadata(w http.ResponseWriter, r *http.Request) bool {
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "max-age=300")
 	w.Write(o.Metadata(resource))
+	return true
+}
+
+// readOnly makes a public document readable from any origin, answers
+// its CORS preflight (allowing allowHeaders) and refuses every method but
+// GET and HEAD, saying how what is read. It reports whether it answered
+// the request.
+func (h *Handler) readOnly(w http.ResponseWriter, r *http.Request, allowHeaders, what string) bool {
+	w.Header().Set("Access-Control-Allow-Origin", "*")
+	switch r.Method {
+	case http.MethodGet, http.MethodHead:
+		return false
+	case http.MethodOptions:
+		w.Header().Set("Access-Control-Allow-Methods", "GET")
+		w.Header().Set("Access-Control-Allow-Headers", allowHeaders)
+		w.WriteHeader(http.StatusNoContent)
+	default:
+		w.Header().Set("Allow", "GET, HEAD")
+		h.httpError(w, http.StatusMethodNotAllowed, "method %s not allowed; %s is read with GET", r.Method, what)
+	}
 	return true
 }

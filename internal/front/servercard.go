@@ -47,18 +47,8 @@ func (h *Handler) serveCard(w http.ResponseWriter, r *http.Request) bool {
 	}
 	// Public metadata, read-only: any origin may read it (the extension
 	// asks for these headers).
-	w.Header().Set("Access-Control-Allow-Origin", "*")
 	w.Header().Set("Access-Control-Expose-Headers", "ETag")
-	switch r.Method {
-	case http.MethodGet, http.MethodHead:
-	case http.MethodOptions:
-		w.Header().Set("Access-Control-Allow-Methods", "GET")
-		w.Header().Set("Access-Control-Allow-Headers", "Content-Type, If-None-Match, Authorization")
-		w.WriteHeader(http.StatusNoContent)
-		return true
-	default:
-		w.Header().Set("Allow", "GET, HEAD")
-		h.httpError(w, http.StatusMethodNotAllowed, "method %s not allowed; a server card is read with GET", r.Method)
+	if h.readOnly(w, r, "Content-Type, If-None-Match, Authorization", "a server card") {
 		return true
 	}
 	client, authenticated, ok := h.cardCaller(w, r)
