@@ -364,16 +364,10 @@ func (u *unitsCheck) checkReexec(t *testing.T) string {
 			t.Errorf("%s was %v before the re-exec and is %v after; want the same run, active", unitOf(name), runs[name], now)
 		}
 	}
-	_, since, _ := strings.Cut(cursor, "-- cursor: ")
-	adopted := map[string]bool{}
-	for _, e := range g.journal(t, "--after-cursor="+strings.TrimSpace(since), "-u", "mcpgate.service") {
-		switch e["MESSAGE_ID"] {
-		case "d60f254cb8234020a75192aa09de951f":
-			adopted[e["MCPGATE_BACKEND"]] = true
-		case "458c1b16ec2944c2b4cd97d3702f5d3b":
-			if b := e["MCPGATE_BACKEND"]; b != "pooled" {
-				t.Errorf("backend %s made a new handshake during the re-exec: %s", b, e["MESSAGE"])
-			}
+	adopted, handshakes := g.takenOver(t, cursor, names)
+	for b, msg := range handshakes {
+		if b != "pooled" {
+			t.Errorf("backend %s made a new handshake during the re-exec: %s", b, msg)
 		}
 	}
 	for _, name := range names {

@@ -849,15 +849,13 @@ func (g *installedGateway) checkUpgrade(t *testing.T) string {
 			t.Errorf("backend %s: pid %d before the upgrade, %d after; want it taken over, not restarted", name, pid, got)
 		}
 	}
-	_, since, _ := strings.Cut(cursor, "-- cursor: ")
-	adopted := map[string]bool{}
-	for _, e := range g.journal(t, "--after-cursor="+strings.TrimSpace(since), "-u", "mcpgate.service") {
-		switch e["MESSAGE_ID"] {
-		case "d60f254cb8234020a75192aa09de951f":
-			adopted[e["MCPGATE_BACKEND"]] = true
-		case "458c1b16ec2944c2b4cd97d3702f5d3b":
-			t.Errorf("a backend made a new handshake during the upgrade: %s", e["MESSAGE"])
-		}
+	var names []string
+	for name := range backends {
+		names = append(names, name)
+	}
+	adopted, handshakes := g.takenOver(t, cursor, names)
+	for _, msg := range handshakes {
+		t.Errorf("a backend made a new handshake during the upgrade: %s", msg)
 	}
 	for name := range backends {
 		if !adopted[name] {
@@ -1091,6 +1089,34 @@ func (g *installedGateway) cgroupProcs(t *testing.T) []int {
 }
 
 // journal returns the journal entries of this boot that match args.
+// takenOver reads the gateway's journal after cursor (journalctl
+// --show-cursor's output) until each of names has its entry of being
+// taken over across a re-exec, or 30s pass: journald may store the new
+// image's entries after its READY=1. It returns the backends taken over,
+// and the new handshakes journaled meanwhile, by backend.
+func (g *installedGateway) takenOver(t *testing.T, cursor string, names []string) (adopted map[string]bool, handshakes map[string]string) {
+	t.Helper()
+	_, since, _ := strings.Cut(cursor, "-- cursor: ")
+	testutil.Poll(30*time.Second, 100*time.Millisecond, func() bool {
+		adopted, handshakes = map[string]bool{}, map[string]string{}
+		for _, e := range g.journal(t, "--after-cursor="+strings.TrimSpace(since), "-u", "mcpgate.service") {
+			switch e["MESSAGE_ID"] {
+			case "d60f254cb8234020a75192aa09de951f":
+				adopted[e["MCPGATE_BACKEND"]] = true
+			case "458c1b16ec2944c2b4cd97d3702f5d3b":
+				handshakes[e["MCPGATE_BACKEND"]] = e["MESSAGE"]
+			}
+		}
+		for _, name := range names {
+			if !adopted[name] {
+				return false
+			}
+		}
+		return true
+	})
+	return adopted, handshakes
+}
+
 func (g *installedGateway) journal(t *testing.T, args ...string) []JournalEntry {
 	t.Helper()
 	entries, err := g.c.Journal(t.Context(), args...)
