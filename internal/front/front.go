@@ -136,7 +136,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		h.post(w, r)
 	case http.MethodGet, http.MethodDelete:
-		if r.Header.Get(headerSession) == "" && modernHeader(r.Header) {
+		if get(r.Header, headerSession) == "" && modernHeader(r.Header) {
 			h.sessionless(w, r)
 			return
 		}
@@ -193,7 +193,7 @@ func (h *Handler) post(w http.ResponseWriter, r *http.Request) {
 		h.rpcError(w, http.StatusBadRequest, nil, jsonrpc.CodeParseError, "parse error: the body is not valid UTF-8, as JSON text must be")
 		return
 	}
-	noSession := r.Header.Get(headerSession) == ""
+	noSession := get(r.Header, headerSession) == ""
 	if jsonrpc.IsBatch(body) {
 		if noSession && modernHeader(r.Header) {
 			h.rpcError(w, http.StatusBadRequest, nil, jsonrpc.CodeInvalidRequest, "MCP %s has no batches: send each request in a POST of its own", gateway.ModernProtocolVersion)
@@ -346,7 +346,7 @@ func (h *Handler) batch(w http.ResponseWriter, r *http.Request, body []byte, sse
 // session finds the session a request names, or answers the request with
 // the error and returns nil.
 func (h *Handler) session(w http.ResponseWriter, r *http.Request) *gateway.Session {
-	id := r.Header.Get(headerSession)
+	id := get(r.Header, headerSession)
 	if id == "" {
 		h.rpcError(w, http.StatusBadRequest, nil, jsonrpc.CodeInvalidRequest, "missing %s header: send initialize first to start a session", headerSession)
 		return nil
@@ -362,7 +362,7 @@ func (h *Handler) session(w http.ResponseWriter, r *http.Request) *gateway.Sessi
 		h.rpcError(w, http.StatusNotFound, nil, jsonrpc.CodeInvalidRequest, "session %q not found: it ended or the gateway restarted; initialize a new session", id)
 		return nil
 	}
-	if v := r.Header.Get(headerProtocol); v != "" && !gateway.SupportsProtocolVersion(v) {
+	if v := get(r.Header, headerProtocol); v != "" && !gateway.SupportsProtocolVersion(v) {
 		h.rpcError(w, http.StatusBadRequest, nil, jsonrpc.CodeInvalidRequest, "unsupported %s %q; this gateway speaks 2025-11-25, 2025-06-18 and 2025-03-26", headerProtocol, v)
 		return nil
 	}

@@ -41,8 +41,18 @@ func isModern(hdr http.Header, msg *jsonrpc.Message, head *gateway.RequestHead) 
 // modernHeader reports whether the MCP-Protocol-Version header names a
 // version that is not one of the 2025 sessions'.
 func modernHeader(hdr http.Header) bool {
-	v := hdr.Get(headerProtocol)
+	v := get(hdr, headerProtocol)
 	return v != "" && !gateway.SupportsProtocolVersion(v)
+}
+
+// get is hdr.Get(key) for a key in canonical form, as the header names
+// this package uses are (TestHeaderNamesCanonical): the map is read
+// without the key canonicalized again on every request.
+func get(hdr http.Header, key string) string {
+	if v := hdr[key]; len(v) > 0 {
+		return v[0]
+	}
+	return ""
 }
 
 // refusal is why a stateless request is refused before routing: the HTTP
@@ -76,7 +86,7 @@ func checkModern(hdr http.Header, msg *jsonrpc.Message, head *gateway.RequestHea
 			"params._meta[%q] must be the protocol version, a string: every request of MCP %s carries it (or send initialize to start a 2025 session)",
 			gateway.MetaProtocolVersion, gateway.ModernProtocolVersion)
 	}
-	switch hv := hdr.Values(headerProtocol); {
+	switch hv := hdr[headerProtocol]; {
 	case len(hv) != 1:
 		return meta, refuse(http.StatusBadRequest, gateway.CodeHeaderMismatch, "header mismatch: send exactly one %s header, equal to params._meta[%q]", headerProtocol, gateway.MetaProtocolVersion)
 	case hv[0] != version:
@@ -101,7 +111,7 @@ func checkModern(hdr http.Header, msg *jsonrpc.Message, head *gateway.RequestHea
 		meta.LogLevel = level
 	}
 	meta.Protocol, meta.Capabilities, meta.Header = version, values[1], hdr
-	switch hv := hdr.Values(headerMethod); {
+	switch hv := hdr[headerMethod]; {
 	case len(hv) != 1:
 		return meta, refuse(http.StatusBadRequest, gateway.CodeHeaderMismatch, "header mismatch: send exactly one %s header, equal to the request's method", headerMethod)
 	case hv[0] != msg.Method:
@@ -115,7 +125,7 @@ func checkModern(hdr http.Header, msg *jsonrpc.Message, head *gateway.RequestHea
 		case "taskId": // MCP Tasks: not in the head, which routing of calls reads
 			raw, _, _ = jsonrpc.Lookup(msg.Params, "taskId")
 		}
-		if r := checkName(hdr.Values(headerName), raw, member); r != nil {
+		if r := checkName(hdr[headerName], raw, member); r != nil {
 			return meta, r
 		}
 	}

@@ -81,3 +81,14 @@ func BenchmarkCheckModern(b *testing.B) {
 		}
 	}
 }
+
+// TestHeaderNamesCanonical checks that the header names get reads are in
+// the canonical form the servers store them under: one that is not would
+// never be found.
+func TestHeaderNamesCanonical(t *testing.T) {
+	for _, key := range []string{headerSession, headerProtocol, headerMethod, headerName} {
+		if c := http.CanonicalHeaderKey(key); c != key {
+			t.Errorf("header name %q is not canonical (%q): get would miss it", key, c)
+		}
+	}
+}

@@ -142,12 +142,19 @@ func forwarded(params json.RawMessage) forwardedParams {
 // token in it; an ambiguous one is none.
 func (f *forwardedParams) setToken(meta json.RawMessage, span jsonrpc.Span) {
 	f.meta, f.metaSpan = meta, span
-	token, at, err := jsonrpc.Find(meta, "progressToken")
-	if err != nil || token == nil {
+	if token, at, err := jsonrpc.Find(meta, "progressToken"); err == nil {
+		f.withToken(token, at)
+	}
+}
+
+// withToken records token, the progress token of f's _meta (nil for
+// none), found at span within that _meta.
+func (f *forwardedParams) withToken(token json.RawMessage, span jsonrpc.Span) {
+	if token == nil {
 		return
 	}
 	f.token, f.hasToken = token, true
-	f.tokenSpan = jsonrpc.Span{Start: span.Start + at.Start, End: span.Start + at.End}
+	f.tokenSpan = jsonrpc.Span{Start: f.metaSpan.Start + span.Start, End: f.metaSpan.Start + span.End}
 }
 
 // toolCallKeys are the members of a tools/call's params: those
@@ -162,14 +169,19 @@ var toolCallKeys = []string{"name", "arguments", "_meta"}
 func toolCallParams(params json.RawMessage, head *RequestHead) (string, jsonrpc.Span, forwardedParams, error) {
 	var values [3]json.RawMessage
 	var spans [3]jsonrpc.Span
+	scanned := head != nil && head.callOK
+	var token json.RawMessage
+	var tokenSpan jsonrpc.Span
 	if len(params) > 0 && params[0] == '{' {
-		if head != nil && head.callOK {
+		if scanned {
 			values, spans = head.call.values, head.call.spans
+			token, tokenSpan = head.token, head.tokenSpan
 		} else if err := jsonrpc.FindEachSpan(params, toolCallKeys, values[:], spans[:]); err != nil {
 			return "", jsonrpc.Span{}, forwardedParams{}, ambiguous(err, "params")
 		}
-		if values[2] != nil {
-			if _, _, err := jsonrpc.Find(values[2], "progressToken"); err != nil {
+		if values[2] != nil && (!scanned || !head.tokenOK) {
+			var err error
+			if token, tokenSpan, err = jsonrpc.Find(values[2], "progressToken"); err != nil {
 				return "", jsonrpc.Span{}, forwardedParams{}, ambiguous(err, "params._meta")
 			}
 		}
@@ -180,7 +192,8 @@ func toolCallParams(params json.RawMessage, head *RequestHead) (string, jsonrpc.
 	}
 	f := forwardedParams{params: params, name: name}
 	if values[2] != nil {
-		f.setToken(values[2], spans[2])
+		f.meta, f.metaSpan = values[2], spans[2]
+		f.withToken(token, tokenSpan)
 	}
 	return name, spans[0], f, nil
 }

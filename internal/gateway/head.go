@@ -31,6 +31,12 @@ type RequestHead struct {
 	// pass found arguments ambiguous, which only toolCallParams refuses.
 	call   toolCallScan
 	callOK bool
+	// token is params._meta.progressToken and its span in that _meta, nil
+	// when absent: the pass over _meta found it for toolCallParams;
+	// tokenOK is false when it found it ambiguous, or found no _meta.
+	token     json.RawMessage
+	tokenSpan jsonrpc.Span
+	tokenOK   bool
 }
 
 // toolCallScan is what toolCallParams reads of params in its pass.
@@ -61,11 +67,20 @@ func ScanHead(params []byte) RequestHead {
 		return RequestHead{Err: err, of: params}
 	}
 	if values[0] != nil {
-		var meta [3]json.RawMessage
-		if err := jsonrpc.FindEach(values[0], metaKeys, meta[:]); err != nil {
+		var meta [4]json.RawMessage
+		var at [4]jsonrpc.Span
+		err := jsonrpc.FindEachSpan(values[0], metaKeys, meta[:], at[:])
+		h.tokenOK = true
+		if a, ok := errors.AsType[*jsonrpc.AmbiguousError](err); ok && a.Key == "progressToken" {
+			// As arguments above: toolCallParams refuses it.
+			err = jsonrpc.FindEachSpan(values[0], metaKeys[:3], meta[:3], at[:3])
+			h.tokenOK = false
+		}
+		if err != nil {
 			return RequestHead{Err: err, of: params}
 		}
 		h.Version, h.Capabilities, h.LogLevel = meta[0], meta[1], meta[2]
+		h.token, h.tokenSpan = meta[3], at[3]
 	}
 	h.Name, h.URI = values[1], values[2]
 	h.Retry = values[3] != nil || values[4] != nil
@@ -78,7 +93,8 @@ func ScanHead(params []byte) RequestHead {
 	return h
 }
 
-var metaKeys = []string{MetaProtocolVersion, MetaClientCapabilities, MetaLogLevel}
+// metaKeys are the members of params._meta the head holds.
+var metaKeys = []string{MetaProtocolVersion, MetaClientCapabilities, MetaLogLevel, "progressToken"}
 
 // headOf returns the head of params if the front scanned it (the
 // stateless request's own params, not those of a composite's step) and
