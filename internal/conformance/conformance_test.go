@@ -14,16 +14,18 @@ import (
 func TestMain(m *testing.M) { testutil.Main(m) }
 
 // TestConformance runs the active server scenarios of the official MCP
-// conformance suite five times: directly against the go-sdk
+// conformance suite six times: directly against the go-sdk
 // everything-server fixture over Streamable HTTP (the baseline), against
 // mcpgate with the same fixture as its only stdio backend (a server of
 // both eras, one process driven in 2026-07-28: the 2025 sessions of the
 // suite are served through the translation), the same with era = "legacy"
-// (the process initialized), through two gateways (the second has the
-// first as its remote backend), and against mcpgate with the fixture over
-// HTTP as its remote backend. Every scenario that passes directly must
-// pass every other way, but for those of asks2025Way through the fixture
-// driven in 2026-07-28.
+// (the process initialized), against mcpgate with the TypeScript SDK v2
+// fixture (everything-server-2026.mjs, of both eras too) over stdio,
+// through two gateways (the second has the first as its remote backend),
+// and against mcpgate with the fixture over HTTP as its remote backend.
+// Every scenario that passes directly must pass every other way, but for
+// those of asks2025Way through the go-sdk fixture driven in 2026-07-28;
+// through the TypeScript one, every scenario passes.
 //
 // The pending scenarios (not yet part of the suite's verdict) run the same
 // two ways for information: their counts are logged, never failed on.
@@ -81,6 +83,28 @@ func TestConformance(t *testing.T) {
 		}
 	})
 
+	// A server of both eras whose tools ask their client the way both eras
+	// can be served (an InputRequiredResult in 2026-07-28, which the SDK
+	// turns into requests on a 2025 session): the TypeScript SDK v2
+	// fixture over stdio, one process driven in 2026-07-28, every 2025
+	// session served through the translation. Every scenario passes,
+	// asks2025Way's too.
+	var dual *suiteRun
+	t.Run("gateway, dual server driven in 2026-07-28", func(t *testing.T) {
+		if direct == nil {
+			t.Skip("no direct baseline to compare with (the direct run failed)")
+		}
+		dual = runSuite(t, tk, "active", "gateway, dual TypeScript SDK server", startStdioGateway(t, tk.node, fixture2026(t), "--stdio", ""), "")
+		for _, msg := range regressions(direct, dual) {
+			t.Error(msg)
+		}
+		for _, r := range dual.Scenarios {
+			if !r.passed() {
+				t.Errorf("scenario %s fails through mcpgate in front of a dual server", r.Name)
+			}
+		}
+	})
+
 	// The same scenarios through two hops (client → mcpgate B → mcpgate A
 	// → fixture over stdio, initialized, so that A is a dual remote server
 	// that relays every request to B's sessions) and through one hop to the
@@ -107,7 +131,7 @@ func TestConformance(t *testing.T) {
 		}
 	})
 
-	for _, run := range []*suiteRun{direct, gateway, legacy, twoHops, remote, directPending, gatewayPending} {
+	for _, run := range []*suiteRun{direct, gateway, legacy, dual, twoHops, remote, directPending, gatewayPending} {
 		if run != nil {
 			t.Log(run.summary())
 		}
@@ -122,7 +146,12 @@ func TestConformance(t *testing.T) {
 // CreateMessage and Elicit), which the Go SDK refuses in 2026-07-28: the
 // fixture is a server of both eras, so over stdio mcpgated drives its one
 // process in 2026-07-28 (mcpgated(8), BACKEND ERAS), and they pass with
-// era = "legacy" (the leg of that name).
+// era = "legacy" (the leg of that name). The same scenarios pass through
+// a dual server whose tools ask with an InputRequiredResult (the leg
+// "dual server driven in 2026-07-28"). No one era serves this fixture's
+// tools of both suites over one stdio connection: driven initialized, its
+// 2026-07-28 tools lose what TestConformance2026 exempts for a 2025
+// server (needs2026Server).
 var asks2025Way = map[string]string{
 	"tools-call-sampling":          "test_sampling calls ServerSession.CreateMessage",
 	"tools-call-elicitation":       "test_elicitation calls ServerSession.Elicit",

@@ -225,6 +225,36 @@ function tools(server, transient) {
         if (answer === undefined) return inputRequired({ inputRequests: requests });
         return text(`User response: action=${answer.action}, content=${JSON.stringify(answer.content ?? {})}`);
     }, { inputSchema: z.object({ message: z.string() }) });
+    // The 2025-11-25 suite's elicitation schemas (SEP-1034 defaults,
+    // SEP-1330 enums), asked the way test_elicitation asks: one handler
+    // for both eras.
+    const elicitWith = (name, description, message, properties) =>
+        tool(name, description, async (_args, ctx) => {
+            const requests = { answer: inputRequired.elicit({ message, requestedSchema: { type: 'object', properties } }) };
+            const answer = (await ask(ctx, requests))?.answer;
+            if (answer === undefined) return inputRequired({ inputRequests: requests });
+            return text(`Elicitation result: action=${answer.action}, content=${JSON.stringify(answer.content ?? {})}`);
+        });
+    elicitWith('test_elicitation_sep1034_defaults', 'Asks with a default for every primitive (SEP-1034)', 'Test defaults for primitives', {
+        name: { type: 'string', description: 'User name', default: 'John Doe' },
+        age: { type: 'integer', description: 'User age', default: 30 },
+        score: { type: 'number', description: 'User score', default: 95.5 },
+        status: { type: 'string', description: 'User status', enum: ['active', 'inactive', 'pending'], default: 'active' },
+        verified: { type: 'boolean', description: 'Verification status', default: true }
+    });
+    const titled = [
+        { const: 'value1', title: 'First Option' },
+        { const: 'value2', title: 'Second Option' },
+        { const: 'value3', title: 'Third Option' }
+    ];
+    const options = ['option1', 'option2', 'option3'];
+    elicitWith('test_elicitation_sep1330_enums', 'Asks with every enum form (SEP-1330)', 'Test enum schemas', {
+        untitledSingle: { type: 'string', enum: options },
+        titledSingle: { type: 'string', oneOf: titled },
+        legacyEnum: { type: 'string', enum: ['opt1', 'opt2', 'opt3'], enumNames: ['Option One', 'Option Two', 'Option Three'] },
+        untitledMulti: { type: 'array', minItems: 1, maxItems: 3, items: { type: 'string', enum: options } },
+        titledMulti: { type: 'array', minItems: 1, maxItems: 3, items: { type: 'string', anyOf: titled } }
+    });
     tool('test_input_required_result_elicitation', 'Asks for a name in band', async (_args, ctx) => {
         const requests = { user_name: askString('What is your name?', 'name') };
         const name = acceptedContent(await ask(ctx, requests), 'user_name')?.name;
