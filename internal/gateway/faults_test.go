@@ -10,12 +10,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"regexp"
 	"strings"
 	"testing"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/mcpgate/mcpgate/internal/mcphttp"
 	"github.com/mcpgate/mcpgate/internal/testutil"
 )
 
@@ -254,5 +256,68 @@ esac; done`
 	}
 	if len(got) != 2 {
 		t.Errorf("got data lines %q; want the notification and the response", got)
+	}
+}
+
+// Stateless requests in flight share one timer (see deadline.go): a call
+// whose deadline comes before that of another request's call in flight
+// times out at its own, so does one sent after others ended, whose
+// deadlines the timer was armed for, and the request in flight is not
+// timed out.
+func TestStatelessDeadlinesShareOneTimer(t *testing.T) {
+	t.Parallel()
+	record := recordFile(t, "patient")
+	d := startGateway(t, "",
+		fakeBackend(t, "patient", `timeout = "60s"`, "--record", record),
+		fakeBackend(t, "brisk", `timeout = "400ms"`),
+		fakeBackend(t, "after", `timeout = "400ms"`))
+	timedOut := func(backend string) {
+		t.Helper()
+		_, m := modernCall(t, d.URL, modernBody(1, "tools/call", fmt.Sprintf(`"name":%q`, backend+"__hang"), modernMeta("{}")),
+			modernHeaders("tools/call", backend+"__hang")...)
+		e, _ := m["error"].(map[string]any)
+		if want := fmt.Sprintf("backend %q did not answer tools/call within 400ms", backend); !strings.Contains(fmt.Sprint(e["message"]), want) {
+			t.Errorf("a stateless call to %s that never ends: %v; want %q", backend, m, want)
+		}
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	waiting := make(chan string, 1)
+	go func() { // the request is cancelled: no postRaw, which fails the test on that
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, d.URL,
+			strings.NewReader(modernBody(1, "tools/call", `"name":"patient__wait_cancel"`, modernMeta("{}"))))
+		req.Header.Set("Accept", mcphttp.AcceptPost)
+		req.Header.Set("Content-Type", "application/json")
+		h := modernHeaders("tools/call", "patient__wait_cancel")
+		for i := 0; i+1 < len(h); i += 2 {
+			req.Header.Set(h[i], h[i+1])
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			waiting <- err.Error()
+			return
+		}
+		body, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		waiting <- fmt.Sprint(string(body), err)
+	}()
+	awaitRecorded(t, record, 1, `"name":"wait_cancel"`)
+	timedOut("brisk") // its deadline is 60 s before patient's
+
+	if _, m := modernCall(t, d.URL, modernBody(1, "tools/call", `"name":"after__echo","arguments":{"text":"x"}`, modernMeta("{}")),
+		modernHeaders("tools/call", "after__echo")...); m["result"] == nil {
+		t.Fatalf("after__echo: %v", m) // ends; the timer stays armed for its deadline
+	}
+	timedOut("after")
+
+	select {
+	case body := <-waiting:
+		t.Fatalf("the request in flight meanwhile ended: %s", body)
+	default:
+	}
+	cancel()
+	if body := <-waiting; strings.Contains(body, "did not answer") {
+		t.Errorf("the request in flight meanwhile was timed out: %s", body)
 	}
 }

@@ -92,8 +92,10 @@ func (g *Gateway) StatelessRequest(meta RequestMeta, client *access.Client, iden
 	}
 	s := &r.Session
 	s.one = &r.one
-	if prio, ok := journal.MCPLevelPriority(meta.LogLevel); ok && meta.LogLevel != "" {
-		s.logLevel = prio
+	if meta.LogLevel != "" { // most requests set none
+		if prio, ok := journal.MCPLevelPriority(meta.LogLevel); ok {
+			s.logLevel = prio
+		}
 	}
 	s.caps = capsOf(meta.Capabilities)
 	s.standalone = g.nowhere
