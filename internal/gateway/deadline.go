@@ -14,7 +14,6 @@ import (
 // it armed: it fires for nothing at most once per timeout, while a
 // session calling back to back never touches it, since each new call's
 // deadline comes after the one it is armed for.
-
 //
 // A stateless request's context lives for one request: a timer of its own
 // would be made and stopped for every call, and would often be the only

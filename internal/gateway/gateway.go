@@ -119,17 +119,19 @@ type Gateway struct {
 	rebuildMu sync.Mutex // serialises catalog rebuilds and their notifications
 	conflicts map[string]bool
 
-	sessions sync.Map   // session id → *Session
-	requests requestSet // stateless requests in flight
-	// requestDeadlines fires by the nearest deadline of their calls.
+	sessions  sync.Map     // session id → *Session
+	requests  requestSet   // stateless requests in flight
+	listeners sync.Map     // *Session of a subscriptions/listen stream → struct{}
+	nowhere   *Stream      // the ended stream stateless requests have as standalone
+	modern    modernResult // what results for stateless requests get
+	nsess     atomic.Int64 // sessions stored (or being made), bounded by MaxSessions
+	perClient clientSessions
+	progress  sync.Map     // gateway progress token (as JSON) → *call
+	tokens    atomic.Int64 // numbers composite runs
+
+	// requestDeadlines fires by the nearest deadline of the calls of the
+	// stateless requests in flight (see deadline.go).
 	requestDeadlines sharedDeadline
-	listeners        sync.Map     // *Session of a subscriptions/listen stream → struct{}
-	nowhere          *Stream      // the ended stream stateless requests have as standalone
-	modern           modernResult // what results for stateless requests get
-	nsess            atomic.Int64 // sessions stored (or being made), bounded by MaxSessions
-	perClient        clientSessions
-	progress         sync.Map     // gateway progress token (as JSON) → *call
-	tokens           atomic.Int64 // numbers composite runs
 
 	// requestPrefix and requestSeq make the RequestIDs of stateless
 	// requests: random per run, then a sequence.
