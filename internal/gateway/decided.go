@@ -169,17 +169,20 @@ var toolCallKeys = []string{"name", "arguments", "_meta"}
 func toolCallParams(params json.RawMessage, head *RequestHead) (string, jsonrpc.Span, forwardedParams, error) {
 	var values [3]json.RawMessage
 	var spans [3]jsonrpc.Span
-	scanned := head != nil && head.callOK
 	var token json.RawMessage
 	var tokenSpan jsonrpc.Span
 	if len(params) > 0 && params[0] == '{' {
+		scanned := head != nil && head.callOK
 		if scanned {
 			values, spans = head.call.values, head.call.spans
-			token, tokenSpan = head.token, head.tokenSpan
 		} else if err := jsonrpc.FindEachSpan(params, toolCallKeys, values[:], spans[:]); err != nil {
 			return "", jsonrpc.Span{}, forwardedParams{}, ambiguous(err, "params")
 		}
-		if values[2] != nil && (!scanned || !head.tokenOK) {
+		switch {
+		case values[2] == nil:
+		case scanned && head.tokenOK:
+			token, tokenSpan = head.token, head.tokenSpan
+		default:
 			var err error
 			if token, tokenSpan, err = jsonrpc.Find(values[2], "progressToken"); err != nil {
 				return "", jsonrpc.Span{}, forwardedParams{}, ambiguous(err, "params._meta")

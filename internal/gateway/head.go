@@ -55,28 +55,14 @@ func ScanHead(params []byte) RequestHead {
 	h := RequestHead{of: params}
 	var values [6]json.RawMessage
 	var spans [6]jsonrpc.Span
-	err := jsonrpc.FindEachSpan(params, headKeys, values[:], spans[:])
-	h.callOK = true
-	if a, ok := errors.AsType[*jsonrpc.AmbiguousError](err); ok && a.Key == "arguments" {
-		// Not the head's to refuse: scanned again without it, and
-		// toolCallParams, scanning for itself, refuses it as before.
-		err = jsonrpc.FindEachSpan(params, headKeys[:5], values[:5], spans[:5])
-		h.callOK = false
-	}
-	if err != nil {
+	var err error
+	if h.callOK, err = findEachButLast(params, headKeys, values[:], spans[:]); err != nil {
 		return RequestHead{Err: err, of: params}
 	}
 	if values[0] != nil {
 		var meta [4]json.RawMessage
 		var at [4]jsonrpc.Span
-		err := jsonrpc.FindEachSpan(values[0], metaKeys, meta[:], at[:])
-		h.tokenOK = true
-		if a, ok := errors.AsType[*jsonrpc.AmbiguousError](err); ok && a.Key == "progressToken" {
-			// As arguments above: toolCallParams refuses it.
-			err = jsonrpc.FindEachSpan(values[0], metaKeys[:3], meta[:3], at[:3])
-			h.tokenOK = false
-		}
-		if err != nil {
+		if h.tokenOK, err = findEachButLast(values[0], metaKeys, meta[:], at[:]); err != nil {
 			return RequestHead{Err: err, of: params}
 		}
 		h.Version, h.Capabilities, h.LogLevel = meta[0], meta[1], meta[2]
@@ -94,6 +80,20 @@ func ScanHead(params []byte) RequestHead {
 }
 
 // metaKeys are the members of params._meta the head holds.
+// findEachButLast is jsonrpc.FindEachSpan for keys whose last one is not
+// the head's to refuse when it is ambiguous (arguments, progressToken):
+// toolCallParams, scanning for itself, refuses it as before. Such a last
+// key is left unfound, and ok is false.
+func findEachButLast(obj []byte, keys []string, values []json.RawMessage, spans []jsonrpc.Span) (ok bool, err error) {
+	err = jsonrpc.FindEachSpan(obj, keys, values, spans)
+	last := len(keys) - 1
+	if a, isAmbiguous := errors.AsType[*jsonrpc.AmbiguousError](err); isAmbiguous && a.Key == keys[last] {
+		values[last], spans[last] = nil, jsonrpc.Span{}
+		return false, jsonrpc.FindEachSpan(obj, keys[:last], values[:last], spans[:last])
+	}
+	return true, err
+}
+
 var metaKeys = []string{MetaProtocolVersion, MetaClientCapabilities, MetaLogLevel, "progressToken"}
 
 // headOf returns the head of params if the front scanned it (the
