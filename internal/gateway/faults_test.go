@@ -17,7 +17,6 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/mcpgate/mcpgate/internal/mcphttp"
 	"github.com/mcpgate/mcpgate/internal/testutil"
 )
 
@@ -116,17 +115,25 @@ func TestTimeoutCountsFromTheLastProgress(t *testing.T) {
 	}
 }
 
+// deadlineGateway runs a gateway with the backends of the shared-timer
+// tests: patient (timeout 60s, recording its calls in record), brisk and
+// after (timeout 400ms).
+func deadlineGateway(t *testing.T) (d *testutil.Daemon, record string) {
+	record = recordFile(t, "patient")
+	d = startGateway(t, "",
+		fakeBackend(t, "patient", `timeout = "60s"`, "--record", record),
+		fakeBackend(t, "brisk", `timeout = "400ms"`),
+		fakeBackend(t, "after", `timeout = "400ms"`))
+	return d, record
+}
+
 // A session times its calls with one timer (see deadline.go). A call whose
 // deadline comes before that of a call already in flight still times out
 // at its own; so does a call sent after others ended, whose deadlines the
 // timer was armed for; and the call still in flight is not timed out.
 func TestCallDeadlinesShareTheSessionsTimer(t *testing.T) {
 	t.Parallel()
-	record := recordFile(t, "patient")
-	d := startGateway(t, "",
-		fakeBackend(t, "patient", `timeout = "60s"`, "--record", record),
-		fakeBackend(t, "brisk", `timeout = "400ms"`),
-		fakeBackend(t, "after", `timeout = "400ms"`))
+	d, record := deadlineGateway(t)
 	cs := connect(t, d, testutil.NewClientEvents("c"), nil)
 	timedOut := func(backend string) {
 		t.Helper()
@@ -266,11 +273,7 @@ esac; done`
 // timed out.
 func TestStatelessDeadlinesShareOneTimer(t *testing.T) {
 	t.Parallel()
-	record := recordFile(t, "patient")
-	d := startGateway(t, "",
-		fakeBackend(t, "patient", `timeout = "60s"`, "--record", record),
-		fakeBackend(t, "brisk", `timeout = "400ms"`),
-		fakeBackend(t, "after", `timeout = "400ms"`))
+	d, record := deadlineGateway(t)
 	timedOut := func(backend string) {
 		t.Helper()
 		_, m := modernCall(t, d.URL, modernBody(1, "tools/call", fmt.Sprintf(`"name":%q`, backend+"__hang"), modernMeta("{}")),
@@ -284,16 +287,9 @@ func TestStatelessDeadlinesShareOneTimer(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	waiting := make(chan string, 1)
-	go func() { // the request is cancelled: no postRaw, which fails the test on that
-		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, d.URL,
-			strings.NewReader(modernBody(1, "tools/call", `"name":"patient__wait_cancel"`, modernMeta("{}"))))
-		req.Header.Set("Accept", mcphttp.AcceptPost)
-		req.Header.Set("Content-Type", "application/json")
-		h := modernHeaders("tools/call", "patient__wait_cancel")
-		for i := 0; i+1 < len(h); i += 2 {
-			req.Header.Set(h[i], h[i+1])
-		}
-		resp, err := http.DefaultClient.Do(req)
+	go func() {
+		call := modernBody(1, "tools/call", `"name":"patient__wait_cancel"`, modernMeta("{}"))
+		resp, err := http.DefaultClient.Do(rawRequest(ctx, d.URL, call, modernHeaders("tools/call", "patient__wait_cancel")...))
 		if err != nil {
 			waiting <- err.Error()
 			return

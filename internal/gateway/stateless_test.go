@@ -57,9 +57,19 @@ func postRaw(t *testing.T, ctx context.Context, url, body string, header ...stri
 	t.Helper()
 	ctx, cancel := context.WithTimeout(ctx, wait)
 	t.Cleanup(cancel)
+	resp, err := http.DefaultClient.Do(rawRequest(ctx, url, body, header...))
+	if err != nil {
+		t.Fatalf("POST %s: %v", url, err)
+	}
+	return resp
+}
+
+// rawRequest is the POST postRaw sends, for a request that is cancelled
+// while it waits, which postRaw would fail the test on.
+func rawRequest(ctx context.Context, url, body string, header ...string) *http.Request {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, strings.NewReader(body))
 	if err != nil {
-		t.Fatal(err)
+		panic(err) // a test's own URL
 	}
 	req.Header.Set("Accept", mcphttp.AcceptPost)
 	req.Header.Set("Content-Type", "application/json")
@@ -70,11 +80,7 @@ func postRaw(t *testing.T, ctx context.Context, url, body string, header ...stri
 		}
 		req.Header.Add(header[i], header[i+1])
 	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatalf("POST %s: %v", url, err)
-	}
-	return resp
+	return req
 }
 
 // modernCall posts a stateless request and returns the HTTP status and
@@ -375,13 +381,7 @@ func TestStatelessCancelAndClientRequests(t *testing.T) {
 	go func() {
 		defer close(done)
 		body := modernBody(1, "tools/call", `"name":"f__wait_cancel","arguments":{"who":"stateless"}`, modernMeta(`{}`))
-		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, d.URL, strings.NewReader(body))
-		req.Header.Set("Accept", mcphttp.AcceptPost)
-		req.Header.Set("Content-Type", "application/json")
-		for h := modernHeaders("tools/call", "f__wait_cancel"); len(h) > 1; h = h[2:] {
-			req.Header.Set(h[0], h[1])
-		}
-		if resp, err := http.DefaultClient.Do(req); err == nil {
+		if resp, err := http.DefaultClient.Do(rawRequest(ctx, d.URL, body, modernHeaders("tools/call", "f__wait_cancel")...)); err == nil {
 			resp.Body.Close()
 		}
 	}()
