@@ -146,15 +146,52 @@ func WriteConfigFiles(t testing.TB, files map[string]string) string {
 	return filepath.Join(dir, "mcpgate.toml")
 }
 
-// FreePort returns a TCP port on 127.0.0.1 that was free a moment ago.
+// FreePort returns a TCP port on 127.0.0.1 for a daemon under test to
+// listen on, free now and kept from every other test of this host until t
+// ends. A port the kernel hands out for port 0 can be handed again, to an
+// outgoing connection or another test's listener, between the pick and the
+// daemon's bind; so the port comes from below the kernel's ephemeral range,
+// where it assigns none, and is reserved across test processes by holding
+// an abstract unix socket named after it.
 func FreePort(t testing.TB) int {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	lo, hi := reservablePorts()
+	span := hi - lo
+	start := int(time.Now().UnixNano()/1000+int64(os.Getpid())*7919) % span
+	for i := range span {
+		port := lo + (start+i)%span
+		hold, err := net.ListenUnix("unix", &net.UnixAddr{Name: fmt.Sprintf("@mcpgate-test-port-%d", port), Net: "unix"})
+		if err != nil {
+			continue // another test holds it
+		}
+		l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
+		if err != nil {
+			hold.Close() // something else listens there
+			continue
+		}
+		l.Close()
+		t.Cleanup(func() { hold.Close() })
+		return port
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	t.Fatalf("no free port in %d-%d", lo, hi)
+	return 0
+}
+
+// reservablePorts returns the range FreePort picks from: the ports from
+// 10000 up to the kernel's ephemeral range (ip_local_port_range), or to
+// 32768 when that cannot be read or leaves too little room.
+func reservablePorts() (lo, hi int) {
+	lo, hi = 10000, 32768
+	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	if err != nil {
+		return lo, hi
+	}
+	if f := strings.Fields(string(b)); len(f) == 2 {
+		if first, err := strconv.Atoi(f[0]); err == nil && first > lo+1000 {
+			hi = first
+		}
+	}
+	return lo, hi
 }
 
 // Buffer is a bytes.Buffer safe for a process writing while a test reads.
