@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -12,6 +11,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/mcpgate/mcpgate/internal/testutil"
 )
 
 // proc is a child process started by a test. It runs in its own process
@@ -108,20 +109,11 @@ func (p *proc) exited() bool {
 	}
 }
 
-// freeLoopbackAddr returns a 127.0.0.1 address with a port that was free a
-// moment ago. Another process may take it before the caller binds it; callers
-// retry on "address already in use".
+// freeLoopbackAddr returns a 127.0.0.1 address with a port reserved for
+// the test (testutil.FreePort).
 func freeLoopbackAddr(t *testing.T) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatalf("find a free loopback port: %v", err)
-	}
-	addr := l.Addr().String()
-	if err := l.Close(); err != nil {
-		t.Fatalf("find a free loopback port: close %s: %v", addr, err)
-	}
-	return addr
+	return fmt.Sprintf("127.0.0.1:%d", testutil.FreePort(t))
 }
 
 // awaitHTTP polls url with GET until the server answers with any HTTP status,

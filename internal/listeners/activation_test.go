@@ -265,16 +265,11 @@ func request(t *testing.T, network, addr string) string {
 	return string(b)
 }
 
-// freeTCPAddr returns a loopback address nothing listened on a moment ago
-// (systemd-socket-activate refuses port 0).
+// freeTCPAddr returns a loopback address with a port reserved for the
+// test (testutil.FreePort): systemd-socket-activate refuses port 0.
 func freeTCPAddr(t *testing.T) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
+	return fmt.Sprintf("127.0.0.1:%d", testutil.FreePort(t))
 }
 
 func TestActivationTCPAndUnix(t *testing.T) {
