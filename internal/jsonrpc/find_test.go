@@ -182,3 +182,25 @@ func TestFindEach(t *testing.T) {
 		}
 	}
 }
+
+// TestPlainASCII checks the word-at-a-time plainASCII against the byte it
+// refuses at every place of names up to three words long, and against
+// the bytes around those it refuses.
+func TestPlainASCII(t *testing.T) {
+	for n := range 25 {
+		name := bytes.Repeat([]byte{'a'}, n)
+		if !plainASCII(name) {
+			t.Fatalf("%q is plain ASCII", name)
+		}
+		for i := range n {
+			for _, c := range []byte{'\\', 0x80, 0xc3, 0xff, '[', ']', 0x7f, 0x5b, 0x5d, 0x1c, 0xdc} {
+				b := bytes.Clone(name)
+				b[i] = c
+				want := c != '\\' && c < 0x80
+				if got := plainASCII(b); got != want {
+					t.Errorf("plainASCII(%q) = %v, want %v", b, got, want)
+				}
+			}
+		}
+	}
+}

@@ -94,6 +94,9 @@ func AppendWithout(dst, obj []byte, keys []string) ([]byte, int) {
 		plain := plainASCII(quoted[1 : len(quoted)-1])
 		drop := false
 		for _, k := range keys {
+			if plain && len(quoted)-2 != len(k) {
+				continue // what matchKey would say first, without the call
+			}
 			if matchKey(quoted, plain, k) == matchExact {
 				drop = true
 				break

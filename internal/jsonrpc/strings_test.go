@@ -86,6 +86,11 @@ func FuzzStringScans(f *testing.F) {
 		`"plain"`, `"a\"b"`, `"\\"`, `"\\\""`, `"\u00e9x"`, `"\u00"`, `"\x"`, "\"a\x01b\"", `"unterminated`,
 		`"` + strings.Repeat(`x\n`, 40) + `"`, `"` + strings.Repeat("y", 70) + `\`, `"é\"` + strings.Repeat("z", 30) + `"tail"`,
 		"\"" + strings.Repeat("w", 17) + "\x1f\"", `"\u12G4"`, `""`, `"`,
+		// skipString's words: a backslash or quote at each end of one, an
+		// escape across two, one at the end of the data, and a string
+		// longer than the words it scans one at a time.
+		`"1234567\"89"`, `"12345678\"9"`, `"1234567"`, `"12345678"`, `"1234567\`, `"123456\\"`,
+		`"` + strings.Repeat("v", 47) + `\"` + strings.Repeat("u", 20) + `"`, `"` + strings.Repeat("s", 55) + `\`,
 	} {
 		f.Add([]byte(s))
 	}
