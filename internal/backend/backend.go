@@ -493,6 +493,13 @@ func (s *supervision) start(ctx context.Context) (*Conn, time.Time, error) {
 			b.lists.Store(r.lists)
 			b.served.Store(r.lists)
 			b.saveCache(conn.Server(), r.lists)
+			if s.fill && !s.demanded {
+				// Started only to fill the catalog cache: it never
+				// becomes healthy, so no call is admitted to a child
+				// that afterStart stops at once; a call waiting
+				// meanwhile demanded it (Wake), or starts it again.
+				return conn, started, nil
+			}
 			b.setState(Healthy, func(st *Status) { st.Server = conn.Server(); st.LastError = "" })
 			go b.watch(conn)
 			b.log.Info(fmt.Sprintf("backend %q ready: %d tools", b.name, len(r.lists.Tools)), conn.ident(), "tools", len(r.lists.Tools), "protocol_version", conn.Server().ProtocolVersion, journal.MessageBackendReady.Attr())

@@ -53,10 +53,18 @@ func (b *Backend) Catalog() (*Lists, *ServerInfo) {
 
 // Wake starts a backend that is idle (start = "on-demand", or stopped by
 // idle_stop), without waiting: a call then waits for it in Admit, up to
-// start_wait. A backend in any other state is left alone; one stopped by
+// start_wait. An on-demand backend still starting (to fill its catalog
+// cache, perhaps) is told a call wants it, so that it keeps running once
+// started. A backend in any other state is left alone; one stopped by
 // the operator stays stopped.
 func (b *Backend) Wake() {
-	if b.State() != Idle {
+	switch b.State() {
+	case Idle:
+	case Starting:
+		if !b.cfg.OnDemand() {
+			return
+		}
+	default:
 		return
 	}
 	go func() {
