@@ -217,26 +217,70 @@ func (s *tokenSource) request(ctx context.Context) (string, error) {
 		}
 		s.endpoint = ep
 	}
-	secret, key, err := s.credential()
-	if err != nil {
-		return "", err
-	}
 	form := url.Values{"grant_type": {"client_credentials"}, "resource": {s.cfg.OAuthResource}}
 	if len(s.cfg.OAuthScopes) > 0 {
 		form.Set("scope", strings.Join(s.cfg.OAuthScopes, " "))
 	}
+	ans, start, err := s.post(ctx, s.endpoint, form, "")
+	if err != nil {
+		return "", err
+	}
+	life := ans.lifetime()
+	s.token, s.expiry, s.obtained = ans.AccessToken, start.Add(life), start
+	s.renew = renewAt(start, life)
+	s.log.Info("obtained an access token for the backend", "token_endpoint", s.endpoint, "expires", s.expiry.UTC().Format(time.RFC3339))
+	return s.token, nil
+}
+
+// tokenAnswer is a token endpoint's answer (RFC 6749 section 5.1, RFC
+// 8693 section 2.2).
+type tokenAnswer struct {
+	AccessToken     string `json:"access_token"`
+	TokenType       string `json:"token_type"`
+	IssuedTokenType string `json:"issued_token_type"`
+	ExpiresIn       int64  `json:"expires_in"`
+	Error           string `json:"error"`
+	Description     string `json:"error_description"`
+}
+
+// lifetime is how long the answer's token lives: 5 minutes when the
+// server does not say (RFC 6749 leaves it to the server; ask again soon).
+func (a *tokenAnswer) lifetime() time.Duration {
+	if a.ExpiresIn <= 0 {
+		return 5 * time.Minute
+	}
+	return time.Duration(a.ExpiresIn) * time.Second
+}
+
+// renewAt is when to renew a token obtained at start that lives life:
+// once four fifths of its life passed, and never later than a minute
+// before it expires: requests on the way must not carry a token that
+// expires in flight.
+func renewAt(start time.Time, life time.Duration) time.Time {
+	return start.Add(min(life*4/5, max(life-time.Minute, life/2)))
+}
+
+// post sends form to the token endpoint, authenticated as the gateway's
+// client, and returns its bearer token's answer and when it was asked.
+// hide, if not "", is a secret of the form (a subject token) that must
+// not show in an error even if the server echoes it.
+func (s *tokenSource) post(ctx context.Context, endpoint string, form url.Values, hide string) (*tokenAnswer, time.Time, error) {
+	secret, key, err := s.credential()
+	if err != nil {
+		return nil, time.Time{}, err
+	}
 	if key != nil {
-		assertion, err := s.assertion(key)
+		assertion, err := s.assertion(key, endpoint)
 		if err != nil {
-			return "", err
+			return nil, time.Time{}, err
 		}
 		form.Set("client_id", s.cfg.OAuthClientID)
 		form.Set("client_assertion_type", "urn:ietf:params:oauth:client-assertion-type:jwt-bearer")
 		form.Set("client_assertion", assertion)
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.endpoint, strings.NewReader(form.Encode()))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, endpoint, strings.NewReader(form.Encode()))
 	if err != nil {
-		return "", fmt.Errorf("token endpoint %s: %v", s.endpoint, err)
+		return nil, time.Time{}, fmt.Errorf("token endpoint %s: %v", endpoint, err)
 	}
 	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 	req.Header.Set("Accept", "application/json")
@@ -251,48 +295,36 @@ func (s *tokenSource) request(ctx context.Context) (string, error) {
 		if errors.As(err, &ue) {
 			err = ue.Err
 		}
-		return "", fmt.Errorf("token endpoint %s: %v", s.endpoint, err)
+		return nil, time.Time{}, fmt.Errorf("token endpoint %s: %v", endpoint, err)
 	}
 	defer resp.Body.Close()
-	var ans struct {
-		AccessToken string `json:"access_token"`
-		TokenType   string `json:"token_type"`
-		ExpiresIn   int64  `json:"expires_in"`
-		Error       string `json:"error"`
-		Description string `json:"error_description"`
-	}
+	var ans tokenAnswer
 	if err := json.NewDecoder(io.LimitReader(resp.Body, maxOAuthAnswer)).Decode(&ans); err != nil && resp.StatusCode == http.StatusOK {
-		return "", fmt.Errorf("token endpoint %s: not a JSON answer: %v", s.endpoint, err)
+		return nil, time.Time{}, fmt.Errorf("token endpoint %s: not a JSON answer: %v", endpoint, err)
 	}
 	switch {
 	case resp.StatusCode != http.StatusOK:
-		return "", fmt.Errorf("token endpoint %s refused client %q: %s %s: %s", s.endpoint, s.cfg.OAuthClientID, resp.Status, ans.Error, ans.Description)
+		detail := ans.Error + ": " + ans.Description
+		if hide != "" {
+			detail = strings.ReplaceAll(detail, hide, "[redacted]")
+		}
+		return nil, time.Time{}, fmt.Errorf("token endpoint %s refused client %q: %s %s", endpoint, s.cfg.OAuthClientID, resp.Status, detail)
 	case ans.AccessToken == "" || !strings.EqualFold(ans.TokenType, "Bearer"):
-		return "", fmt.Errorf("token endpoint %s answered no bearer token", s.endpoint)
+		return nil, time.Time{}, fmt.Errorf("token endpoint %s answered no bearer token", endpoint)
 	}
-	life := time.Duration(ans.ExpiresIn) * time.Second
-	if ans.ExpiresIn <= 0 {
-		life = 5 * time.Minute // RFC 6749 leaves it to the server; ask again soon
-	}
-	s.token, s.expiry, s.obtained = ans.AccessToken, start.Add(life), start
-	// Renew once four fifths of its life passed, and never later than a
-	// minute before it expires: requests on the way must not carry a token
-	// that expires in flight.
-	s.renew = start.Add(min(life*4/5, max(life-time.Minute, life/2)))
-	s.log.Info("obtained an access token for the backend", "token_endpoint", s.endpoint, "expires", s.expiry.UTC().Format(time.RFC3339))
-	return s.token, nil
+	return &ans, start, nil
 }
 
 // assertion signs a client assertion for private_key_jwt (RFC 7523
 // section 2.2): short-lived, one use.
-func (s *tokenSource) assertion(key *jose.JSONWebKey) (string, error) {
+func (s *tokenSource) assertion(key *jose.JSONWebKey, endpoint string) (string, error) {
 	signer, err := jose.NewSigner(jose.SigningKey{Algorithm: jose.SignatureAlgorithm(key.Algorithm), Key: key.Key}, (&jose.SignerOptions{}).WithType("JWT"))
 	if err != nil {
 		return "", fmt.Errorf("oauth_private_key_credential: %v", err)
 	}
 	now := time.Now()
 	return jwt.Signed(signer).Claims(jwt.Claims{
-		Issuer: s.cfg.OAuthClientID, Subject: s.cfg.OAuthClientID, Audience: jwt.Audience{s.endpoint},
+		Issuer: s.cfg.OAuthClientID, Subject: s.cfg.OAuthClientID, Audience: jwt.Audience{endpoint},
 		ID: rand.Text(), IssuedAt: jwt.NewNumericDate(now), Expiry: jwt.NewNumericDate(now.Add(time.Minute)),
 	}).Serialize()
 }
@@ -460,6 +492,7 @@ func (t *tokenTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 type tokenHolder struct {
 	mu  sync.Mutex
 	src *tokenSource
+	x   *exchanger // with oauth_token_exchange
 }
 
 // withToken returns hc sending the backend's own OAuth token, when it has
@@ -482,7 +515,19 @@ func (b *Backend) withToken(hc *http.Client) (*http.Client, error) {
 		next = http.DefaultTransport
 	}
 	c := *hc
-	c.Transport = &tokenTransport{next: next, src: b.tokens.src}
+	service := &tokenTransport{next: next, src: b.tokens.src}
+	c.Transport = service
+	if b.cfg.OAuthTokenExchange {
+		if b.tokens.x == nil {
+			b.tokens.x = newExchanger(b.tokens.src)
+		}
+		u, err := url.Parse(b.cfg.Endpoint())
+		if err != nil {
+			return nil, err
+		}
+		c.Transport = &exchangeTransport{next: next, service: service, x: b.tokens.x, origin: u.Scheme + "://" + u.Host,
+			fallback: b.cfg.OAuthExchangeFallback == config.ExchangeService, backend: b.name}
+	}
 	return &c, nil
 }
 

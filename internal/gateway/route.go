@@ -414,6 +414,9 @@ func (s *Session) sendAbout(msg *jsonrpc.Message, stream *Stream, b *backend.Bac
 	}
 	ctx := &c.send // in the call: no allocation of its own
 	ctx.deadline = c.started.Add(b.Config().Timeout)
+	if b.Config().OAuthTokenExchange {
+		ctx.caller = s.caller()
+	}
 	defer ctx.stop()
 	if op != nil {
 		// The backend's spans continue the trace: its _meta, and a remote

@@ -30,6 +30,9 @@ type Session struct {
 	// began (access.Caller.Identity): what the session and the
 	// requestState of its calls are bound to.
 	identity string
+	// upstream is who the session's calls are sent for (see
+	// upstream.go): the caller of its latest request.
+	upstream upstreamCaller
 	shape    // its profile, and what search mode added to its list
 	// one is what the context of one stateless request knows of it; nil
 	// in a session, which keeps none of it.
