@@ -131,7 +131,7 @@ func (x *exchanger) Refused(ctx context.Context, caller *Caller, token string) (
 	if e.token == token {
 		e.token = ""
 		if age := time.Since(e.obtained); e.renewed && age < x.src.cfg.OAuthRetryInterval {
-			return "", e.fail(x.src, caller, fmt.Errorf("the server refused (401) the token the gateway got %s ago in exchange for the caller's, after it refused the one before; check what the authorization server issues for oauth_resource %s", age.Round(time.Millisecond), x.src.cfg.OAuthResource))
+			return "", &exchangeError{e.fail(x.src, caller, fmt.Errorf("the server refused (401) the token the gateway got %s ago in exchange for the caller's, after it refused the one before; check what the authorization server issues for oauth_resource %s", age.Round(time.Millisecond), x.src.cfg.OAuthResource))}
 		}
 	}
 	tok, err := x.exchange(ctx, e, caller)
@@ -156,7 +156,7 @@ func (x *exchanger) exchange(ctx context.Context, e *exchanged, caller *Caller) 
 	if e.failed != nil {
 		wait := x.src.cfg.OAuthRetryInterval - time.Since(e.failedAt)
 		if wait > 0 && e.from == sha256.Sum256([]byte(subject)) {
-			return "", fmt.Errorf("%w; the gateway asks again in %s", e.failed, wait.Round(time.Second))
+			return "", &exchangeError{fmt.Errorf("%w; the gateway asks again in %s", e.failed, wait.Round(time.Second))}
 		}
 		e.failed = nil
 	}
@@ -167,7 +167,7 @@ func (x *exchanger) exchange(ctx context.Context, e *exchanged, caller *Caller) 
 	ans, start, err := x.request(ctx, subject)
 	op.EndErr(err)
 	if err != nil {
-		return "", e.fail(x.src, caller, err)
+		return "", &exchangeError{e.fail(x.src, caller, err)}
 	}
 	e.token, e.obtained = ans.AccessToken, start
 	e.renew = renewAt(start, ans.lifetime())
@@ -206,6 +206,14 @@ func (x *exchanger) request(ctx context.Context, subject string) (*tokenAnswer, 
 	}
 	return ans, start, err
 }
+
+// exchangeError is a failed exchange: the journal has its detail (the
+// authorization server's words); clients learn only that it failed (see
+// Cause).
+type exchangeError struct{ err error }
+
+func (e *exchangeError) Error() string { return e.err.Error() }
+func (e *exchangeError) Unwrap() error { return e.err }
 
 // jwtSubject returns the sub of token if it is a JWT, else "". The token
 // is not verified: it comes from the authorization server the operator

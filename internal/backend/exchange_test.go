@@ -224,6 +224,9 @@ func TestTokenExchange(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "invalid_grant") || strings.Contains(err.Error(), "not-a-user-token") {
 		t.Errorf("a refused exchange: %v; want the server's refusal without the token", err)
 	}
+	if c := Cause(err); !strings.Contains(c, "did not exchange the caller's access token") || strings.Contains(c, "invalid_grant") {
+		t.Errorf("a client learns %q of a refused exchange; want that it failed, not the server's words", c)
+	}
 	if err := es.post(hc, carol); err == nil || !strings.Contains(err.Error(), "asks again in") {
 		t.Errorf("a second call within oauth_retry_interval: %v; want the last failure", err)
 	}
