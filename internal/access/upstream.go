@@ -10,6 +10,10 @@ import (
 // fmt and slog show "[redacted]"; Reveal is the one way to the token.
 type AccessToken struct{ raw string }
 
+// NewAccessToken returns raw as an AccessToken: the resource server's,
+// and a test's that plays it.
+func NewAccessToken(raw string) AccessToken { return AccessToken{raw: raw} }
+
 // Reveal returns the token, for the token exchange request alone.
 func (t AccessToken) Reveal() string { return t.raw }
 
