@@ -49,6 +49,9 @@ const provider = new Provider(issuer, {
   clients,
   jwks,
   scopes: ['mcp:read', 'mcp:write'],
+  // An exchanged token names the client that exchanged it (RFC 8693
+  // section 4.1).
+  extraTokenClaims: (ctx, token) => (token.gty === tokenExchange ? { act: { sub: token.clientId } } : undefined),
   features: {
     devInteractions: { enabled: false },
     clientCredentials: { enabled: true },
@@ -99,7 +102,6 @@ provider.registerGrantType(tokenExchange, async (ctx) => {
     scope: scopes.join(' '),
     gty: tokenExchange,
   });
-  token.extra = { act: { sub: client.clientId } };
   token.resourceServer = new provider.ResourceServer(resource, resourceServer(resource));
   const value = await token.save();
   console.log(`exchanged ${sub} for ${resource} by ${client.clientId}`);
