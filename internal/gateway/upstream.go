@@ -13,8 +13,10 @@ import (
 // it is for (a backend.Caller, in the call's context), so that the
 // backend can act as that caller. The caller's OAuth access token is the
 // one the front's identification accepted for the latest request of the
-// session (or the stateless request), kept in memory only. Other backends
-// cost nothing of this: no allocation, no copy.
+// session (or the stateless request), kept in memory only. A call to
+// another backend costs nothing of this; a request with an OAuth token
+// costs one small allocation per session (per stateless request), one
+// without costs none.
 
 // upstreamCaller is the caller a session's calls are sent for.
 type upstreamCaller struct {
@@ -29,10 +31,17 @@ type upstreamCaller struct {
 // client renews it.
 func (s *Session) noteCaller(ctx context.Context) {
 	c, ok := access.CallerOf(ctx)
-	if !ok {
-		return // auth = "none": the caller is the session's identity
+	u := s.upstream.Load()
+	if !ok || c.AccessToken.IsZero() && u == nil {
+		// Without auth, or without an OAuth token: the caller is the
+		// session's identity, with no token (see caller); nothing to
+		// keep, no allocation.
+		return
 	}
-	u := &s.upstream
+	if u == nil {
+		s.upstream.CompareAndSwap(nil, &upstreamCaller{})
+		u = s.upstream.Load()
+	}
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	if u.caller.AccessToken == c.AccessToken && u.caller.Identity == c.Identity {
@@ -43,7 +52,11 @@ func (s *Session) noteCaller(ctx context.Context) {
 
 // caller returns who the session's calls are sent for.
 func (s *Session) caller() *backend.Caller {
-	u := &s.upstream
+	u := s.upstream.Load()
+	if u == nil {
+		s.upstream.CompareAndSwap(nil, &upstreamCaller{})
+		u = s.upstream.Load()
+	}
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	if u.made == nil {
