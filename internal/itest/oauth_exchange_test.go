@@ -16,22 +16,17 @@ import (
 	"github.com/mcpgate/mcpgate/internal/testutil"
 )
 
-// TestTokenExchange: two users, each with an access token of the real
-// authorization server (oidc-provider, its RFC 8693 grant registered in
-// oauth-as.mjs), call the same remote backend through the gateway; the
-// backend (another mcpgated, an OAuth resource server of that
-// authorization server) sees each call as the user who made it, with a
-// token the gateway got by exchanging the user's own: never the user's
-// token itself, never the other user's subject, never the gateway's own
-// client. A caller with a static token is refused with an error that
-// says why. The gateway's audit entries name whom each call ran as.
-func TestTokenExchange(t *testing.T) {
-	as := startAuthServer(t, 0, time.Hour, newKey(t, "k1"))
+// exchangeSetup runs the authorization server, the protected server (a
+// second mcpgated whose clients are the users alice and bob and the
+// gateway's client gw) and the gateway, whose backend "up" exchanges its
+// callers' tokens (with more keys of its, if any) and whose clients are
+// the users and "robot", with the static token robotToken. metrics is the
+// gateway's /metrics.
+func exchangeSetup(t *testing.T, more string) (as *authServer, up, gw *testutil.Daemon, record, metrics string) {
+	t.Helper()
+	as = startAuthServer(t, 0, time.Hour, newKey(t, "k1"))
 	bins := testutil.Build(t)
-
-	// The protected server knows both users, and the gateway's client
-	// for the gateway's own requests.
-	record := filepath.Join(t.TempDir(), "record")
+	record = filepath.Join(t.TempDir(), "record")
 	upstream, upURL := testutil.ConfigWith(t, fmt.Sprintf(`
 [backends.a]
 command = %q
@@ -49,14 +44,14 @@ oauth_subjects = ["bob"]
 [clients.gateway]
 oauth_subjects = ["gw"]
 `, bins.Fake, record, as.Issuer), testutil.ConfigOptions{Auth: "required"})
-	up := testutil.StartDaemon(t, upstream, upURL, testutil.DaemonOptions{})
+	up = testutil.StartDaemon(t, upstream, upURL, testutil.DaemonOptions{})
 
 	creds := t.TempDir()
 	if err := os.WriteFile(filepath.Join(creds, "gw-secret"), []byte(gwSecret+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	const static = "static-token-0123456789abcdef0123456789abcdef"
-	sum := sha256.Sum256([]byte(static))
+	sum := sha256.Sum256([]byte(robotToken))
+	port := testutil.FreePort(t)
 	front, frontURL := testutil.ConfigWith(t, fmt.Sprintf(`
 [backends.up]
 url = %[1]q
@@ -65,6 +60,7 @@ oauth_client_id = "gw"
 oauth_client_secret_credential = "gw-secret"
 oauth_token_exchange = true
 oauth_scopes = ["mcp:read"]
+%[4]s
 
 [oauth.issuers.test]
 issuer = %[2]q
@@ -74,9 +70,43 @@ oauth_subjects = ["alice", "bob"]
 
 [clients.robot]
 token_sha256 = %[3]q
-`, up.URL, as.Issuer, hex.EncodeToString(sum[:])), testutil.ConfigOptions{Auth: "required", Gateway: fmt.Sprintf("credentials_directory = %q", creds)})
-	gw := testutil.StartDaemon(t, front, frontURL, testutil.DaemonOptions{})
+`, up.URL, as.Issuer, hex.EncodeToString(sum[:]), more), testutil.ConfigOptions{Auth: "required",
+		Gateway: fmt.Sprintf("credentials_directory = %q\nmetrics_listen = \"127.0.0.1:%d\"", creds, port)})
+	gw = testutil.StartDaemon(t, front, frontURL, testutil.DaemonOptions{})
+	return as, up, gw, record, fmt.Sprintf("http://127.0.0.1:%d/metrics", port)
+}
 
+// robotToken is the static token of the gateway's client "robot": a
+// caller without an OAuth identity.
+const robotToken = "static-token-0123456789abcdef0123456789abcdef"
+
+// echo calls the protected server's echo tool through s.
+func echo(t *testing.T, s *mcp.ClientSession, text string) (*mcp.CallToolResult, error) {
+	ctx := testutil.Context(t, 30*time.Second)
+	return s.CallTool(ctx, &mcp.CallToolParams{Name: "up__a__echo", Arguments: map[string]any{"text": text}})
+}
+
+// upstreamCalls returns mcpgate_upstream_calls_total of backend up by as.
+func upstreamCalls(t *testing.T, metrics string) map[string]float64 {
+	t.Helper()
+	got := map[string]float64{}
+	for _, as := range []string{"exchanged", "service", "refused"} {
+		got[as] = value(t, scrape(t, metrics), "mcpgate_upstream_calls_total", map[string]string{"backend": "up", "as": as})
+	}
+	return got
+}
+
+// TestTokenExchange: two users, each with an access token of the real
+// authorization server (oidc-provider, its RFC 8693 grant registered in
+// oauth-as.mjs), call the same remote backend through the gateway; the
+// backend (another mcpgated, an OAuth resource server of that
+// authorization server) sees each call as the user who made it, with a
+// token the gateway got by exchanging the user's own: never the user's
+// token itself, never the other user's subject, never the gateway's own
+// client. A caller with a static token is refused with an error that
+// says why. The gateway's audit entries name whom each call ran as.
+func TestTokenExchange(t *testing.T) {
+	as, up, gw, record, metrics := exchangeSetup(t, "")
 	resource, tokenEndpoint := discover(t, gw.URL)
 	tokens := map[string]string{
 		"alice": as.token(t, tokenEndpoint, "alice", aliceSecret, resource, "mcp:read"),
@@ -86,15 +116,11 @@ token_sha256 = %[3]q
 	for _, u := range []string{"alice", "bob"} {
 		sessions[u] = testutil.ConnectHTTP(t, gw.URL, tokenClient(tokens[u]), nil)
 	}
-	call := func(s *mcp.ClientSession, text string) (*mcp.CallToolResult, error) {
-		ctx := testutil.Context(t, 30*time.Second)
-		return s.CallTool(ctx, &mcp.CallToolParams{Name: "up__a__echo", Arguments: map[string]any{"text": text}})
-	}
 	// Interleaved, so that a token kept for one user would show as the
 	// other's.
 	order := []string{"alice", "bob", "alice", "bob", "bob", "alice"}
 	for i, u := range order {
-		res, err := call(sessions[u], fmt.Sprintf("%s-%d", u, i))
+		res, err := echo(t, sessions[u], fmt.Sprintf("%s-%d", u, i))
 		if err == nil && res.IsError {
 			err = fmt.Errorf("tool error: %+v", res.Content)
 		}
@@ -147,8 +173,8 @@ token_sha256 = %[3]q
 	}
 
 	// A caller with a static token has no OAuth identity to exchange.
-	robot := testutil.ConnectHTTP(t, gw.URL, tokenClient(static), nil)
-	res, err := call(robot, "robot")
+	robot := testutil.ConnectHTTP(t, gw.URL, tokenClient(robotToken), nil)
+	res, err := echo(t, robot, "robot")
 	msg := fmt.Sprint(err)
 	if err == nil {
 		msg = fmt.Sprintf("%+v", res.Content)
@@ -175,5 +201,35 @@ token_sha256 = %[3]q
 	}
 	if strings.Contains(gw.Stderr.String(), "eyJ") {
 		t.Errorf("a token shows in the gateway's log")
+	}
+	if got, want := upstreamCalls(t, metrics), map[string]float64{"exchanged": 6, "service": 0, "refused": 1}; fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("mcpgate_upstream_calls_total by as: %v, want %v", got, want)
+	}
+}
+
+// TestTokenExchangeFallback: with oauth_exchange_fallback = "service", a
+// caller without an OAuth identity is served as the gateway's own client,
+// and says so in the audit and the metrics; a user still runs as
+// themselves.
+func TestTokenExchangeFallback(t *testing.T) {
+	as, up, gw, _, metrics := exchangeSetup(t, `oauth_exchange_fallback = "service"`)
+	robot := testutil.ConnectHTTP(t, gw.URL, tokenClient(robotToken), nil)
+	if res, err := echo(t, robot, "robot"); err != nil || res.IsError {
+		t.Fatalf("the robot's call: %v %+v\n%s", err, res, gw.Stderr.String())
+	}
+	resource, tokenEndpoint := discover(t, gw.URL)
+	alice := testutil.ConnectHTTP(t, gw.URL, tokenClient(as.token(t, tokenEndpoint, "alice", aliceSecret, resource, "mcp:read")), nil)
+	if res, err := echo(t, alice, "alice"); err != nil || res.IsError {
+		t.Fatalf("alice's call: %v %+v\n%s", err, res, gw.Stderr.String())
+	}
+	up.Stderr.Await(t, 10*time.Second, "the protected server's audit: the robot as the gateway, alice as herself", func(s string) bool {
+		return strings.Contains(s, `msg="audit: gateway tools/call a__echo: ok" client=gateway identity=oauth:test:sub:gw`) &&
+			strings.Contains(s, `msg="audit: alice tools/call a__echo: ok" client=alice identity=oauth:test:sub:alice`)
+	})
+	gw.Stderr.Await(t, 10*time.Second, "the gateway's audit: the robot's call ran as the service", func(s string) bool {
+		return regexp.MustCompile(`audit: robot tools/call up__a__echo: ok".* identity=token:\S+ .*upstream=service `).MatchString(s)
+	})
+	if got, want := upstreamCalls(t, metrics), map[string]float64{"exchanged": 1, "service": 1, "refused": 0}; fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("mcpgate_upstream_calls_total by as: %v, want %v", got, want)
 	}
 }
