@@ -20,11 +20,11 @@ import (
 // second mcpgated whose clients are the users alice and bob and the
 // gateway's client gw) and the gateway, whose backend "up" exchanges its
 // callers' tokens (with more keys of its, if any) and whose clients are
-// the users and "robot", with the static token robotToken. metrics is the
-// gateway's /metrics.
-func exchangeSetup(t *testing.T, more string) (as *authServer, up, gw *testutil.Daemon, record, metrics string) {
+// the users and "robot", with the static token robotToken. Tokens live
+// ttl. metrics is the gateway's /metrics.
+func exchangeSetup(t *testing.T, ttl time.Duration, more string) (as *authServer, up, gw *testutil.Daemon, record, metrics string) {
 	t.Helper()
-	as = startAuthServer(t, 0, time.Hour, newKey(t, "k1"))
+	as = startAuthServer(t, 0, ttl, newKey(t, "k1"))
 	bins := testutil.Build(t)
 	record = filepath.Join(t.TempDir(), "record")
 	upstream, upURL := testutil.ConfigWith(t, fmt.Sprintf(`
@@ -106,7 +106,7 @@ func upstreamCalls(t *testing.T, metrics string) map[string]float64 {
 // client. A caller with a static token is refused with an error that
 // says why. The gateway's audit entries name whom each call ran as.
 func TestTokenExchange(t *testing.T) {
-	as, up, gw, record, metrics := exchangeSetup(t, "")
+	as, up, gw, record, metrics := exchangeSetup(t, time.Hour, "")
 	resource, tokenEndpoint := discover(t, gw.URL)
 	tokens := map[string]string{
 		"alice": as.token(t, tokenEndpoint, "alice", aliceSecret, resource, "mcp:read"),
@@ -212,7 +212,7 @@ func TestTokenExchange(t *testing.T) {
 // and says so in the audit and the metrics; a user still runs as
 // themselves.
 func TestTokenExchangeFallback(t *testing.T) {
-	as, up, gw, _, metrics := exchangeSetup(t, `oauth_exchange_fallback = "service"`)
+	as, up, gw, _, metrics := exchangeSetup(t, time.Hour, `oauth_exchange_fallback = "service"`)
 	robot := testutil.ConnectHTTP(t, gw.URL, tokenClient(robotToken), nil)
 	if res, err := echo(t, robot, "robot"); err != nil || res.IsError {
 		t.Fatalf("the robot's call: %v %+v\n%s", err, res, gw.Stderr.String())
@@ -231,5 +231,47 @@ func TestTokenExchangeFallback(t *testing.T) {
 	})
 	if got, want := upstreamCalls(t, metrics), map[string]float64{"exchanged": 1, "service": 1, "refused": 0}; fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("mcpgate_upstream_calls_total by as: %v, want %v", got, want)
+	}
+}
+
+// TestTokenExchangeRenewal: an exchanged token is exchanged again before
+// it expires, every call succeeding meanwhile, and still as its user.
+func TestTokenExchangeRenewal(t *testing.T) {
+	as, up, gw, _, _ := exchangeSetup(t, 4*time.Second, "")
+	resource, tokenEndpoint := discover(t, gw.URL)
+	exchanges := func() int {
+		return strings.Count(gw.Stderr.String(), `exchanged the caller's access token for one for the backend" backend=up identity=oauth:test:sub:alice`)
+	}
+	// Alice's own tokens live 4s too: each call comes with a fresh one,
+	// as a client that refreshes its token would send it.
+	var callErr error
+	calls := 0
+	renewed := testutil.Poll(30*time.Second, 200*time.Millisecond, func() bool {
+		s := testutil.ConnectHTTP(t, gw.URL, tokenClient(as.token(t, tokenEndpoint, "alice", aliceSecret, resource, "mcp:read")), nil)
+		res, err := echo(t, s, "renewal")
+		if err == nil && res.IsError {
+			err = fmt.Errorf("tool error: %+v", res.Content)
+		}
+		if err != nil && callErr == nil {
+			callErr = err
+		}
+		s.Close()
+		calls++
+		return exchanges() >= 2
+	})
+	if !renewed {
+		t.Errorf("alice's exchanged token was not renewed within 30s")
+	}
+	if callErr != nil {
+		t.Errorf("a call failed while the exchanged token was renewed: %v\n%s", callErr, gw.Stderr.String())
+	}
+	if calls < 3 {
+		t.Errorf("renewed after %d calls: the exchanged token was not kept between them", calls)
+	}
+	up.Stderr.Await(t, 10*time.Second, "every call in the protected server's audit as alice", func(s string) bool {
+		return strings.Count(s, `msg="audit: alice tools/call a__echo: ok" client=alice identity=oauth:test:sub:alice`) >= calls
+	})
+	if strings.Contains(up.Stderr.String(), "audit: gateway tools/call") {
+		t.Errorf("a call reached the protected server as the gateway's client")
 	}
 }
