@@ -32,7 +32,8 @@ const (
 
 // MaxExchangedTokens bounds the exchanged tokens a backend keeps, one per
 // caller identity: past it, the one due for renewal first is dropped (and
-// exchanged again when its caller calls next).
+// exchanged again when its caller calls next). Entries whose exchange is
+// under way are never dropped, so the bound can be passed by as many.
 const MaxExchangedTokens = 1024
 
 // exchanger gets and keeps the exchanged tokens of one backend.
@@ -63,7 +64,8 @@ func newExchanger(src *tokenSource) *exchanger {
 }
 
 // entry returns the entry of identity, making it, and dropping the entry
-// due for renewal first when the cache is full.
+// due for renewal first when the cache is full. An entry whose exchange
+// is under way is not dropped: the scan does not wait for it.
 func (x *exchanger) entry(identity string) *exchanged {
 	x.mu.Lock()
 	defer x.mu.Unlock()
@@ -74,7 +76,9 @@ func (x *exchanger) entry(identity string) *exchanged {
 		var oldest string
 		var at time.Time
 		for id, e := range x.entries {
-			e.mu.Lock()
+			if !e.mu.TryLock() {
+				continue
+			}
 			r := e.renew
 			e.mu.Unlock()
 			if oldest == "" || r.Before(at) {
