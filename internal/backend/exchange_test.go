@@ -38,6 +38,7 @@ type exchangeServer struct {
 	seen      []string        // the subject of each request the endpoint accepted
 	sawAuth   []string        // every Authorization header the endpoint got
 	echo      bool            // the token endpoint's errors quote the subject token
+	passBack  bool            // the token endpoint answers an exchange with the subject token itself
 }
 
 // jwtOf makes an unsigned JWT-shaped token naming sub, as an
@@ -80,6 +81,9 @@ func newExchangeServer(t *testing.T) *exchangeServer {
 			}
 			es.exchanges[subject]++
 			token, sub = jwtOf(user, es.exchanges[subject]), user
+			if es.passBack {
+				token = subject
+			}
 		}
 		es.valid[token] = !es.never[sub] && (!es.refuse[sub] || es.exchanges["user-token-"+sub] > 1)
 		es.subjectOf[token] = sub
@@ -344,5 +348,23 @@ func TestSecretHidden(t *testing.T) {
 	}
 	if c.Token.Reveal() != "user-token-alice" {
 		t.Errorf("Reveal = %q", c.Token.Reveal())
+	}
+}
+
+// TestTokenExchangePassBack: an authorization server that answers the
+// exchange with the caller's own token does not get the gateway to pass
+// it through.
+func TestTokenExchangePassBack(t *testing.T) {
+	es := newExchangeServer(t)
+	es.passBack = true
+	_, hc, _ := es.backend(t, config.ExchangeRefuse)
+	err := es.post(hc, user("alice"))
+	if err == nil || !strings.Contains(err.Error(), "never passes it through") || strings.Contains(err.Error(), "user-token") {
+		t.Errorf("an exchange answered with the caller's own token: %v", err)
+	}
+	es.mu.Lock()
+	defer es.mu.Unlock()
+	if len(es.sawAuth) > 0 {
+		t.Errorf("the server got %q", es.sawAuth)
 	}
 }
