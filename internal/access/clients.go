@@ -92,8 +92,8 @@ type Caller struct {
 	// "none".
 	Identity string
 	// Subject is the client_claim of the caller's OAuth access token, ""
-	// for a caller without one.
-	Subject string
+	// for a caller without one; Issuer the issuer URL of that token.
+	Subject, Issuer string
 	// AccessToken is the OAuth access token the resource server accepted
 	// from the caller, for a backend that exchanges it (see
 	// UpstreamCaller); zero for a caller without one.

@@ -551,7 +551,7 @@ func TestOAuthCallerKeepsItsToken(t *testing.T) {
 	if ref != nil {
 		t.Fatalf("refused: %s", ref.Reason)
 	}
-	if c.AccessToken.Reveal() != token || c.Subject != "alice" {
+	if c.AccessToken.Reveal() != token || c.Subject != "alice" || c.Issuer != ti.srv.URL {
 		t.Errorf("the caller keeps token %v (equal: %v) and subject %q; want the validated token and alice", c.AccessToken, c.AccessToken.Reveal() == token, c.Subject)
 	}
 	var buf strings.Builder

@@ -20,8 +20,8 @@ type Caller struct {
 	// per identity.
 	Identity string
 	// Subject is the client_claim of the caller's OAuth access token, ""
-	// without one.
-	Subject string
+	// without one; Issuer is the issuer URL of that token.
+	Subject, Issuer string
 	// Token is the caller's validated OAuth access token, zero without
 	// one: the subject token of the exchange, and sent nowhere else.
 	Token Secret
@@ -91,6 +91,21 @@ func (e *NoOAuthTokenError) Error() string {
 		"connect with an access token of the gateway's authorization server, or an administrator can set oauth_exchange_fallback = \"service\" for this backend to serve such callers as the gateway's own client", e.Backend, who)
 }
 
+// ForeignTokenError refuses a call to a backend that exchanges its
+// callers' tokens, for a caller whose token another authorization server
+// issued: a token is exchanged only at the server that issued it, never
+// shown to another.
+type ForeignTokenError struct {
+	Backend, Identity string
+	Issuer            string // the caller's token's
+	Want              string // the backend's oauth_issuer
+}
+
+func (e *ForeignTokenError) Error() string {
+	return fmt.Sprintf("backend %q exchanges its callers' tokens at %s (oauth_issuer), but caller %s has a token of %s, which the gateway does not send to another authorization server; "+
+		"connect with a token of %s, or an administrator can point oauth_issuer at the server that issues the callers' tokens", e.Backend, e.Want, e.Identity, e.Issuer, e.Want)
+}
+
 // UpstreamOf says who a call of caller to b runs as upstream: as, one of
 // UpstreamExchanged and UpstreamService ("" for a backend without OAuth
 // toward its server, whose credential, if any, is its configuration's,
@@ -104,6 +119,8 @@ func (b *Backend) UpstreamOf(caller *Caller) (as, subject string) {
 			return UpstreamService, ""
 		}
 		return "", ""
+	case caller != nil && !caller.Token.IsZero() && b.cfg.OAuthIssuer != "" && caller.Issuer != b.cfg.OAuthIssuer:
+		return "", "" // refused: see ForeignTokenError
 	case caller != nil && !caller.Token.IsZero():
 		return UpstreamExchanged, b.exchangedSubject(caller)
 	case b.cfg.OAuthExchangeFallback == config.ExchangeService:
@@ -119,9 +136,12 @@ type upstreamCounts struct {
 
 // countUpstream counts a call of caller to b, which exchanges tokens, by
 // who it runs as, and refuses it when caller has no OAuth access token
-// and b no fallback.
+// and b no fallback, or a token of another issuer than b's oauth_issuer.
 func (b *Backend) countUpstream(caller *Caller) error {
 	switch {
+	case !caller.Token.IsZero() && b.cfg.OAuthIssuer != "" && caller.Issuer != b.cfg.OAuthIssuer:
+		b.upstream.refused.Add(1)
+		return &ForeignTokenError{Backend: b.name, Identity: caller.Identity, Issuer: caller.Issuer, Want: b.cfg.OAuthIssuer}
 	case !caller.Token.IsZero():
 		b.upstream.exchanged.Add(1)
 	case b.cfg.OAuthExchangeFallback == config.ExchangeService:

@@ -265,6 +265,7 @@ type exchangeTransport struct {
 	x        *exchanger
 	origin   string // scheme://host of the backend's endpoint
 	fallback bool   // oauth_exchange_fallback = "service"
+	issuer   string // oauth_issuer: the only issuer whose tokens are exchanged; "" with oauth_token_endpoint
 	backend  string
 }
 
@@ -279,6 +280,8 @@ func (t *exchangeTransport) RoundTrip(req *http.Request) (*http.Response, error)
 		return t.service.RoundTrip(req)
 	case caller.Token.IsZero():
 		return nil, &NoOAuthTokenError{Backend: t.backend, Identity: caller.Identity}
+	case t.issuer != "" && caller.Issuer != t.issuer:
+		return nil, &ForeignTokenError{Backend: t.backend, Identity: caller.Identity, Issuer: caller.Issuer, Want: t.issuer}
 	}
 	tok, err := t.x.Token(ctx, caller)
 	if err != nil {

@@ -113,11 +113,18 @@ func newExchangeServer(t *testing.T) *exchangeServer {
 // its HTTP client and its log.
 func (es *exchangeServer) backend(t *testing.T, fallback string) (*Backend, *http.Client, *testutil.Buffer) {
 	t.Helper()
+	return es.backendOf(t, fallback, "")
+}
+
+// backendOf is backend with oauth_issuer issuer (its token endpoint
+// still es's).
+func (es *exchangeServer) backendOf(t *testing.T, fallback, issuer string) (*Backend, *http.Client, *testutil.Buffer) {
+	t.Helper()
 	creds := t.TempDir()
 	os.WriteFile(filepath.Join(creds, "secret"), []byte("gw-secret\n"), 0o600)
 	cfg := &config.Backend{Name: "up", Remote: config.Remote{URL: es.srv.URL + "/mcp", RemoteOAuth: config.RemoteOAuth{
 		OAuthClientID: "gw", OAuthClientSecretCredential: "secret", OAuthScopes: []string{"mcp:tools"}, OAuthResource: es.srv.URL + "/mcp",
-		OAuthTokenEndpoint: es.srv.URL + "/token", OAuthRetryInterval: time.Hour,
+		OAuthTokenEndpoint: es.srv.URL + "/token", OAuthRetryInterval: time.Hour, OAuthIssuer: issuer,
 		TokenExchange: config.TokenExchange{OAuthTokenExchange: true, OAuthAudience: "mcp-up", OAuthExchangeFallback: fallback}}}}
 	log := &testutil.Buffer{}
 	b := New(cfg, Options{CredentialsDirectory: creds, Logger: slog.New(slog.NewTextHandler(log, nil))})
@@ -366,5 +373,37 @@ func TestTokenExchangePassBack(t *testing.T) {
 	defer es.mu.Unlock()
 	if len(es.sawAuth) > 0 {
 		t.Errorf("the server got %q", es.sawAuth)
+	}
+}
+
+// TestTokenExchangeForeignIssuer: with oauth_issuer, only tokens that
+// server issued are exchanged; a caller's token of another issuer is
+// refused before anything is sent anywhere.
+func TestTokenExchangeForeignIssuer(t *testing.T) {
+	es := newExchangeServer(t)
+	b, hc, _ := es.backendOf(t, config.ExchangeService, "https://as.example")
+	ours, foreign := user("alice"), user("bob")
+	ours.Issuer, foreign.Issuer = "https://as.example", "https://other.example"
+	if err := b.countUpstream(ours); err != nil {
+		t.Errorf("a token of oauth_issuer: %v", err)
+	}
+	err := b.countUpstream(foreign)
+	var fe *ForeignTokenError
+	if !errors.As(err, &fe) || !strings.Contains(err.Error(), "https://other.example") || !strings.Contains(err.Error(), "does not send to another authorization server") {
+		t.Errorf("a token of another issuer: %v", err)
+	}
+	if err := es.post(hc, foreign); !errors.As(err, &fe) {
+		t.Errorf("the transport: %v", err)
+	}
+	if as, _ := b.UpstreamOf(foreign); as != "" {
+		t.Errorf("UpstreamOf(a caller of another issuer) = %q, want none: refused", as)
+	}
+	if _, _, refused, _ := b.UpstreamCalls(); refused != 1 {
+		t.Errorf("%d calls counted refused, want 1", refused)
+	}
+	es.mu.Lock()
+	defer es.mu.Unlock()
+	if len(es.exchanges) != 0 || len(es.sawAuth) != 0 {
+		t.Errorf("a foreign token was exchanged (%v) or reached the server (%q)", es.exchanges, es.sawAuth)
 	}
 }

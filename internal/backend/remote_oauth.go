@@ -400,7 +400,7 @@ func (b *Backend) withToken(hc *http.Client) (*http.Client, error) {
 			return nil, err
 		}
 		c.Transport = &exchangeTransport{next: next, service: service, x: b.tokens.x, origin: u.Scheme + "://" + u.Host,
-			fallback: b.cfg.OAuthExchangeFallback == config.ExchangeService, backend: b.name}
+			fallback: b.cfg.OAuthExchangeFallback == config.ExchangeService, issuer: b.cfg.OAuthIssuer, backend: b.name}
 	}
 	return &c, nil
 }

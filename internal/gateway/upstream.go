@@ -64,7 +64,7 @@ func (s *Session) caller() *backend.Caller {
 		if u.caller.Client == nil {
 			identity = s.identity
 		}
-		u.made = &backend.Caller{Identity: identity, Subject: u.caller.Subject, Token: backend.NewSecret(u.caller.AccessToken.Reveal())}
+		u.made = &backend.Caller{Identity: identity, Subject: u.caller.Subject, Issuer: u.caller.Issuer, Token: backend.NewSecret(u.caller.AccessToken.Reveal())}
 	}
 	return u.made
 }
