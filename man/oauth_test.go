@@ -75,6 +75,12 @@ func remoteOAuthBase(name string) string {
 		return base + issuer + "oauth_client_id = \"mcpgate\"\n"
 	case "oauth_issuer", "oauth_token_endpoint":
 		return base + "oauth_client_id = \"mcpgate\"\noauth_client_secret_credential = \"s\"\n"
+	case "oauth_token_exchange", "oauth_audience", "oauth_exchange_fallback":
+		// The exchange needs callers with OAuth tokens: an [oauth] issuer.
+		base = "[gateway]\nauth = \"required\"\n[oauth.issuers.corp]\nissuer = \"https://auth.example.com\"\n" + base
+		if name != "oauth_token_exchange" {
+			base += "oauth_token_exchange = true\n"
+		}
 	}
 	return base + issuer + "oauth_client_id = \"mcpgate\"\noauth_client_secret_credential = \"s\"\n"
 }

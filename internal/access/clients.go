@@ -91,6 +91,13 @@ type Caller struct {
 	// "uid:UID" for a unix socket peer, "" for every caller when auth is
 	// "none".
 	Identity string
+	// Subject is the client_claim of the caller's OAuth access token, ""
+	// for a caller without one; Issuer the issuer URL of that token.
+	Subject, Issuer string
+	// AccessToken is the OAuth access token the resource server accepted
+	// from the caller, for a backend that exchanges it (see
+	// UpstreamCaller); zero for a caller without one.
+	AccessToken AccessToken
 }
 
 // TokenIdentity is the Identity of the bearer token whose SHA-256 is sum.

@@ -10,6 +10,8 @@ import (
 	"crypto/x509"
 	"encoding/base64"
 	"encoding/json"
+	"fmt"
+	"log/slog"
 	"maps"
 	"net"
 	"net/http"
@@ -532,5 +534,29 @@ func TestOAuthIdentityIsTheSubject(t *testing.T) {
 	anon1, anon2 := identify(team(nil)), identify(team(nil))
 	if !strings.HasPrefix(anon1.Identity, "oauth:test:token:") || anon1.Identity == anon2.Identity {
 		t.Errorf("tokens without sub: %q and %q; want each its own identity", anon1.Identity, anon2.Identity)
+	}
+}
+
+// TestOAuthCallerKeepsItsToken: the Caller of an OAuth token keeps that
+// very token (for a backend that exchanges it) and its subject, and
+// shows the token neither in fmt nor in slog.
+func TestOAuthCallerKeepsItsToken(t *testing.T) {
+	ti := newTestIssuer(t)
+	rs := ti.addKey(t, "rs", jose.RS256)
+	set, _ := NewSet(oauthConfig(t, ti.srv.URL, ""), Options{})
+	token := sign(t, rs, claims(ti.srv.URL, map[string]any{"sub": "alice", "groups": []string{"team"}, "scope": "mcp:write"}))
+	r := httptest.NewRequest("POST", testResource, nil)
+	r.Header.Set("Authorization", "Bearer "+token)
+	c, ref := set.Identify(r, Peer{})
+	if ref != nil {
+		t.Fatalf("refused: %s", ref.Reason)
+	}
+	if c.AccessToken.Reveal() != token || c.Subject != "alice" || c.Issuer != ti.srv.URL {
+		t.Errorf("the caller keeps token %v (equal: %v) and subject %q; want the validated token and alice", c.AccessToken, c.AccessToken.Reveal() == token, c.Subject)
+	}
+	var buf strings.Builder
+	slog.New(slog.NewTextHandler(&buf, nil)).Info("x", "caller", c, "token", c.AccessToken)
+	if s := fmt.Sprintf("%v %+v %#v %s", c, c, c, c.AccessToken) + buf.String(); strings.Contains(s, token[len(token)-20:]) {
+		t.Errorf("the token shows: %s", s)
 	}
 }

@@ -97,7 +97,7 @@ func (s *Set) byOAuth(r *http.Request, peer Peer, token string, sum [32]byte) (C
 			Advice:    "ask the authorization server for a token with scope \"" + strings.Join(want, " ") + "\"",
 			Challenge: o.challenge(resource, "insufficient_scope", "the token lacks scope "+strings.Join(missing, " "), want)}
 	}
-	return Caller{Client: oc.c, Identity: g.Identity}, nil
+	return Caller{Client: oc.c, Identity: g.Identity, Subject: g.Subject, Issuer: o.cfg.Issuers[g.Issuer].Issuer, AccessToken: NewAccessToken(token)}, nil
 }
 
 // matchGrant returns the client the grant is: of the clients whose

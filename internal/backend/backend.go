@@ -155,7 +155,8 @@ type Backend struct {
 
 	lc lifecycle
 
-	tokens tokenHolder // a remote backend's own OAuth token; see remote_oauth.go
+	tokens   tokenHolder    // a remote backend's own OAuth token; see remote_oauth.go
+	upstream upstreamCounts // its calls by who they ran as upstream; see caller.go
 }
 
 type op int

@@ -26,11 +26,18 @@ func Cause(err error) string {
 	var status *mcphttp.StatusError
 	var unreachable *mcphttp.UnreachableError
 	var redirect *mcphttp.RedirectError
+	var exchange *exchangeError
 	switch {
 	case err == nil:
 		return ""
 	case errors.As(err, &public):
 		return public.cause
+	case errors.As(err, &exchange):
+		return "the authorization server did not exchange the caller's access token for one for this backend (oauth_token_exchange; the journal says why)"
+	case errors.As(err, new(*ForeignTokenError)):
+		return "the caller's token is of another authorization server than the one this backend exchanges tokens at (oauth_issuer)"
+	case errors.As(err, new(*NoOAuthTokenError)):
+		return "the caller has no OAuth access token to exchange (oauth_token_exchange)"
 	case errors.Is(err, errHandshakeTimeout):
 		return "handshake timed out"
 	case errors.As(err, &status):

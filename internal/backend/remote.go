@@ -250,6 +250,16 @@ func (r *remote) send(ctx context.Context, data []byte) error {
 	r.state.remember(msg)
 	pctx, cancel := context.WithCancel(r.ctx)
 	pctx = telemetry.Carry(pctx, ctx) // the call's span, for its headers and its token
+	if r.c.b.cfg.OAuthTokenExchange {
+		if caller := callerOf(ctx); caller != nil {
+			if err := r.c.b.countUpstream(caller); err != nil {
+				cancel()
+				r.c.warnServer("no-oauth-token", err.Error(), "identity", caller.Identity, "method", msg.Method)
+				return err
+			}
+			pctx = context.WithValue(pctx, CallerKey{}, caller) // for exchangeTransport
+		}
+	}
 	r.mu.Lock()
 	r.posts[id] = cancel
 	r.mu.Unlock()

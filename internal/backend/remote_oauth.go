@@ -14,11 +14,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"net/url"
-	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -217,26 +214,70 @@ func (s *tokenSource) request(ctx context.Context) (string, error) {
 		}
 		s.endpoint = ep
 	}
-	secret, key, err := s.credential()
-	if err != nil {
-		return "", err
-	}
 	form := url.Values{"grant_type": {"client_credentials"}, "resource": {s.cfg.OAuthResource}}
 	if len(s.cfg.OAuthScopes) > 0 {
 		form.Set("scope", strings.Join(s.cfg.OAuthScopes, " "))
 	}
+	ans, start, err := s.post(ctx, s.endpoint, form, "")
+	if err != nil {
+		return "", err
+	}
+	life := ans.lifetime()
+	s.token, s.expiry, s.obtained = ans.AccessToken, start.Add(life), start
+	s.renew = renewAt(start, life)
+	s.log.Info("obtained an access token for the backend", "token_endpoint", s.endpoint, "expires", s.expiry.UTC().Format(time.RFC3339))
+	return s.token, nil
+}
+
+// tokenAnswer is a token endpoint's answer (RFC 6749 section 5.1, RFC
+// 8693 section 2.2).
+type tokenAnswer struct {
+	AccessToken     string `json:"access_token"`
+	TokenType       string `json:"token_type"`
+	IssuedTokenType string `json:"issued_token_type"`
+	ExpiresIn       int64  `json:"expires_in"`
+	Error           string `json:"error"`
+	Description     string `json:"error_description"`
+}
+
+// lifetime is how long the answer's token lives: 5 minutes when the
+// server does not say (RFC 6749 leaves it to the server; ask again soon).
+func (a *tokenAnswer) lifetime() time.Duration {
+	if a.ExpiresIn <= 0 {
+		return 5 * time.Minute
+	}
+	return time.Duration(a.ExpiresIn) * time.Second
+}
+
+// renewAt is when to renew a token obtained at start that lives life:
+// once four fifths of its life passed, and never later than a minute
+// before it expires: requests on the way must not carry a token that
+// expires in flight.
+func renewAt(start time.Time, life time.Duration) time.Time {
+	return start.Add(min(life*4/5, max(life-time.Minute, life/2)))
+}
+
+// post sends form to the token endpoint, authenticated as the gateway's
+// client, and returns its bearer token's answer and when it was asked.
+// hide, if not "", is a secret of the form (a subject token) that must
+// not show in an error even if the server echoes it.
+func (s *tokenSource) post(ctx context.Context, endpoint string, form url.Values, hide string) (*tokenAnswer, time.Time, error) {
+	secret, key, err := s.credential()
+	if err != nil {
+		return nil, time.Time{}, err
+	}
 	if key != nil {
-		assertion, err := s.assertion(key)
+		assertion, err := s.assertion(key, endpoint)
 		if err != nil {
-			return "", err
+			return nil, time.Time{}, err
 		}
 		form.Set("client_id", s.cfg.OAuthClientID)
 		form.Set("client_assertion_type", "urn:ietf:params:oauth:client-assertion-type:jwt-bearer")
 		form.Set("client_assertion", assertion)
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.endpoint, strings.NewReader(form.Encode()))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, endpoint, strings.NewReader(form.Encode()))
 	if err != nil {
-		return "", fmt.Errorf("token endpoint %s: %v", s.endpoint, err)
+		return nil, time.Time{}, fmt.Errorf("token endpoint %s: %v", endpoint, err)
 	}
 	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 	req.Header.Set("Accept", "application/json")
@@ -251,173 +292,38 @@ func (s *tokenSource) request(ctx context.Context) (string, error) {
 		if errors.As(err, &ue) {
 			err = ue.Err
 		}
-		return "", fmt.Errorf("token endpoint %s: %v", s.endpoint, err)
+		return nil, time.Time{}, fmt.Errorf("token endpoint %s: %v", endpoint, err)
 	}
 	defer resp.Body.Close()
-	var ans struct {
-		AccessToken string `json:"access_token"`
-		TokenType   string `json:"token_type"`
-		ExpiresIn   int64  `json:"expires_in"`
-		Error       string `json:"error"`
-		Description string `json:"error_description"`
-	}
+	var ans tokenAnswer
 	if err := json.NewDecoder(io.LimitReader(resp.Body, maxOAuthAnswer)).Decode(&ans); err != nil && resp.StatusCode == http.StatusOK {
-		return "", fmt.Errorf("token endpoint %s: not a JSON answer: %v", s.endpoint, err)
+		return nil, time.Time{}, fmt.Errorf("token endpoint %s: not a JSON answer: %v", endpoint, err)
 	}
 	switch {
 	case resp.StatusCode != http.StatusOK:
-		return "", fmt.Errorf("token endpoint %s refused client %q: %s %s: %s", s.endpoint, s.cfg.OAuthClientID, resp.Status, ans.Error, ans.Description)
+		detail := ans.Error + ": " + ans.Description
+		if hide != "" {
+			detail = strings.ReplaceAll(detail, hide, "[redacted]")
+		}
+		return nil, time.Time{}, fmt.Errorf("token endpoint %s refused client %q: %s %s", endpoint, s.cfg.OAuthClientID, resp.Status, detail)
 	case ans.AccessToken == "" || !strings.EqualFold(ans.TokenType, "Bearer"):
-		return "", fmt.Errorf("token endpoint %s answered no bearer token", s.endpoint)
+		return nil, time.Time{}, fmt.Errorf("token endpoint %s answered no bearer token", endpoint)
 	}
-	life := time.Duration(ans.ExpiresIn) * time.Second
-	if ans.ExpiresIn <= 0 {
-		life = 5 * time.Minute // RFC 6749 leaves it to the server; ask again soon
-	}
-	s.token, s.expiry, s.obtained = ans.AccessToken, start.Add(life), start
-	// Renew once four fifths of its life passed, and never later than a
-	// minute before it expires: requests on the way must not carry a token
-	// that expires in flight.
-	s.renew = start.Add(min(life*4/5, max(life-time.Minute, life/2)))
-	s.log.Info("obtained an access token for the backend", "token_endpoint", s.endpoint, "expires", s.expiry.UTC().Format(time.RFC3339))
-	return s.token, nil
+	return &ans, start, nil
 }
 
 // assertion signs a client assertion for private_key_jwt (RFC 7523
 // section 2.2): short-lived, one use.
-func (s *tokenSource) assertion(key *jose.JSONWebKey) (string, error) {
+func (s *tokenSource) assertion(key *jose.JSONWebKey, endpoint string) (string, error) {
 	signer, err := jose.NewSigner(jose.SigningKey{Algorithm: jose.SignatureAlgorithm(key.Algorithm), Key: key.Key}, (&jose.SignerOptions{}).WithType("JWT"))
 	if err != nil {
 		return "", fmt.Errorf("oauth_private_key_credential: %v", err)
 	}
 	now := time.Now()
 	return jwt.Signed(signer).Claims(jwt.Claims{
-		Issuer: s.cfg.OAuthClientID, Subject: s.cfg.OAuthClientID, Audience: jwt.Audience{s.endpoint},
+		Issuer: s.cfg.OAuthClientID, Subject: s.cfg.OAuthClientID, Audience: jwt.Audience{endpoint},
 		ID: rand.Text(), IssuedAt: jwt.NewNumericDate(now), Expiry: jwt.NewNumericDate(now.Add(time.Minute)),
 	}).Serialize()
-}
-
-// discover finds the token endpoint of oauth_issuer, the authorization
-// server the operator trusts: its metadata (RFC 8414, else OpenID Connect
-// discovery) must name that issuer exactly and a token endpoint on https
-// (or http on a loopback host). The server's own protected resource
-// metadata (RFC 9728) is read too, when it has one: its resource must be
-// the backend's, and its authorization servers must list the issuer.
-// Nothing the server says chooses where the secret goes.
-func (s *tokenSource) discover(ctx context.Context) (string, error) {
-	issuer := s.cfg.OAuthIssuer
-	if err := s.checkResourceMetadata(ctx, issuer); err != nil {
-		return "", err
-	}
-	iu, err := url.Parse(issuer)
-	if err != nil {
-		return "", fmt.Errorf("oauth_issuer %q: %v", issuer, err)
-	}
-	var errs []string
-	path := strings.TrimSuffix(iu.Path, "/")
-	for _, p := range []string{"/.well-known/oauth-authorization-server" + path, path + "/.well-known/openid-configuration"} {
-		mu := *iu
-		mu.Path = p
-		var md struct {
-			Issuer        string `json:"issuer"`
-			TokenEndpoint string `json:"token_endpoint"`
-		}
-		if err := s.getJSON(ctx, mu.String(), &md); err != nil {
-			errs = append(errs, err.Error())
-			continue
-		}
-		switch {
-		case md.Issuer != issuer:
-			errs = append(errs, fmt.Sprintf("%s names issuer %s, not %s", mu.String(), quoteClaim(md.Issuer), issuer))
-		case md.TokenEndpoint == "":
-			errs = append(errs, mu.String()+" names no token_endpoint")
-		case !secureURL(md.TokenEndpoint):
-			errs = append(errs, fmt.Sprintf("%s names token endpoint %s, which is not https:// (plain http only on a loopback host)", mu.String(), quoteClaim(md.TokenEndpoint)))
-		default:
-			return md.TokenEndpoint, nil
-		}
-	}
-	return "", fmt.Errorf("no token endpoint for oauth_issuer %s (%s); set oauth_token_endpoint instead", issuer, strings.Join(errs, "; "))
-}
-
-// checkResourceMetadata reads the server's protected resource metadata,
-// if it has any, and refuses one that is for another resource or does
-// not list issuer.
-func (s *tokenSource) checkResourceMetadata(ctx context.Context, issuer string) error {
-	u, err := url.Parse(s.url)
-	if err != nil {
-		return err
-	}
-	for _, p := range []string{"/.well-known/oauth-protected-resource" + strings.TrimSuffix(u.Path, "/"), "/.well-known/oauth-protected-resource"} {
-		mu := url.URL{Scheme: u.Scheme, Host: u.Host, Path: p}
-		var prm struct {
-			Resource             string   `json:"resource"`
-			AuthorizationServers []string `json:"authorization_servers"`
-		}
-		if s.getJSON(ctx, mu.String(), &prm) != nil {
-			continue // none there: the configured issuer is all there is
-		}
-		switch {
-		case prm.Resource != s.cfg.OAuthResource && prm.Resource != s.url:
-			return fmt.Errorf("the server's resource metadata %s is for resource %s, not %s; the gateway sends its secret to no authorization server it names", mu.String(), quoteClaim(prm.Resource), s.cfg.OAuthResource)
-		case !slices.Contains(prm.AuthorizationServers, issuer):
-			return fmt.Errorf("the server's resource metadata %s names authorization servers %s, not oauth_issuer %s; fix oauth_issuer if the server moved", mu.String(), quoteClaims(prm.AuthorizationServers), issuer)
-		}
-		return nil
-	}
-	return nil
-}
-
-// secureURL reports whether u is https, or http on a loopback host.
-func secureURL(u string) bool {
-	p, err := url.Parse(u)
-	if err != nil || p.Host == "" {
-		return false
-	}
-	if p.Scheme == "https" {
-		return true
-	}
-	ip := net.ParseIP(p.Hostname())
-	return p.Scheme == "http" && (p.Hostname() == "localhost" || ip != nil && ip.IsLoopback())
-}
-
-// quoteClaim quotes a value a server sent, cut short, for a message.
-func quoteClaim(v string) string {
-	if len(v) > 120 {
-		v = v[:120] + "…"
-	}
-	return strconv.Quote(v)
-}
-
-func quoteClaims(vs []string) string {
-	if len(vs) == 0 {
-		return "none"
-	}
-	if len(vs) > 5 {
-		vs = append(vs[:5:5], fmt.Sprintf("and %d more", len(vs)-5))
-	}
-	q := make([]string, len(vs))
-	for i, v := range vs {
-		q[i] = quoteClaim(v)
-	}
-	return strings.Join(q, ", ")
-}
-
-func (s *tokenSource) getJSON(ctx context.Context, u string, v any) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
-	if err != nil {
-		return err
-	}
-	req.Header.Set("Accept", "application/json")
-	resp, err := s.http.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("%s: %s", u, resp.Status)
-	}
-	return json.NewDecoder(io.LimitReader(resp.Body, maxOAuthAnswer)).Decode(v)
 }
 
 // tokenTransport sends every request to the server with the gateway's own
@@ -460,6 +366,7 @@ func (t *tokenTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 type tokenHolder struct {
 	mu  sync.Mutex
 	src *tokenSource
+	x   *exchanger // with oauth_token_exchange
 }
 
 // withToken returns hc sending the backend's own OAuth token, when it has
@@ -482,7 +389,19 @@ func (b *Backend) withToken(hc *http.Client) (*http.Client, error) {
 		next = http.DefaultTransport
 	}
 	c := *hc
-	c.Transport = &tokenTransport{next: next, src: b.tokens.src}
+	service := &tokenTransport{next: next, src: b.tokens.src}
+	c.Transport = service
+	if b.cfg.OAuthTokenExchange {
+		if b.tokens.x == nil {
+			b.tokens.x = newExchanger(b.tokens.src)
+		}
+		u, err := url.Parse(b.cfg.Endpoint())
+		if err != nil {
+			return nil, err
+		}
+		c.Transport = &exchangeTransport{next: next, service: service, x: b.tokens.x, origin: u.Scheme + "://" + u.Host,
+			fallback: b.cfg.OAuthExchangeFallback == config.ExchangeService, issuer: b.cfg.OAuthIssuer, backend: b.name}
+	}
 	return &c, nil
 }
 

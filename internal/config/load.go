@@ -342,6 +342,7 @@ func (l *loader) resolve() *Config {
 	l.checkFallbacks(cfg)
 	l.checkUnitNames(cfg)
 	l.checkOAuth(cfg)
+	l.checkTokenExchange(cfg)
 	l.checkProfiles(cfg)
 	return cfg
 }

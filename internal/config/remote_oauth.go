@@ -1,6 +1,7 @@
 package config
 
 import (
+	"maps"
 	"slices"
 	"time"
 )
@@ -30,12 +31,40 @@ type RemoteOAuth struct {
 	// discoveries) that follow a failure: a refused token request, a
 	// failed discovery, or a 401 to a token that fresh; default 30s.
 	OAuthRetryInterval time.Duration
+	TokenExchange
 }
+
+// TokenExchange holds the keys of a remote backend that acts, for each
+// call, as the caller: the caller's validated access token (of an
+// [oauth] issuer) is exchanged at the backend's authorization server for
+// one of the same subject for the backend (RFC 8693), the gateway
+// authenticating as oauth_client_id. The backend's own requests (its
+// handshake, its lists) carry the client-credentials token of
+// oauth_client_id.
+type TokenExchange struct {
+	OAuthTokenExchange bool   // false (default): every call as the gateway's client
+	OAuthAudience      string // the "audience" asked for, if the server wants one; "" (default): none
+	// OAuthExchangeFallback is what a call of a caller without an OAuth
+	// access token (a static token, a unix peer) runs as: "refuse"
+	// (default) or "service", the backend's own client-credentials token.
+	OAuthExchangeFallback string
+}
+
+// Exchange fallbacks.
+const (
+	ExchangeRefuse  = "refuse"
+	ExchangeService = "service"
+)
 
 // remoteOAuthKeys are the keys of RemoteOAuth, which apply to a remote
 // backend only.
 var remoteOAuthKeys = []string{"oauth_client_id", "oauth_client_secret_credential", "oauth_private_key_credential",
-	"oauth_issuer", "oauth_token_endpoint", "oauth_scopes", "oauth_resource", "oauth_retry_interval"}
+	"oauth_issuer", "oauth_token_endpoint", "oauth_scopes", "oauth_resource", "oauth_retry_interval",
+	"oauth_token_exchange", "oauth_audience", "oauth_exchange_fallback"}
+
+// exchangeOnlyKeys are the keys that mean something only with
+// oauth_token_exchange = true.
+var exchangeOnlyKeys = []string{"oauth_audience", "oauth_exchange_fallback"}
 
 // DefaultOAuthRetryInterval is oauth_retry_interval's default.
 const DefaultOAuthRetryInterval = 30 * time.Second
@@ -44,7 +73,7 @@ func (r *RemoteOAuth) remoteOAuthEqual(o *RemoteOAuth) bool {
 	return r.OAuthClientID == o.OAuthClientID && r.OAuthClientSecretCredential == o.OAuthClientSecretCredential &&
 		r.OAuthPrivateKeyCredential == o.OAuthPrivateKeyCredential && r.OAuthIssuer == o.OAuthIssuer &&
 		r.OAuthTokenEndpoint == o.OAuthTokenEndpoint && slices.Equal(r.OAuthScopes, o.OAuthScopes) &&
-		r.OAuthResource == o.OAuthResource && r.OAuthRetryInterval == o.OAuthRetryInterval
+		r.OAuthResource == o.OAuthResource && r.OAuthRetryInterval == o.OAuthRetryInterval && r.TokenExchange == o.TokenExchange
 }
 
 func remoteOAuthFields() []field[Backend] {
@@ -72,6 +101,15 @@ func remoteOAuthFields() []field[Backend] {
 		}},
 		{"oauth_resource", func(d *decoder, at keyPath, v any, b *Backend) bool {
 			return d.str(at, v, &b.OAuthResource, checkResource)
+		}},
+		{"oauth_token_exchange", func(d *decoder, at keyPath, v any, b *Backend) bool {
+			return d.boolean(at, v, &b.OAuthTokenExchange)
+		}},
+		{"oauth_audience", func(d *decoder, at keyPath, v any, b *Backend) bool {
+			return d.str(at, v, &b.OAuthAudience, checkNotEmpty)
+		}},
+		{"oauth_exchange_fallback", func(d *decoder, at keyPath, v any, b *Backend) bool {
+			return d.str(at, v, &b.OAuthExchangeFallback, oneOf(ExchangeRefuse, ExchangeService))
 		}},
 	}
 }
@@ -110,5 +148,30 @@ func (d *decoder) checkRemoteOAuth(at keyPath, t map[string]any, b *Backend) {
 	}
 	if b.OAuthClientID != "" && b.OAuthRetryInterval == 0 {
 		b.OAuthRetryInterval = DefaultOAuthRetryInterval
+	}
+	if !b.OAuthTokenExchange {
+		for _, k := range exchangeOnlyKeys {
+			if has(k) {
+				d.fail(at.child(k), "%s applies only to a backend that exchanges its callers' tokens; set oauth_token_exchange = true, or remove %s", k, k)
+			}
+		}
+		return
+	}
+	if b.OAuthExchangeFallback == "" {
+		b.OAuthExchangeFallback = ExchangeRefuse
+	}
+}
+
+// checkTokenExchange checks that a backend with oauth_token_exchange can
+// ever get a token to exchange: the gateway must accept OAuth tokens.
+func (l *loader) checkTokenExchange(cfg *Config) {
+	if cfg.OAuth.Enabled() {
+		return
+	}
+	for _, name := range slices.Sorted(maps.Keys(cfg.Backends)) {
+		if b := cfg.Backends[name]; b.OAuthTokenExchange {
+			l.add(0, &Error{File: b.File, Line: b.Line, Key: "backends." + name + ".oauth_token_exchange",
+				Msg: "oauth_token_exchange exchanges the caller's OAuth access token, but no [oauth.issuers.NAME] is configured, so no caller has one; add an issuer, or remove oauth_token_exchange"})
+		}
 	}
 }

@@ -135,12 +135,15 @@ var (
 		"Calls waiting for one of the backend's max_concurrent_calls slots.", []string{"backend"}, nil)
 	descFallbacks = prometheus.NewDesc("mcpgate_fallbacks_total",
 		"Calls the backend could not serve that a fallback served.", []string{"backend"}, nil)
+	descUpstream = prometheus.NewDesc("mcpgate_upstream_calls_total",
+		"Calls of clients to a backend that exchanges their tokens (oauth_token_exchange), by who they ran as at its server: exchanged (the caller's own subject), service (the backend's own token, oauth_exchange_fallback), or refused (a caller without an OAuth token).",
+		[]string{"backend", "as"}, nil)
 	descPending = prometheus.NewDesc("mcpgate_integrity_pending_changes",
 		"Tools, prompts and resource templates of the backend that differ from the approved baseline (integrity).", []string{"backend"}, nil)
 )
 
 func (c backendCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descState, descRestarts, descCheck, descFailures, descCircuit, descInFlight, descQueued, descFallbacks, descPending} {
+	for _, d := range []*prometheus.Desc{descState, descRestarts, descCheck, descFailures, descCircuit, descInFlight, descQueued, descFallbacks, descPending, descUpstream} {
 		ch <- d
 	}
 }
@@ -159,6 +162,11 @@ func (c backendCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(descQueued, prometheus.GaugeValue, float64(h.CallsQueued), name)
 		ch <- prometheus.MustNewConstMetric(descFallbacks, prometheus.CounterValue, float64(h.NFallbacks), name)
 		ch <- prometheus.MustNewConstMetric(descPending, prometheus.GaugeValue, float64(c.d.integrity.NumPending(name)), name)
+		if exchanged, service, refused, ok := b.UpstreamCalls(); ok {
+			ch <- prometheus.MustNewConstMetric(descUpstream, prometheus.CounterValue, float64(exchanged), name, backend.UpstreamExchanged)
+			ch <- prometheus.MustNewConstMetric(descUpstream, prometheus.CounterValue, float64(service), name, backend.UpstreamService)
+			ch <- prometheus.MustNewConstMetric(descUpstream, prometheus.CounterValue, float64(refused), name, backend.UpstreamRefused)
+		}
 	}
 }
 

@@ -23,8 +23,11 @@ type callerCtx struct {
 type callerKey struct{}
 
 func (c *callerCtx) Value(key any) any {
-	if key == (callerKey{}) {
+	switch key {
+	case callerKey{}:
 		return c
+	case access.CallerKey{}: // for the gateway: see access.CallerOf
+		return &c.caller
 	}
 	return c.Context.Value(key)
 }

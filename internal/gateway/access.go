@@ -229,10 +229,11 @@ func (s *Session) audited(msg *jsonrpc.Message, stream *Stream, backend, what, n
 			return
 		}
 		now := time.Now()
+		upstream, subject := s.upstreamOf(backend)
 		journal.WriteAudit(ctx, h, &journal.Audit{
 			Time: now, Client: client, Identity: s.identity, Session: s.ID, RequestID: s.RequestID(), Backend: backend, What: what, Name: name,
 			Method: msg.Method, Duration: now.Sub(start), Outcome: outcome,
-			Request: len(msg.Params), Response: size,
+			Request: len(msg.Params), Response: size, Upstream: upstream, UpstreamSubject: subject,
 		})
 	}
 }

@@ -194,7 +194,11 @@ func (r *inputRound) retry() {
 		return
 	}
 	r.op.EndErr(nil)
-	ctx, cancel := context.WithTimeout(context.Background(), c.b.Config().Timeout)
+	ctx := context.Background()
+	if c.b.Config().OAuthTokenExchange {
+		ctx = context.WithValue(ctx, backend.CallerKey{}, c.sess.caller())
+	}
+	ctx, cancel := context.WithTimeout(ctx, c.b.Config().Timeout)
 	defer cancel()
 	if c.sess.g.opts.Telemetry != nil {
 		// The call's next message is one of its own, with its own span.

@@ -399,8 +399,11 @@ func (s *Session) sendAbout(msg *jsonrpc.Message, stream *Stream, b *backend.Bac
 		g.requestLevel(conn, s.logLevel)
 	}
 	// A dual remote backend takes a stateless client's request in its era
-	// (see backend.EraDual), a session's as a legacy backend would.
-	modern := conn.Modern() || s.stateless && conn.Dual()
+	// (see backend.EraDual), a session's as a legacy backend would; but
+	// every call to one that exchanges tokens stands alone, with its
+	// caller's token: a session of the gateway's belongs to one identity
+	// at a server that binds sessions to who opened them.
+	modern := conn.Modern() || (s.stateless || b.Config().OAuthTokenExchange) && conn.Dual()
 	c.modern = modern
 	// A legacy backend gets a stateless request without the 2026-07-28
 	// _meta (see legacy.go), cut out as the request is written.
@@ -414,6 +417,9 @@ func (s *Session) sendAbout(msg *jsonrpc.Message, stream *Stream, b *backend.Bac
 	}
 	ctx := &c.send // in the call: no allocation of its own
 	ctx.deadline = c.started.Add(b.Config().Timeout)
+	if b.Config().OAuthTokenExchange {
+		ctx.caller = s.caller()
+	}
 	defer ctx.stop()
 	if op != nil {
 		// The backend's spans continue the trace: its _meta, and a remote

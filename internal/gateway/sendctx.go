@@ -4,6 +4,8 @@ import (
 	"context"
 	"sync"
 	"time"
+
+	"github.com/mcpgate/mcpgate/internal/backend"
 )
 
 // sendContext bounds the sending of a call to a backend by its timeout.
@@ -21,6 +23,8 @@ type sendContext struct {
 	// (the span) are this context's, for the backend (see
 	// telemetry.Carry).
 	trace context.Context
+	// caller is who the call is sent for (backend.CallerKey).
+	caller *backend.Caller
 }
 
 func (c *sendContext) timed() context.Context {
@@ -41,6 +45,9 @@ func (c *sendContext) Err() error { return c.timed().Err() }
 // Value returns the trace context's values; there are none without
 // telemetry.
 func (c *sendContext) Value(key any) any {
+	if _, ok := key.(backend.CallerKey); ok && c.caller != nil {
+		return c.caller
+	}
 	if c.trace != nil {
 		return c.trace.Value(key)
 	}

@@ -25,18 +25,23 @@ type Session struct {
 	// stateless marks the context of one 2026-07-28 request (see
 	// StatelessRequest): no ID, no standalone stream, in no session table.
 	stateless bool
+	closed    bool // guarded by mu; here, beside the other bools, to keep the struct small
 	client    atomic.Pointer[access.Client]
 	// identity is who authenticated when the session (or the request)
 	// began (access.Caller.Identity): what the session and the
 	// requestState of its calls are bound to.
 	identity string
+	// upstream is who the session's calls are sent for (see
+	// upstream.go): the caller of its latest request; nil until a
+	// request came with one (never without auth: an idle session pays
+	// one pointer).
+	upstream atomic.Pointer[upstreamCaller]
 	shape    // its profile, and what search mode added to its list
 	// one is what the context of one stateless request knows of it; nil
 	// in a session, which keeps none of it.
 	one *oneRequest
 
 	mu         sync.Mutex
-	closed     bool
 	lastActive time.Time
 	logLevel   int                // most verbose syslog priority wanted; -1: never set
 	subs       map[string]string  // subscribed uri → owning backend

@@ -20,8 +20,11 @@ import (
 
 // HandleRequestContext is HandleRequest of a request whose trace context
 // ctx carries (the front's, from the request's headers; see
-// telemetry.Telemetry.Extract): the request's server op starts here.
+// telemetry.Telemetry.Extract): the request's server op starts here. ctx
+// also carries the caller the front identified (access.CallerOf), whom
+// the session's calls are then sent for (see upstream.go).
 func (s *Session) HandleRequestContext(ctx context.Context, msg *jsonrpc.Message, stream *Stream) {
+	s.noteCaller(ctx)
 	if t := s.g.opts.Telemetry; t != nil {
 		op := t.Server(ctx, msg.Method, msg.ID, msg.Params)
 		op.SetSession(s.ID, s.Protocol)

@@ -42,6 +42,9 @@ type authServer struct {
 const (
 	svcSecret   = "svc-secret-0123456789abcdef0123456789"
 	otherSecret = "other-secret-0123456789abcdef012345678"
+	// alice and bob are two users: their tokens' sub is their name.
+	aliceSecret = "alice-secret-0123456789abcdef01234567"
+	bobSecret   = "bob-secret-0123456789abcdef0123456789"
 )
 
 func newKey(t *testing.T, kid string) jose.JSONWebKey {
@@ -83,7 +86,9 @@ func startAuthServerEnv(t *testing.T, env []string, port int, ttl time.Duration,
 	clients := `[{"client_id":"svc","client_secret":"` + svcSecret + `","scope":"mcp:read mcp:write"},` +
 		`{"client_id":"other","client_secret":"` + otherSecret + `","scope":"mcp:read"},` +
 		`{"client_id":"gw","client_secret":"` + gwSecret + `","scope":"mcp:read"},` +
-		`{"client_id":"gwkey","jwks":` + string(gwJWKS) + `,"scope":"mcp:read"}]`
+		`{"client_id":"gwkey","jwks":` + string(gwJWKS) + `,"scope":"mcp:read"},` +
+		`{"client_id":"alice","client_secret":"` + aliceSecret + `","scope":"mcp:read"},` +
+		`{"client_id":"bob","client_secret":"` + bobSecret + `","scope":"mcp:read"}]`
 	cmd := exec.Command("node", filepath.Join(testutil.ModuleRoot(), "internal", "itest", "testdata", "oauth-as.mjs"))
 	cmd.Env = append(os.Environ(), "OIDC_PROVIDER="+entry, "AS_PORT="+strconv.Itoa(port), "AS_JWKS="+string(jwks),
 		"AS_CLIENTS="+clients, "AS_TTL="+strconv.Itoa(int(ttl/time.Second)))

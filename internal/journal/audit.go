@@ -30,6 +30,13 @@ type Audit struct {
 	Outcome   string // "ok", "error" (the backend's) or "failed" (no answer)
 	Request   int    // bytes of the request's params
 	Response  int    // bytes of the answer
+	// Upstream is who the call ran as at the backend's server:
+	// "exchanged" (a token exchanged for the caller's), "service" (the
+	// backend's own OAuth token), "" for a backend without OAuth toward
+	// its server (no attribute then). UpstreamSubject is the exchanged
+	// token's subject. Never a token.
+	Upstream        string
+	UpstreamSubject string
 }
 
 // Record returns a as an slog record at LevelInfo.
@@ -49,8 +56,14 @@ func (a *Audit) Record() slog.Record {
 		slog.Int64("duration_usec", a.Duration.Microseconds()),
 		slog.String("outcome", a.Outcome),
 		slog.Int("request_bytes", a.Request),
-		slog.Int("response_bytes", a.Response),
-		MessageAudit.Attr())
+		slog.Int("response_bytes", a.Response))
+	if a.Upstream != "" {
+		r.AddAttrs(slog.String("upstream", a.Upstream))
+	}
+	if a.UpstreamSubject != "" {
+		r.AddAttrs(slog.String("upstream_subject", a.UpstreamSubject))
+	}
+	r.AddAttrs(MessageAudit.Attr())
 	return r
 }
 
@@ -94,6 +107,12 @@ func (h textHandler) writeAudit(ctx context.Context, a *Audit) {
 	b = appendTextAttr(b, "outcome", a.Outcome)
 	b = strconv.AppendInt(append(b, " request_bytes="...), int64(a.Request), 10)
 	b = strconv.AppendInt(append(b, " response_bytes="...), int64(a.Response), 10)
+	if a.Upstream != "" {
+		b = appendTextAttr(b, "upstream", a.Upstream)
+	}
+	if a.UpstreamSubject != "" {
+		b = appendTextAttr(b, "upstream_subject", a.UpstreamSubject)
+	}
 	b = appendTextAttr(b, MessageIDKey, string(MessageAudit))
 	if h.ids != nil {
 		if trace, span, ok := h.ids(ctx); ok {

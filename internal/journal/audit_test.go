@@ -37,6 +37,12 @@ func TestWriteAuditTextIsSlogText(t *testing.T) {
 		if i%2 == 1 {
 			a.Session, a.RequestID = "", "r0badc0de-"+s // a stateless request's
 		}
+		switch i % 3 { // who it ran as upstream: none, the service, a subject
+		case 1:
+			a.Upstream = "service"
+		case 2:
+			a.Upstream, a.UpstreamSubject = "exchanged", s
+		}
 		var fast, slow bytes.Buffer
 		WriteAudit(context.Background(), newTextHandler(&fast, slog.LevelInfo, nil), a)
 		newTextHandler(&slow, slog.LevelInfo, nil).Handle(context.Background(), a.Record())
